@@ -1,0 +1,15 @@
+# Warnings as errors for everything tessera builds itself (tests, examples, benchmarks).
+add_library(tessera_warnings INTERFACE)
+target_compile_options(tessera_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror>)
+
+# tessera_add_subdirectories(<dir>): adds every immediate subfolder of <dir> that holds a
+# CMakeLists.txt, so that each area of the project owns its own folder and list file.
+function(tessera_add_subdirectories dir)
+  file(GLOB _children RELATIVE ${dir} CONFIGURE_DEPENDS ${dir}/*/CMakeLists.txt)
+  list(SORT _children)
+  foreach(_c IN LISTS _children)
+    get_filename_component(_d ${_c} DIRECTORY)
+    add_subdirectory(${dir}/${_d})
+  endforeach()
+endfunction()

@@ -1,0 +1,2 @@
+#include <tessera/tessera.hpp>
+int main() { return 0; }

@@ -42,24 +42,51 @@ struct step_type {
 };
 
 namespace detail {
+template <class L>
+constexpr int rank_of_layout() {
+  if constexpr (is_layout_v<L>)
+    return L::rank;
+  else
+    return 0;
+}
+template <class Src, class Extents>
+using extents_or_dynamic = std::conditional_t<std::is_void_v<Extents>, dextents<rank_of_layout<Src>()>, Extents>;
+
 constexpr mesh_shape nominal(mesh_shape m) noexcept {
   for (int a = 0; a < m.ndim; ++a)
     if (m.size[static_cast<std::size_t>(a)] == dyn) m.size[static_cast<std::size_t>(a)] = nominal_axis_size;
   return m;
 }
 
+template <class E>
+constexpr int extents_rank() {
+  if constexpr (is_extents_v<E>)
+    return E::rank();
+  else
+    return -1;
+}
+
+template <class A, class B>
+constexpr bool same_mesh() {
+  if constexpr (is_layout_v<A> && is_layout_v<B>)
+    return std::is_same_v<typename A::mesh_type, typename B::mesh_type>;
+  else
+    return true;
+}
+
 template <class Src, class Dst, class T, class Extents, class Cost>
 struct plan_checks {
-  static_assert(is_layout_v<Src> && is_layout_v<Dst>,
-                "tessera::plan_t: the source and target must be tessera layouts (tessera::layout_t<...>)");
-  static_assert(std::is_same_v<typename Src::mesh_type, typename Dst::mesh_type>,
-                "tessera::plan_t: source and target layouts must be on the same mesh");
-  static_assert(Src::rank == Dst::rank,
+  static constexpr bool layouts = is_layout_v<Src> && is_layout_v<Dst>;
+  static_assert(layouts, "tessera::plan_t: the source and target must be tessera layouts (tessera::layout_t<...>)");
+  static_assert(same_mesh<Src, Dst>(), "tessera::plan_t: source and target layouts must be on the same mesh");
+  static_assert(rank_of_layout<Src>() == rank_of_layout<Dst>(),
                 "tessera::plan_t: source and target layouts describe tensors of different rank");
-  static_assert(is_extents_v<Extents> && Extents::rank() == Src::rank,
+  static_assert(extents_rank<Extents>() == rank_of_layout<Src>(),
                 "tessera::plan_t: the extents must be tessera::extents<...> of the layouts' tensor rank");
+  static constexpr bool shapes_ok = layouts && same_mesh<Src, Dst>() && rank_of_layout<Src>() == rank_of_layout<Dst>() &&
+                                    extents_rank<Extents>() == rank_of_layout<Src>();
   static constexpr plan_error e = [] {
-    if constexpr (std::is_same_v<typename Src::mesh_type, typename Dst::mesh_type> && Src::rank == Dst::rank)
+    if constexpr (shapes_ok)
       return check_transition(Src::spec, Dst::spec);
     else
       return plan_error::none;
@@ -70,30 +97,31 @@ struct plan_checks {
   static_assert(e != plan_error::partial_op_change,
                 "tessera::plan_t: partial(op1) -> partial(op2) on one mesh axis is not a transition; reduce "
                 "to replicate or shard first");
-  static constexpr bool ok = e == plan_error::none && std::is_same_v<typename Src::mesh_type, typename Dst::mesh_type> &&
-                             Src::rank == Dst::rank && is_extents_v<Extents> && Extents::rank() == Src::rank;
+  static constexpr bool ok = shapes_ok && e == plan_error::none;
 };
 }  // namespace detail
 
 /// The least-cost plan from layout Src to layout Dst for elements of type T.
-template <class Src, class Dst, class T = float, class Extents = dextents<Src::rank>,
-          class Cost = default_cost_model>
+/// Extents = void means all extents dynamic.
+template <class Src, class Dst, class T = float, class Extents = void, class Cost = default_cost_model>
 struct plan {
   using source = Src;
   using target = Dst;
-  using mesh_type = typename Src::mesh_type;
-  using extents_type = Extents;
+  using extents_type = detail::extents_or_dynamic<Src, Extents>;
 
-  static constexpr bool valid = detail::plan_checks<Src, Dst, T, Extents, Cost>::ok;
+  static constexpr bool valid = detail::plan_checks<Src, Dst, T, extents_type, Cost>::ok;
+  using mesh_type = typename std::conditional_t<valid, Src, layout<mesh<axis<"?", 1>>, layout_spec{}>>::mesh_type;
   static constexpr plan_result result = [] {
-    if constexpr (valid)
-      return make_plan(Src::spec, Dst::spec, detail::nominal(mesh_type::static_shape),
-                       Extents::nominal_shape(nominal_extent), sizeof(T), Cost::value);
-    else
+    if constexpr (valid) {
+      const plan_result r = make_plan(Src::spec, Dst::spec, detail::nominal(mesh_type::static_shape),
+                                      extents_type::nominal_shape(nominal_extent), sizeof(T), Cost::value);
+      // (not reachable with meshes of up to 8 axes in practice; a compile error if it is)
+      check(r.error != plan_error::too_many_steps, "tessera::plan_t: the plan needs more steps than tessera::max_plan_steps");
+      return r;
+    } else {
       return plan_result{};
+    }
   }();
-  static_assert(result.error != plan_error::too_many_steps,
-                "tessera::plan_t: the plan needs more steps than tessera::max_plan_steps");
 
   static constexpr plan_value value = result.plan;
   static constexpr int size = value.n;
@@ -119,8 +147,7 @@ struct plan {
   }
 };
 
-template <class Src, class Dst, class T = float, class Extents = dextents<Src::rank>,
-          class Cost = default_cost_model>
+template <class Src, class Dst, class T = float, class Extents = void, class Cost = default_cost_model>
 using plan_t = plan<Src, Dst, T, Extents, Cost>;
 
 }  // namespace tessera

@@ -23,6 +23,7 @@
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
+#include <tessera/plan/detail/search.hpp>
 
 namespace tessera {
 
@@ -74,356 +75,6 @@ struct plan_result {
   int explored = 0;             ///< layouts the search settled (for the docs' budget)
 };
 
-namespace detail {
-
-// The search works on layouts packed into 64 bits: for mesh axis a, byte a holds its
-// state in bits 0-3 (0 replicate, 1 partial, 2 + d shard of dim d) and its position in
-// d's list in bits 4-6; bits 56-57 hold the reduce op. Every step is a few bit operations
-// on this word, which keeps the constant evaluation cheap.
-constexpr std::uint64_t code_of(std::uint64_t k, int a) noexcept { return (k >> (8 * a)) & 15u; }
-constexpr std::uint64_t pos_of(std::uint64_t k, int a) noexcept { return (k >> (8 * a + 4)) & 7u; }
-constexpr std::uint64_t with_axis(std::uint64_t k, int a, std::uint64_t code, std::uint64_t pos) noexcept {
-  k &= ~(std::uint64_t{0x7f} << (8 * a));
-  return k | ((code | (pos << 4)) << (8 * a));
-}
-constexpr reduce op_of(std::uint64_t k) noexcept { return static_cast<reduce>((k >> 56) & 3u); }
-constexpr std::uint64_t with_op(std::uint64_t k, reduce op) noexcept {
-  return (k & ~(std::uint64_t{3} << 56)) | (static_cast<std::uint64_t>(op) << 56);
-}
-constexpr bool any_partial(std::uint64_t k, int A) noexcept {
-  for (int a = 0; a < A; ++a)
-    if (code_of(k, a) == 1) return true;
-  return false;
-}
-
-constexpr std::uint64_t pack(const layout_spec& l) noexcept {
-  std::uint64_t k = 0;
-  for (int d = 0; d < l.rank; ++d)
-    for (int i = 0; i < l.axes_of(d); ++i)
-      k = with_axis(k, l.axis_at(d, i), static_cast<std::uint64_t>(2 + d), static_cast<std::uint64_t>(i));
-  for (int a = 0; a < l.mesh_ndim; ++a)
-    if (l.is_partial(a)) k = with_axis(k, a, 1, 0);
-  return l.has_partial() ? with_op(k, l.op) : k;
-}
-
-constexpr layout_spec unpack(std::uint64_t k, int rank, int mesh_ndim) noexcept {
-  layout_spec l = replicated_spec(rank, mesh_ndim);
-  for (int a = 0; a < mesh_ndim; ++a) {
-    const auto code = code_of(k, a);
-    if (code == 1) {
-      l.set_partial(a, op_of(k));
-    } else if (code >= 2) {
-      const auto d = static_cast<std::size_t>(code - 2);
-      const auto pos = static_cast<std::size_t>(pos_of(k, a));
-      l.shard[d][pos] = static_cast<std::int8_t>(a);
-      if (l.nshard[d] < static_cast<std::int8_t>(pos + 1)) l.nshard[d] = static_cast<std::int8_t>(pos + 1);
-    }
-  }
-  return l;
-}
-
-/// A packed layout's dimension lists and padded local size, computed once per node.
-/// at[d] holds the axes of dim d, 4 bits per position (outermost in the low bits).
-struct view {
-  std::array<std::int8_t, max_tensor_rank> len{};
-  std::array<std::uint32_t, max_tensor_rank> at{};
-  std::array<std::int64_t, max_tensor_rank> parts{};  // product of the sizes sharding d
-  std::int64_t numel = 1;                             // elements of the largest block
-
-  constexpr int axis(int d, int i) const noexcept {
-    return static_cast<int>((at[static_cast<std::size_t>(d)] >> (4 * i)) & 15u);
-  }
-};
-
-constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) noexcept { return (a + b - 1) / b; }
-
-constexpr view make_view(std::uint64_t k, int R, int A, const mesh_shape& m, const shape_t& g) noexcept {
-  view v;
-  for (int d = 0; d < R; ++d) v.parts[static_cast<std::size_t>(d)] = 1;
-  for (int a = 0; a < A; ++a) {
-    const auto code = code_of(k, a);
-    if (code < 2) continue;
-    const auto d = static_cast<std::size_t>(code - 2);
-    v.at[d] |= static_cast<std::uint32_t>(a) << (4 * pos_of(k, a));
-    ++v.len[d];
-    v.parts[d] *= m[a];
-  }
-  // ceil(ceil(n / p) / q) == ceil(n / (p q)): the padded extent ignores the split order.
-  for (int d = 0; d < R; ++d) v.numel *= ceil_div(g[d], v.parts[static_cast<std::size_t>(d)]);
-  return v;
-}
-
-/// A* heuristic: a lower bound on the time still needed from packed layout k to the
-/// target. Rank 0 (all coordinates 0) holds [0, e_d) in every dim d; whatever of its
-/// target block [0, t_d) it does not hold yet must reach it, and every collective moves at
-/// least the bytes it delivers, so (target - overlap) bytes over the fastest link, plus
-/// one collective's base latency when any communication remains, never overestimate.
-constexpr double lower_bound(std::uint64_t k, std::uint64_t target, const view& t, int R, int A,
-                             const mesh_shape& m, const shape_t& g, std::int64_t elem_bytes, double max_gbps,
-                             const cost_model& cm) noexcept {
-  if (k == target) return 0;
-  bool comm = false, partial = false;
-  std::array<std::int64_t, max_tensor_rank> parts{1, 1, 1, 1, 1, 1, 1, 1};
-  for (int a = 0; a < A; ++a) {
-    const auto c = code_of(k, a);
-    if (c >= 2) {
-      parts[static_cast<std::size_t>(c - 2)] *= m[a];
-      if (m[a] > 1 && (c != code_of(target, a) || pos_of(k, a) != pos_of(target, a))) comm = true;
-    } else if (c == 1 && code_of(target, a) != 1 && m[a] > 1) {
-      comm = partial = true;
-    }
-  }
-  if (!comm) return 0;
-  if (partial) return cm.base_us;
-  std::int64_t overlap = 1;
-  for (int d = 0; d < R; ++d) {
-    const std::int64_t e = ceil_div(g[d], parts[static_cast<std::size_t>(d)]);
-    const std::int64_t te = ceil_div(g[d], t.parts[static_cast<std::size_t>(d)]);
-    overlap *= e < te ? e : te;
-  }
-  return cm.base_us + static_cast<double>((t.numel - overlap) * elem_bytes) / (max_gbps * 1e3);
-}
-
-/// Elements of the largest block after dim d's shard count changes from `from` to `to`.
-constexpr std::int64_t numel_after(const view& v, const shape_t& g, int d, std::int64_t to) noexcept {
-  const std::int64_t before = ceil_div(g[d], v.parts[static_cast<std::size_t>(d)]);
-  return v.numel / before * ceil_div(g[d], to);
-}
-
-// A step packed into 64 bits: kind (3 bits), dim and to_dim (4 bits each, +1), op (2
-// bits), group size (4 bits) and up to 8 axes (4 bits each) from bit 20.
-constexpr std::uint64_t encode(const plan_step& s) noexcept {
-  std::uint64_t c = static_cast<std::uint64_t>(s.kind) | (static_cast<std::uint64_t>(s.dim + 1) << 3) |
-                    (static_cast<std::uint64_t>(s.to_dim + 1) << 7) | (static_cast<std::uint64_t>(s.op) << 11) |
-                    (static_cast<std::uint64_t>(s.group.n) << 13);
-  for (int i = 0; i < s.group.n; ++i) c |= static_cast<std::uint64_t>(s.group[i]) << (20 + 4 * i);
-  return c;
-}
-constexpr plan_step decode(std::uint64_t c) noexcept {
-  plan_step s;
-  s.kind = static_cast<step_kind>(c & 7u);
-  s.dim = static_cast<std::int8_t>(static_cast<int>((c >> 3) & 15u) - 1);
-  s.to_dim = static_cast<std::int8_t>(static_cast<int>((c >> 7) & 15u) - 1);
-  s.op = static_cast<reduce>((c >> 11) & 3u);
-  const int n = static_cast<int>((c >> 13) & 15u);
-  for (int i = 0; i < n; ++i) s.group.push(static_cast<int>((c >> (20 + 4 * i)) & 15u));
-  return s;
-}
-constexpr std::uint64_t step_code(step_kind kind, int dim, int to_dim, reduce op) noexcept {
-  return static_cast<std::uint64_t>(kind) | (static_cast<std::uint64_t>(dim + 1) << 3) |
-         (static_cast<std::uint64_t>(to_dim + 1) << 7) | (static_cast<std::uint64_t>(op) << 11);
-}
-constexpr std::uint64_t with_group_axis(std::uint64_t c, int i, int a) noexcept {
-  const std::uint64_t n = (c >> 13) & 15u;
-  c &= ~(std::uint64_t{15} << 13);
-  return c | ((n > static_cast<std::uint64_t>(i) ? n : static_cast<std::uint64_t>(i + 1)) << 13) |
-         (static_cast<std::uint64_t>(a) << (20 + 4 * i));
-}
-
-struct edge {
-  std::uint64_t key;
-  std::uint64_t step;       // encode()d
-  std::int64_t gsize;       // ranks in the step's group
-  double gbps, hop;         // slowest link of the group
-  std::int64_t numel_out;
-};
-
-struct search_node {
-  std::uint64_t key = 0;
-  double cost = 0;   // g: cost from the source
-  double f = 0;      // g + h
-  int parent = -1;
-  std::uint64_t step = 0;
-  bool settled = false;
-};
-
-/// A binary min-heap of (f, node) entries, written out by hand: the constant evaluator
-/// runs it much faster than std::push_heap with a comparator. Entries are not updated in
-/// place; an entry whose f is above its node's current f is stale and skipped.
-struct open_entry {
-  double f;
-  int node;
-};
-struct open_list {
-  std::vector<open_entry> h;
-  static constexpr bool less(const open_entry& x, const open_entry& y) noexcept {
-    return x.f < y.f || (x.f == y.f && x.node < y.node);
-  }
-  constexpr void push(open_entry e) {
-    h.push_back(e);
-    std::size_t i = h.size() - 1;
-    while (i > 0) {
-      const std::size_t up = (i - 1) / 2;
-      if (!less(h[i], h[up])) break;
-      const open_entry t = h[i];
-      h[i] = h[up];
-      h[up] = t;
-      i = up;
-    }
-  }
-  constexpr open_entry pop() {
-    const open_entry top = h[0];
-    h[0] = h.back();
-    h.pop_back();
-    std::size_t i = 0;
-    const std::size_t sz = h.size();
-    while (true) {
-      const std::size_t l = 2 * i + 1, r = l + 1;
-      std::size_t best = i;
-      if (l < sz && less(h[l], h[best])) best = l;
-      if (r < sz && less(h[r], h[best])) best = r;
-      if (best == i) break;
-      const open_entry t = h[i];
-      h[i] = h[best];
-      h[best] = t;
-      i = best;
-    }
-    return top;
-  }
-};
-
-inline constexpr int table_bits = 7;
-inline constexpr int max_nodes = 1 << 20;
-
-/// Calls f(edge) for every step out of packed layout k that can be on a least-cost path
-/// to `dst`.
-template <class F>
-constexpr void for_each_step(std::uint64_t k, const view& v, int R, int A, const layout_spec& dst,
-                             const mesh_shape& m, const shape_t& g, const cost_model& cm, F&& f) {
-  auto ext = [&](int d, std::int64_t parts) { return ceil_div(g[d], parts); };
-  // Shard -> replicate (all_gather) and shard(d) -> shard(j) (all_to_all) of the
-  // innermost n axes of a dimension, as one collective on their flattened group.
-  for (int d = 0; d < R; ++d) {
-    const auto ud = static_cast<std::size_t>(d);
-    std::uint64_t kg = k;
-    std::int64_t gsize = 1;
-    double gbps = 1e300, hop = 0;
-    const int len = v.len[ud];
-    for (int n = 1; n <= len; ++n) {
-      const int a = v.axis(d, len - n);
-      kg = with_axis(kg, a, 0, 0);
-      gsize *= m[a];
-      gbps = cm.GBps[static_cast<std::size_t>(a)] < gbps ? cm.GBps[static_cast<std::size_t>(a)] : gbps;
-      hop = cm.hop_us[static_cast<std::size_t>(a)] > hop ? cm.hop_us[static_cast<std::size_t>(a)] : hop;
-      std::uint64_t group = 0;
-      for (int i = 0; i < n; ++i) group = with_group_axis(group, i, v.axis(d, len - n + i));
-      const std::int64_t parts_d = v.parts[ud] / gsize;
-      const std::int64_t numel_g = v.numel / ext(d, v.parts[ud]) * ext(d, parts_d);
-      f(edge{kg, group | step_code(step_kind::all_gather, d, -1, reduce::sum), gsize, gbps, hop, numel_g});
-      for (int j = 0; j < R; ++j) {
-        if (j == d) continue;
-        const auto uj = static_cast<std::size_t>(j);
-        std::uint64_t kj = kg;
-        for (int i = 0; i < n; ++i)
-          kj = with_axis(kj, v.axis(d, len - n + i), static_cast<std::uint64_t>(2 + j),
-                         static_cast<std::uint64_t>(v.len[uj] + i));
-        const std::int64_t numel_j = numel_g / ext(j, v.parts[uj]) * ext(j, v.parts[uj] * gsize);
-        f(edge{kj, group | step_code(step_kind::all_to_all, d, j, reduce::sum), gsize, gbps, hop, numel_j});
-      }
-    }
-  }
-  // Partial -> replicate / shard, for partial axes the target does not keep partial:
-  // every subset (all_reduce) and every ordered subset of up to 3 axes onto every dim
-  // (reduce_scatter).
-  std::array<int, max_mesh_axes> red{};
-  int nred = 0;
-  for (int a = 0; a < A; ++a)
-    if (code_of(k, a) == 1 && !dst.is_partial(a)) red[static_cast<std::size_t>(nred++)] = a;
-  const reduce op = op_of(k);
-  for (unsigned mask = 1; mask < (1u << nred); ++mask) {
-    std::array<int, max_mesh_axes> sub{};
-    int ns = 0;
-    std::int64_t gsize = 1;
-    double gbps = 1e300, hop = 0;
-    std::uint64_t kr = k;
-    for (int i = 0; i < nred; ++i)
-      if (mask & (1u << i)) {
-        const int a = red[static_cast<std::size_t>(i)];
-        sub[static_cast<std::size_t>(ns++)] = a;
-        gsize *= m[a];
-        gbps = cm.GBps[static_cast<std::size_t>(a)] < gbps ? cm.GBps[static_cast<std::size_t>(a)] : gbps;
-        hop = cm.hop_us[static_cast<std::size_t>(a)] > hop ? cm.hop_us[static_cast<std::size_t>(a)] : hop;
-        kr = with_axis(kr, a, 0, 0);
-      }
-    if (!any_partial(kr, A)) kr = with_op(kr, reduce::sum);
-    std::uint64_t group = 0;
-    for (int i = 0; i < ns; ++i) group = with_group_axis(group, i, sub[static_cast<std::size_t>(i)]);
-    f(edge{kr, group | step_code(step_kind::all_reduce, -1, -1, op), gsize, gbps, hop, v.numel});
-    if (ns > 3) continue;
-    do {  // sub starts in increasing order: next_permutation visits every order once
-      group = 0;
-      for (int i = 0; i < ns; ++i) group = with_group_axis(group, i, sub[static_cast<std::size_t>(i)]);
-      for (int d = 0; d < R; ++d) {
-        const auto ud = static_cast<std::size_t>(d);
-        std::uint64_t kd = kr;
-        for (int i = 0; i < ns; ++i)
-          kd = with_axis(kd, sub[static_cast<std::size_t>(i)], static_cast<std::uint64_t>(2 + d),
-                         static_cast<std::uint64_t>(v.len[ud] + i));
-        const std::int64_t numel = v.numel / ext(d, v.parts[ud]) * ext(d, v.parts[ud] * gsize);
-        f(edge{kd, group | step_code(step_kind::reduce_scatter, d, -1, op), gsize, gbps, hop, numel});
-      }
-    } while (std::next_permutation(sub.begin(), sub.begin() + ns));
-  }
-  // Replicate -> shard (a local slice onto any dim: slicing onto a dim the target does not
-  // use can shrink what later collectives move) and replicate -> partial (only where the
-  // target is partial).
-  const bool partial_now = any_partial(k, A);
-  for (int a = 0; a < A; ++a) {
-    if (code_of(k, a) != 0) continue;
-    const std::uint64_t group = with_group_axis(0, 0, a);
-    for (int d = 0; d < R; ++d) {
-      const auto ud = static_cast<std::size_t>(d);
-      const std::int64_t numel = v.numel / ext(d, v.parts[ud]) * ext(d, v.parts[ud] * m[a]);
-      f(edge{with_axis(k, a, static_cast<std::uint64_t>(2 + d), static_cast<std::uint64_t>(v.len[ud])),
-             group | step_code(step_kind::local_slice, d, -1, reduce::sum), 1, 0, 0, numel});
-    }
-    if (dst.is_partial(a) && (!partial_now || op_of(k) == dst.op))
-      f(edge{with_op(with_axis(k, a, 1, 0), dst.op), group | step_code(step_kind::local_partial, -1, -1, dst.op),
-             1, 0, 0, v.numel});
-  }
-}
-
-/// Canonical form of a plan's local slices: in each run of consecutive local slices,
-/// stable-sorted by dim (slices onto different dims commute; onto one dim their order
-/// is the split order), then merged per dim into one step on the flattened group.
-constexpr plan_value merge_local_slices(const plan_value& p) noexcept {
-  plan_value out;
-  for (int i = 0; i < p.n;) {
-    if (p[i].kind != step_kind::local_slice) {
-      out.push(p[i++]);
-      continue;
-    }
-    int j = i;
-    while (j < p.n && p[j].kind == step_kind::local_slice) ++j;
-    for (int d = 0; d < max_tensor_rank; ++d) {
-      plan_step merged;
-      merged.kind = step_kind::local_slice;
-      merged.dim = static_cast<std::int8_t>(d);
-      for (int k = i; k < j; ++k)
-        if (p[k].dim == d)
-          for (int x = 0; x < p[k].group.n; ++x) merged.group.push(p[k].group[x]);
-      if (merged.group.n) out.push(merged);
-    }
-    i = j;
-  }
-  return out;
-}
-
-/// Time of a search edge: the formula of cost_of (cost_model.hpp) on numbers the search
-/// already has.
-constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t elem_bytes,
-                           const cost_model& cm) noexcept {
-  const auto kind = static_cast<step_kind>(e.step & 7u);
-  if (!is_collective(kind) || e.gsize == 1) return 0;
-  const bool ar = kind == step_kind::all_reduce;
-  const std::int64_t buffer = detail::buffer_numel(kind, numel_in, e.numel_out) * elem_bytes;
-  const std::int64_t bus = buffer * (ar ? 2 : 1) * (e.gsize - 1) / e.gsize;
-  return cm.base_us + static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)) * e.hop +
-         static_cast<double>(bus) / (e.gbps * 1e3);
-}
-
-}  // namespace detail
-
 /// Modelled time and traffic of a plan.
 constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p, const mesh_shape& m,
                                     const shape_t& global, std::int64_t elem_bytes,
@@ -441,23 +92,35 @@ constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p,
   return r;
 }
 
-/// The least-cost plan from `src` to `dst` for a tensor of shape `global` with elements of
-/// `elem_bytes` bytes on mesh `m`. Illegal transitions return an error and an empty plan.
-/// `use_heuristic = false` runs plain Dijkstra (the tests check that both agree on cost).
-constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
-                                const shape_t& global, std::int64_t elem_bytes,
-                                const cost_model& cm = {}, bool use_heuristic = true) {
-  plan_result res;
-  res.error = check_transition(src, dst);
-  if (res.error != plan_error::none) return res;
+namespace detail {
 
-  using detail::search_node;
-  const int R = src.rank, A = src.mesh_ndim;
-  // Open addressing from packed layout to node; doubled when half full.
-  int bits = detail::table_bits;
-  std::vector<int> table(std::size_t{1} << bits, -1);
+/// The search shared by make_plan (one target, A*) and make_plans (many targets,
+/// Dijkstra until every target is settled). Returns the node list; `found[i]` is the
+/// node of targets[i] or -1.
+struct search_result {
   std::vector<search_node> nodes;
-  detail::open_list open;
+  int explored = 0;
+};
+
+constexpr search_result search(const layout_spec& src, const layout_spec* targets, int n_targets, int* found,
+                               const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
+                               const cost_model& cm, bool use_heuristic) {
+  search_result res;
+  std::vector<search_node>& nodes = res.nodes;
+  const int R = src.rank, A = src.mesh_ndim;
+  goal gl;
+  std::vector<std::uint64_t> target_keys;  // (not vector(n): clang 14 rejects it in constexpr)
+  target_keys.reserve(static_cast<std::size_t>(n_targets));
+  for (int t = 0; t < n_targets; ++t) {
+    gl.add(targets[t]);
+    target_keys.push_back(pack(targets[t]));
+    found[t] = -1;
+  }
+  use_heuristic = use_heuristic && n_targets == 1;
+  // Open addressing from packed layout to node; doubled when half full.
+  int bits = table_bits;
+  std::vector<int> table(std::size_t{1} << bits, -1);
+  open_list open;
   nodes.reserve(64);
   open.h.reserve(64);
   auto slot = [&](std::uint64_t key) {
@@ -471,7 +134,7 @@ constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, 
     added = false;
     std::size_t h = slot(key);
     if (table[h] >= 0) return table[h];
-    if (static_cast<int>(nodes.size()) >= detail::max_nodes) return -1;
+    if (static_cast<int>(nodes.size()) >= max_nodes) return -1;
     if (2 * (nodes.size() + 1) > table.size()) {
       ++bits;
       table.assign(std::size_t{1} << bits, -1);
@@ -486,60 +149,109 @@ constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, 
 
   double max_gbps = 0;
   for (int a = 0; a < A; ++a) max_gbps = cm.GBps[static_cast<std::size_t>(a)] > max_gbps ? cm.GBps[static_cast<std::size_t>(a)] : max_gbps;
-  const std::uint64_t target = detail::pack(dst);
-  const detail::view tv = detail::make_view(target, R, A, m, global);
+  const view tv = make_view(target_keys[0], R, A, m, global);
   bool added = false;
-  find_or_add(detail::pack(src), added);
+  find_or_add(pack(src), added);
   open.push({0.0, 0});
-  int found = -1;
-  while (!open.h.empty()) {
-    const detail::open_entry e = open.pop();
+  int remaining = n_targets;
+  while (!open.h.empty() && remaining > 0) {
+    const open_entry e = open.pop();
     const int top = e.node;
     search_node& cur = nodes[static_cast<std::size_t>(top)];
     if (cur.settled || e.f > cur.f) continue;
     cur.settled = true;
     ++res.explored;
-    if (cur.key == target) {
-      found = top;
-      break;
-    }
+    for (int t = 0; t < n_targets; ++t)
+      if (found[t] < 0 && cur.key == target_keys[static_cast<std::size_t>(t)]) {
+        found[t] = top;
+        --remaining;
+      }
+    if (remaining == 0) break;
     const std::uint64_t cur_key = cur.key;
     const double cur_cost = cur.cost;
-    const detail::view v = detail::make_view(cur_key, R, A, m, global);
-    detail::for_each_step(cur_key, v, R, A, dst, m, global, cm, [&](const detail::edge& e) {
-      const double c = cur_cost + detail::edge_time(e, v.numel, elem_bytes, cm);
+    const view v = make_view(cur_key, R, A, m, global);
+    for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
+      const double c = cur_cost + edge_time(ed, v.numel, elem_bytes, cm);
       bool is_new = false;
-      const int idx = find_or_add(e.key, is_new);
+      const int idx = find_or_add(ed.key, is_new);
       if (idx < 0) return;
       search_node& nn = nodes[static_cast<std::size_t>(idx)];
       if (!is_new && c >= nn.cost) return;
       const double h = !use_heuristic ? 0.0
-                     : is_new       ? detail::lower_bound(e.key, target, tv, R, A, m, global, elem_bytes, max_gbps, cm)
-                              : nn.f - nn.cost;
+                       : is_new       ? lower_bound(ed.key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                                      : nn.f - nn.cost;
       nn.cost = c;
       nn.f = c + h;
       nn.parent = top;
-      nn.step = e.step;
+      nn.step = ed.step;
       nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
       open.push({nn.f, idx});
     });
   }
+  return res;
+}
+
+/// The plan that leads to node `found`, in canonical form, with its cost.
+constexpr plan_result extract(const search_result& s, int found, const layout_spec& src, const mesh_shape& m,
+                              const shape_t& global, std::int64_t elem_bytes, const cost_model& cm) {
+  plan_result res;
   check(found >= 0, "tessera::make_plan: the search space was exhausted without reaching the target");
   int len = 0;
-  for (int i = found; nodes[static_cast<std::size_t>(i)].parent >= 0; i = nodes[static_cast<std::size_t>(i)].parent) ++len;
+  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) ++len;
   if (len > max_plan_steps) {
     res.error = plan_error::too_many_steps;
     return res;
   }
   plan_value p;
   p.n = static_cast<std::int8_t>(len);
-  for (int i = found, k = len - 1; nodes[static_cast<std::size_t>(i)].parent >= 0;
-       i = nodes[static_cast<std::size_t>(i)].parent, --k)
-    p.steps[static_cast<std::size_t>(k)] = detail::decode(nodes[static_cast<std::size_t>(i)].step);
-  const int explored = res.explored;
-  res = evaluate_plan(src, detail::merge_local_slices(p), m, global, elem_bytes, cm);
-  res.explored = explored;
+  for (int i = found, k = len - 1; s.nodes[static_cast<std::size_t>(i)].parent >= 0;
+       i = s.nodes[static_cast<std::size_t>(i)].parent, --k)
+    p.steps[static_cast<std::size_t>(k)] = decode(s.nodes[static_cast<std::size_t>(i)].step);
+  res = evaluate_plan(src, merge_local_slices(p), m, global, elem_bytes, cm);
+  res.explored = s.explored;
   return res;
+}
+
+}  // namespace detail
+
+/// The least-cost plan from `src` to `dst` for a tensor of shape `global` with elements of
+/// `elem_bytes` bytes on mesh `m`. Illegal transitions return an error and an empty plan.
+/// `use_heuristic = false` runs plain Dijkstra (the tests check that both agree on cost).
+constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
+                                const shape_t& global, std::int64_t elem_bytes,
+                                const cost_model& cm = {}, bool use_heuristic = true) {
+  plan_result res;
+  res.error = check_transition(src, dst);
+  if (res.error != plan_error::none) return res;
+  int found = -1;
+  const detail::search_result s = detail::search(src, &dst, 1, &found, m, global, elem_bytes, cm, use_heuristic);
+  return detail::extract(s, found, src, m, global, elem_bytes, cm);
+}
+
+/// Least-cost plans from one source to many targets with one search (what choosing among
+/// an op's candidate input layouts needs). Illegal pairs carry their error.
+template <std::size_t N>
+constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const std::array<layout_spec, N>& dsts,
+                                                const mesh_shape& m, const shape_t& global,
+                                                std::int64_t elem_bytes, const cost_model& cm = {}) {
+  std::array<plan_result, N> out{};
+  std::array<layout_spec, N> legal{};
+  std::array<int, N> index{};
+  int n = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    out[i].error = check_transition(src, dsts[i]);
+    if (out[i].error == plan_error::none) {
+      legal[static_cast<std::size_t>(n)] = dsts[i];
+      index[static_cast<std::size_t>(n++)] = static_cast<int>(i);
+    }
+  }
+  if (n == 0) return out;
+  std::array<int, N> found{};
+  const detail::search_result s = detail::search(src, legal.data(), n, found.data(), m, global, elem_bytes, cm, false);
+  for (int k = 0; k < n; ++k)
+    out[static_cast<std::size_t>(index[static_cast<std::size_t>(k)])] =
+        detail::extract(s, found[static_cast<std::size_t>(k)], src, m, global, elem_bytes, cm);
+  return out;
 }
 
 /// The plan DTensor's default order would take, for comparison: gather every sharded axis

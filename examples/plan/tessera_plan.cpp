@@ -5,7 +5,7 @@
 // prints the least-cost plan (the same constexpr planner that resolves plan_t at compile
 // time, here called with sizes read from flags), the bytes each rank moves per step, the
 // modelled time, a gather-first baseline (gather, reduce, then slice) for comparison,
-// comparison, and which rank holds which block before and after.
+// and which rank holds which block before and after.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

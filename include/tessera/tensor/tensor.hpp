@@ -160,12 +160,19 @@ class tensor_view {
 
   /// CuTe-style "(4,6):(6,1)".
   std::string layout_string() const {
-    std::string a = "(", b = "(";
+    std::string a(1, '('), b(1, '(');
     for (int i = 0; i < rank_; ++i) {
-      a += (i ? "," : "") + std::to_string(shape_[i]);
-      b += (i ? "," : "") + std::to_string(strides_[i]);
+      if (i) {
+        a.push_back(',');
+        b.push_back(',');
+      }
+      a.append(std::to_string(shape_[i]));
+      b.append(std::to_string(strides_[i]));
     }
-    return a + "):" + b + ")";
+    a.append("):");
+    a.append(b);
+    a.push_back(')');
+    return a;
   }
 
  private:

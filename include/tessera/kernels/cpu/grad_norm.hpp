@@ -23,12 +23,12 @@ inline double sum_of_squares(const float* g, std::size_t n) {
   parallel_for(nc, [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t c = c0; c < c1; ++c) {
       const std::int64_t s = c * chunk, e = std::min<std::int64_t>(static_cast<std::int64_t>(n), s + chunk);
-      float acc[16] = {};
+      double acc[8] = {};
       std::int64_t i = s;
-      for (; i + 16 <= e; i += 16)
-        for (int k = 0; k < 16; ++k) acc[k] += g[i + k] * g[i + k];
+      for (; i + 8 <= e; i += 8)
+        for (int k = 0; k < 8; ++k) acc[k] += static_cast<double>(g[i + k]) * g[i + k];
       double d = 0.0;
-      for (int k = 0; k < 16; ++k) d += acc[k];
+      for (int k = 0; k < 8; ++k) d += acc[k];
       for (; i < e; ++i) d += static_cast<double>(g[i]) * g[i];
       part[static_cast<std::size_t>(c)] = d;
     }

@@ -70,7 +70,8 @@ class thread_pool {
   void start(int n) {
     n_ = n < 1 ? 1 : n;
     quit_ = false;
-    for (int t = 1; t < n_; ++t) workers_.emplace_back([this, t] { loop(t); });
+    const std::uint64_t g0 = generation_;  // workers wait for the first job after this
+    for (int t = 1; t < n_; ++t) workers_.emplace_back([this, t, g0] { loop(t, g0); });
   }
   void stop() {
     {
@@ -82,13 +83,8 @@ class thread_pool {
     for (auto& w : workers_) w.join();
     workers_.clear();
   }
-  void loop(int tid) {
+  void loop(int tid, std::uint64_t seen) {
     in_worker() = true;
-    std::uint64_t seen = 0;
-    {
-      std::lock_guard<std::mutex> lk(m_);
-      seen = generation_;
-    }
     for (;;) {
       const std::function<void(int)>* job = nullptr;
       {

@@ -85,6 +85,5 @@ concept memory_space = requires(std::size_t n, void* p) {
   { S::host_accessible } -> std::convertible_to<bool>;
 };
 
-static_assert(memory_space<host_space>);
 
 }  // namespace tessera

@@ -21,7 +21,15 @@
 // extra buffers. Any gradient pointer may be nullptr to skip it.
 #pragma once
 
+// OpenBLAS's config header uses C99 _Complex, which clang -Wpedantic flags in C++.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wc99-extensions"
+#endif
 #include <cblas.h>
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 #include <algorithm>
 #include <cstdint>

@@ -8,6 +8,6 @@ build=${1:-build-gcc}
 export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-SkylakeX}  # OpenBLAS 0.3.21 misdetects this CPU
 echo "== tessera (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE), median of 5"
 "$build/bench/kernels/bench_kernels" --benchmark_repetitions=5 --benchmark_min_time=0.2 \
-  --benchmark_report_aggregates_only=true 2>&1 | grep -E "blas_core|threads|_median"
+  --benchmark_report_aggregates_only=true 2>&1 | grep -E "^blas_core|^threads|_median"
 echo "== PyTorch eager (same OpenBLAS), median of 5"
 /usr/bin/python3 "$(dirname "$0")/torch_kernels.py" 2

@@ -3,7 +3,8 @@
 
 Run (Debian's torch; OPENBLAS_CORETYPE as for tessera, since both use the same OpenBLAS):
     OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/kernels/torch_kernels.py
-Prints one line per benchmark: name, median milliseconds over the repetitions, GFLOP/s
+Prints one line per benchmark: name, median milliseconds over 5 repetitions (3 when one
+call takes over a second), GFLOP/s
 where the op has a FLOP count. Names match bench_kernels' so the two outputs line up.
 """
 import math
@@ -26,7 +27,7 @@ def bench(name, fn, flops=None, min_time=0.3):
     once = max(time.perf_counter() - t0, 1e-6)
     inner = max(1, int(min_time / once))
     samples = []
-    for _ in range(REPS):
+    for _ in range(REPS if once < 1.0 else 3):  # 3 for the slow naive attention
         t0 = time.perf_counter()
         for _ in range(inner):
             fn()

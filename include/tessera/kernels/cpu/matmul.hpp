@@ -1,0 +1,111 @@
+// tessera/kernels/cpu/matmul.hpp: GEMM through OpenBLAS and the Linear layer.
+// tessera-requires: openblas
+//
+// Row-major throughout. OpenBLAS is set to one thread on first use and tessera splits large
+// GEMMs into row (or column) panels over its own pool (parallel.hpp), so that the kernels'
+// threads and OpenBLAS's never compete for the same cores.
+//
+// Linear (nn.Linear convention, weights stored [out, in] as PyTorch and Hugging Face):
+//   matmul_forward:  out[N,OC]  = inp[N,C] . weight[OC,C]^T (+ bias[OC])
+//   matmul_backward: dinp[N,C] += dout[N,OC] . weight[OC,C]
+//                    dweight[OC,C] += dout^T . inp;  dbias[OC] += sum over N of dout
+// Backward kernels ACCUMULATE (+=) into gradient buffers, as llm.c: zero them once per
+// optimizer step; gradient accumulation and multiple consumers of one input then need no
+// extra buffers. Any gradient pointer may be nullptr to skip it.
+#pragma once
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/tensor/dtype.hpp>
+
+namespace tessera::cpu {
+
+namespace detail {
+inline void openblas_single_threaded() {
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    return true;
+  }();
+  (void)once;
+}
+}  // namespace detail
+
+/// C[M,N] = alpha * op(A)[M,K] . op(B)[K,N] + beta * C on the calling thread only (use it
+/// inside parallel loops). Leading dimensions are row strides in elements.
+inline void gemm_serial(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                        float alpha, const float* A, std::int64_t lda, const float* B,
+                        std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  if (M <= 0 || N <= 0) return;
+  detail::openblas_single_threaded();
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+              static_cast<blasint>(M), static_cast<blasint>(N), static_cast<blasint>(K), alpha, A,
+              static_cast<blasint>(lda), B, static_cast<blasint>(ldb), beta, C,
+              static_cast<blasint>(ldc));
+}
+
+/// As gemm_serial, split over the pool: row panels of C when M >= N, else column panels.
+/// Panels are multiples of 64 rows/columns; small products stay on one thread.
+inline void gemm(bool trans_a, bool trans_b, std::int64_t M, std::int64_t N, std::int64_t K,
+                 float alpha, const float* A, std::int64_t lda, const float* B, std::int64_t ldb,
+                 float beta, float* C, std::int64_t ldc) {
+  const std::int64_t nt = num_threads();
+  const bool small = M * N * std::max<std::int64_t>(K, 1) < 64 * 64 * 64 || thread_pool::in_worker();
+  if (nt == 1 || small) return gemm_serial(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  const bool by_rows = M >= N;
+  const std::int64_t len = by_rows ? M : N;
+  const std::int64_t blocks = (len + 63) / 64;
+  parallel_for(blocks, [&](std::int64_t b0, std::int64_t b1) {
+    const std::int64_t s = b0 * 64, e = std::min(len, b1 * 64);
+    if (by_rows) {
+      const float* a = trans_a ? A + s : A + s * lda;
+      gemm_serial(trans_a, trans_b, e - s, N, K, alpha, a, lda, B, ldb, beta, C + s * ldc, ldc);
+    } else {
+      const float* b = trans_b ? B + s * ldb : B + s;
+      gemm_serial(trans_a, trans_b, M, e - s, K, alpha, A, lda, b, ldb, beta, C + s, ldc);
+    }
+  });
+}
+
+/// out[N,OC] = inp[N,C] . weight[OC,C]^T + bias (bias may be nullptr).
+inline void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                           std::int64_t N, std::int64_t C, std::int64_t OC) {
+  if (bias) {
+    parallel_for(N, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = b; i < e; ++i)
+        std::copy(bias, bias + OC, out + i * OC);
+    }, 64);
+  }
+  gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
+}
+
+/// Accumulates dinp += dout . weight, dweight += dout^T . inp, dbias += colsum(dout).
+/// Any of dinp, dweight, dbias may be nullptr.
+inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                            const float* inp, const float* weight, std::int64_t N, std::int64_t C,
+                            std::int64_t OC) {
+  if (dinp) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+  if (dweight) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dbias) {
+    parallel_for(OC, [&](std::int64_t b, std::int64_t e) {
+      for (std::int64_t i = 0; i < N; ++i)
+        for (std::int64_t o = b; o < e; ++o) dbias[o] += dout[i * OC + o];
+    }, 64);
+  }
+}
+
+/// Mixed precision Linear: bf16 input and weight converted to f32, f32 accumulation and
+/// output. Converts into temporary f32 buffers (the layer's cost stays in the GEMM).
+inline void matmul_forward(float* out, const bf16* inp, const bf16* weight, const float* bias,
+                           std::int64_t N, std::int64_t C, std::int64_t OC) {
+  std::vector<float> a(static_cast<std::size_t>(N * C)), w(static_cast<std::size_t>(OC * C));
+  parallel_for(N * C, [&](std::int64_t b, std::int64_t e) { convert(a.data() + b, inp + b, std::size_t(e - b)); }, 4096);
+  parallel_for(OC * C, [&](std::int64_t b, std::int64_t e) { convert(w.data() + b, weight + b, std::size_t(e - b)); }, 4096);
+  matmul_forward(out, a.data(), w.data(), bias, N, C, OC);
+}
+
+}  // namespace tessera::cpu

@@ -84,8 +84,12 @@ struct tensor_info {
 
 inline std::string shape_string(std::span<const std::int64_t> s) {
   std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  out += "]";
+  return out;
 }
 
 /// A safetensors file opened for reading: the header is parsed and checked at open time;
@@ -265,7 +269,10 @@ class writer {
       h += "\"__metadata__\":{";
       bool f2 = true;
       for (const auto& [k, v] : meta_) {
-        h += (f2 ? "" : ",") + json_quote(k) + ":" + json_quote(v);
+        if (!f2) h += ",";
+        h += json_quote(k);
+        h += ":";
+        h += json_quote(v);
         f2 = false;
       }
       h += "}";
@@ -273,7 +280,8 @@ class writer {
     }
     std::uint64_t off = 0;
     for (const auto& e : entries_) {
-      h += (first ? "" : ",") + json_quote(e.name) + ":{\"dtype\":\"" +
+      if (!first) h += ",";
+      h += json_quote(e.name) + ":{\"dtype\":\"" +
            std::string(dtype_name(e.type)) + "\",\"shape\":" + shape_json(e.shape) +
            ",\"data_offsets\":[" + std::to_string(off) + "," +
            std::to_string(off + e.bytes.size()) + "]}";
@@ -324,8 +332,12 @@ class writer {
 
   static std::string shape_json(const std::vector<std::int64_t>& s) {
     std::string out = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-    return out + "]";
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (i) out += ",";
+      out += std::to_string(s[i]);
+    }
+    out += "]";
+    return out;
   }
 };
 

@@ -219,6 +219,19 @@ struct llama3_405b {
                                        .ffn_mult_den = 10};
 };
 
+/// The configurations tessera knows by name (for command lines and recipes).
+inline constexpr const llama_config* named_configs[] = {
+    &debugmodel::config, &llama3_1b::config, &llama3_3b::config,
+    &llama3_8b::config,  &llama3_70b::config, &llama3_405b::config};
+
+/// The configuration called `name`, or nullptr.
+constexpr const llama_config* find_config(std::string_view name) {
+  for (const llama_config* c : named_configs)
+    if (c->name == name) return c;
+  return nullptr;
+}
+static_assert(find_config("llama3_70b")->n_layers == 80);
+
 // FFN widths as published (Meta's params.json / HF config.json intermediate_size).
 static_assert(ffn_hidden_dim(debugmodel::config) == 768);
 static_assert(ffn_hidden_dim(llama3_1b::config) == 8192);

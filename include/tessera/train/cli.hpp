@@ -55,7 +55,10 @@ class option_set {
   option_set& add_choice(std::string key, std::string* field, std::vector<std::string> choices,
                          std::string help) {
     std::string meta;
-    for (std::size_t i = 0; i < choices.size(); ++i) meta += (i ? "|" : "") + choices[i];
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+      if (i) meta += '|';
+      meta += choices[i];
+    }
     return add_raw(std::move(key), meta, std::move(help), *field,
                    [field, choices, meta](const std::string& k, std::string_view v) {
                      for (const auto& c : choices)

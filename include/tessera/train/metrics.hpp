@@ -51,11 +51,23 @@ inline std::string to_json(const step_metrics& m) {
          ", \"peak_memory_bytes\": " + std::to_string(m.peak_memory_bytes) + "}";
 }
 
+/// "1234567" -> "1,234,567".
+inline std::string group_thousands(const std::string& digits) {
+  std::string out;
+  const std::size_t n = digits.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    out += digits[i];
+    const std::size_t left = n - 1 - i;
+    if (left > 0 && left % 3 == 0 && digits[i] != '-') out += ',';
+  }
+  return out;
+}
+
 /// The progress line, e.g.
 /// `step:  10  loss:  6.1234  grad_norm:  0.8123  lr: 8.00e-04  memory:  0.21GiB  tps: 12,345  mfu: 51.20%`
 inline std::string progress_line(const step_metrics& m) {
-  std::string tps = std::to_string(static_cast<long long>(std::llround(m.tokens_per_s)));
-  for (int i = static_cast<int>(tps.size()) - 3; i > 0; i -= 3) tps.insert(static_cast<std::size_t>(i), ",");
+  const std::string tps =
+      group_thousands(std::to_string(static_cast<long long>(std::llround(m.tokens_per_s))));
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "step: %3lld  loss: %8.4f  grad_norm: %8.4f  lr: %.2e  memory: %6.2fGiB  "

@@ -28,8 +28,11 @@
 
 namespace tessera::train::safetensors {
 
-static_assert(std::endian::native == std::endian::little,
-              "safetensors: tessera reads and writes safetensors on little-endian hosts only");
+/// safetensors data is little-endian; tessera copies it as is, so the host must be too.
+inline void check_host_endianness() {
+  check(std::endian::native == std::endian::little,
+        "safetensors: tessera reads and writes safetensors on little-endian hosts only");
+}
 
 /// Element types tessera reads (F32, BF16, F16) and writes (F32, BF16).
 enum class dtype : std::uint8_t { f32, bf16, f16 };
@@ -97,6 +100,7 @@ inline std::string shape_string(std::span<const std::int64_t> s) {
 class reader {
  public:
   explicit reader(const std::filesystem::path& path) : path_(path) {
+    check_host_endianness();
     const std::string p = path.string();
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
@@ -262,6 +266,7 @@ class writer {
   void add_metadata(std::string key, std::string value) { meta_[std::move(key)] = std::move(value); }
 
   void write(const std::filesystem::path& path) const {
+    check_host_endianness();
     using tessera::train::detail::json_quote;
     std::string h = "{";
     bool first = true;

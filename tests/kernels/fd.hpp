@@ -60,10 +60,10 @@ inline void check_grad(const char* what, std::vector<float>& x, const std::vecto
     const double fd = (lp - lm) / (2.0 * static_cast<double>(h));
     const double an = analytic[i];
     if (std::fabs(fd - an) > atol + rtol * std::fabs(an)) {
-      if (++bad <= 3) FAIL_CHECK(what << "[" << i << "]: finite difference " << fd << ", analytic " << an);
+      if (++bad <= 3) FAIL_CHECK(std::string(what) << "[" << i << "]: finite difference " << fd << ", analytic " << an);
     }
   }
-  CHECK_MESSAGE(bad == 0, what);
+  CHECK_MESSAGE(bad == 0, std::string(what));
 }
 
 }  // namespace tt

@@ -51,6 +51,7 @@ struct layout_spec {
   // Mutators used by the planner and by normalization; they keep the canonical form.
   constexpr void push_shard(int d, int a) {
     auto& n = nshard[static_cast<std::size_t>(d)];
+    if (n >= max_mesh_axes) return;
     shard[static_cast<std::size_t>(d)][static_cast<std::size_t>(n)] = static_cast<std::int8_t>(a);
     ++n;
   }

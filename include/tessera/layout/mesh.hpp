@@ -47,7 +47,9 @@ struct axis_group {
   std::array<std::int8_t, max_mesh_axes> axes{};
 
   constexpr int operator[](int i) const { return axes[static_cast<std::size_t>(i)]; }
-  constexpr void push(int a) { axes[static_cast<std::size_t>(n++)] = static_cast<std::int8_t>(a); }
+  constexpr void push(int a) {
+    if (n < max_mesh_axes) axes[static_cast<std::size_t>(n++)] = static_cast<std::int8_t>(a);
+  }
   constexpr bool contains(int a) const {
     for (int i = 0; i < n; ++i)
       if (axes[static_cast<std::size_t>(i)] == a) return true;
@@ -192,9 +194,10 @@ class mesh {
     std::int64_t known = 1;
     for (int a = 0; a < ndim; ++a) {
       if (shape_[a] == dyn) {
-        check(unbound < 0, "tessera::mesh: axes \"" + std::string(names[static_cast<std::size_t>(unbound)]) +
-                               "\" and \"" + std::string(names[static_cast<std::size_t>(a)]) +
-                               "\" are both dynamic and unbound; give the size of all but one");
+        if (unbound >= 0)
+          throw error("tessera::mesh: axes \"" + std::string(names[static_cast<std::size_t>(unbound)]) + "\" and \"" +
+                      std::string(names[static_cast<std::size_t>(a)]) +
+                      "\" are both dynamic and unbound; give the size of all but one");
         unbound = a;
       } else {
         known *= shape_[a];
@@ -207,9 +210,9 @@ class mesh {
                 ") of mesh " + str() + "; choose a world size that is a multiple");
       shape_.size[static_cast<std::size_t>(unbound)] = world / known;
     }
-    check(world_size(shape_) == world,
+    check(tessera::world_size(shape_) == world,
           "tessera::mesh: the product of the axis sizes of " + str() + " is " +
-              std::to_string(world_size(shape_)) + ", not the world size " + std::to_string(world));
+              std::to_string(tessera::world_size(shape_)) + ", not the world size " + std::to_string(world));
   }
 
   constexpr const mesh_shape& shape() const noexcept { return shape_; }

@@ -31,10 +31,17 @@ inline std::string to_dtensor_string(const layout_spec& s) {
     if (a) out += ", ";
     const int d = s.dim_of(a);
     if (d >= 0) {
-      out += "S(" + std::to_string(d) + ")";
-      if (!ordered && s.axes_of(d) > 1) out += "#" + std::to_string(s.position_of(a));
+      out += "S(";
+      out += std::to_string(d);
+      out += ")";
+      if (!ordered && s.axes_of(d) > 1) {
+        out += "#";
+        out += std::to_string(s.position_of(a));
+      }
     } else if (s.is_partial(a)) {
-      out += "P(" + std::string(to_string(s.op)) + ")";
+      out += "P(";
+      out += to_string(s.op);
+      out += ")";
     } else {
       out += "R";
     }
@@ -44,23 +51,31 @@ inline std::string to_dtensor_string(const layout_spec& s) {
 
 inline std::string to_canonical_string(const layout_spec& s, std::span<const std::string_view> names) {
   auto name = [&](int a) {
-    return a < static_cast<int>(names.size()) ? std::string(names[static_cast<std::size_t>(a)])
-                                               : "axis" + std::to_string(a);
+    std::string n = "axis";
+    if (a < static_cast<int>(names.size())) return std::string(names[static_cast<std::size_t>(a)]);
+    n += std::to_string(a);
+    return n;
   };
   std::string out = "{";
   for (int d = 0; d < s.rank; ++d) {
     if (!s.axes_of(d)) continue;
-    out += std::to_string(d) + ": (";
-    for (int i = 0; i < s.axes_of(d); ++i) out += (i ? ", " : "") + name(s.axis_at(d, i));
+    out += std::to_string(d);
+    out += ": (";
+    for (int i = 0; i < s.axes_of(d); ++i) {
+      if (i) out += ", ";
+      out += name(s.axis_at(d, i));
+    }
     out += "), ";
   }
   out += "partial: ";
   if (!s.has_partial()) return out + "{}}";
-  out += std::string(to_string(s.op)) + "(";
+  out += to_string(s.op);
+  out += "(";
   bool first = true;
   for (int a = 0; a < s.mesh_ndim; ++a)
     if (s.is_partial(a)) {
-      out += (first ? "" : ", ") + name(a);
+      if (!first) out += ", ";
+      out += name(a);
       first = false;
     }
   return out + ")}";

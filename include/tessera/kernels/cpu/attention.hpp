@@ -83,15 +83,10 @@ inline void attention_forward(float* out, float* lse, const float* q, const floa
           std::fill(s, s + tc, 0.0f);
           continue;
         }
-        float mx = m[i];
-        for (std::int64_t j = 0; j < valid; ++j) mx = s[j] > mx ? s[j] : mx;
+        const float bm = detail::reduce_max(s, valid);
+        const float mx = bm > m[i] ? bm : m[i];
         const float corr = m[i] == ninf ? 0.0f : detail::fast_exp(m[i] - mx);
-        float sum = 0.0f;
-        for (std::int64_t j = 0; j < valid; ++j) {
-          const float p = detail::fast_exp(s[j] - mx);
-          s[j] = p;
-          sum += p;
-        }
+        const float sum = detail::exp_sub_inplace(s, valid, mx);
         std::fill(s + valid, s + tc, 0.0f);
         l[i] = l[i] * corr + sum;
         m[i] = mx;
@@ -133,9 +128,7 @@ inline void attention_backward(float* dq, float* dk, float* dv, const float* dou
       const float* L = lse + (b * NH + h) * T;
       for (std::int64_t t = 0; t < T; ++t) {
         const std::int64_t off = ((b * T + t) * NH + h) * HD;
-        float d = 0.0f;
-        for (std::int64_t x = 0; x < HD; ++x) d += dout[off + x] * out[off + x];
-        D[t] = d;
+        D[t] = detail::dot(dout + off, out + off, HD);
         std::fill_n(dq + off, HD, 0.0f);
       }
       for (std::int64_t qi = 0; qi < nq; ++qi) {

@@ -36,11 +36,8 @@ inline std::int64_t count_targets(const std::int32_t* targets, std::int64_t N, s
 namespace detail {
 /// Max and log-sum-exp of one row.
 inline float row_logsumexp(const float* x, std::int64_t V) {
-  float m = x[0];
-  for (std::int64_t v = 1; v < V; ++v) m = x[v] > m ? x[v] : m;
-  float s = 0.0f;
-  for (std::int64_t v = 0; v < V; ++v) s += fast_exp(x[v] - m);
-  return m + std::log(s);
+  const float m = reduce_max(x, V);
+  return m + std::log(sum_exp_sub(x, V, m));
 }
 }  // namespace detail
 

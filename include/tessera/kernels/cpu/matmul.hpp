@@ -5,6 +5,13 @@
 // GEMMs into row (or column) panels over its own pool (parallel.hpp), so that the kernels'
 // threads and OpenBLAS's never compete for the same cores.
 //
+// OpenBLAS 0.3.21 (Debian 12) does not know CPUs newer than it (e.g. Xeon family 6 model
+// 207) and then falls back to its generic "Prescott" SSE3 kernels, about 5x slower than its
+// AVX-512 ones. blas_core() names the kernels in use; the first GEMM warns once on stderr
+// when the fallback is active on an AVX2/AVX-512 CPU; use_native_blas_core(argv), called
+// first thing in main, sets OPENBLAS_CORETYPE (read only when the library loads) and
+// re-executes the program. Setting OPENBLAS_CORETYPE=SkylakeX by hand does the same.
+//
 // Linear (nn.Linear convention, weights stored [out, in] as PyTorch and Hugging Face):
 //   matmul_forward:  out[N,OC]  = inp[N,C] . weight[OC,C]^T (+ bias[OC])
 //   matmul_backward: dinp[N,C] += dout[N,OC] . weight[OC,C]
@@ -14,21 +21,69 @@
 // extra buffers. Any gradient pointer may be nullptr to skip it.
 #pragma once
 
+// OpenBLAS's config header uses C99 _Complex, which clang -Wpedantic flags in C++.
+#if defined(__clang__)
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wc99-extensions"
+#endif
 #include <cblas.h>
+#if defined(__clang__)
+#pragma clang diagnostic pop
+#endif
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/tensor/dtype.hpp>
 
 namespace tessera::cpu {
 
+/// The OpenBLAS kernel family in use ("SkylakeX", "Haswell", "Prescott", ...).
+inline std::string blas_core() { return openblas_get_corename(); }
+
+/// The OPENBLAS_CORETYPE this CPU should use when OpenBLAS fell back to its generic
+/// kernels on a CPU with AVX-512 or AVX2, else "" (nothing to fix).
+inline std::string blas_core_fix() {
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+  const std::string core = blas_core();
+  if (core != "Prescott" && core != "Core2" && core != "Nehalem" && core != "Atom") return "";
+  if (__builtin_cpu_supports("avx512f")) return "SkylakeX";
+  if (__builtin_cpu_supports("avx2")) return "Haswell";
+#endif
+  return "";
+}
+
+/// If OpenBLAS runs its generic kernels on an AVX2/AVX-512 CPU and OPENBLAS_CORETYPE is
+/// unset, sets it and re-executes the program with the same arguments (Linux). Call at
+/// the top of main(); returns when nothing needs doing (or re-execution failed).
+inline void use_native_blas_core([[maybe_unused]] char** argv) {
+#if defined(__linux__)
+  const std::string fix = blas_core_fix();
+  if (fix.empty() || std::getenv("OPENBLAS_CORETYPE")) return;
+  ::setenv("OPENBLAS_CORETYPE", fix.c_str(), 1);
+  ::execv("/proc/self/exe", argv);
+#endif
+}
+
 namespace detail {
 inline void openblas_single_threaded() {
   static const bool once = [] {
     openblas_set_num_threads(1);
+    const std::string fix = blas_core_fix();
+    if (!fix.empty())
+      std::fprintf(stderr,
+                   "tessera: OpenBLAS uses its generic '%s' kernels on this CPU (about 5x slower); "
+                   "run with OPENBLAS_CORETYPE=%s or call tessera::cpu::use_native_blas_core(argv) "
+                   "first in main\n",
+                   blas_core().c_str(), fix.c_str());
     return true;
   }();
   (void)once;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 
 namespace tessera::cpu {
@@ -18,8 +19,7 @@ inline void rmsnorm_forward(float* out, float* rstd, const float* inp, const flo
   parallel_for(N, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
       const float* x = inp + i * C;
-      float ss = 0.0f;
-      for (std::int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+      const float ss = detail::dot(x, x, C);
       const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
       rstd[i] = r;
       float* o = out + i * C;
@@ -38,11 +38,16 @@ inline void rmsnorm_backward(float* dinp, float* dweight, const float* dout, con
         const float* x = inp + i * C;
         const float* g = dout + i * C;
         const float r = rstd[i];
+        float acc[detail::lanes] = {};
+        std::int64_t c = 0;
+        for (; c + detail::lanes <= C; c += detail::lanes)
+          for (int l = 0; l < detail::lanes; ++l) acc[l] += g[c + l] * weight[c + l] * x[c + l];
         float dot = 0.0f;
-        for (std::int64_t c = 0; c < C; ++c) dot += g[c] * weight[c] * x[c];
+        for (int l = 0; l < detail::lanes; ++l) dot += acc[l];
+        for (; c < C; ++c) dot += g[c] * weight[c] * x[c];
         const float k = r * r * r * dot / static_cast<float>(C);
         float* d = dinp + i * C;
-        for (std::int64_t c = 0; c < C; ++c) d[c] += r * g[c] * weight[c] - k * x[c];
+        for (c = 0; c < C; ++c) d[c] += r * g[c] * weight[c] - k * x[c];
       }
     }, 8);
   }

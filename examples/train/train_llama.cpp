@@ -150,10 +150,14 @@ int run(int argc, char** argv) {
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
-  if (state_bytes > ram)
-    throw error(std::string(cfg->name) + " needs " + std::to_string(state_bytes / (1 << 30)) +
-                " GiB for f32 parameters, gradients and AdamW moments alone; this machine has " +
-                std::to_string(ram / (1 << 30)) + " GiB (shard it with the parallel policies)");
+  if (state_bytes > ram) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "%s needs %.1f GiB for f32 parameters, gradients and AdamW moments alone; this "
+                  "machine has %.1f GiB (shard it with the parallel policies)",
+                  std::string(cfg->name).c_str(), state_bytes / (1 << 30), ram / (1 << 30));
+    throw error(msg);
+  }
 
   auto tokens = load_tokens(o, *cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);

@@ -91,6 +91,12 @@ TEST_CASE("matmul: bf16 inputs are converted and accumulated in f32") {
   matmul_forward(out.data(), ab.data(), wb.data(), nullptr, N, C, OC);
   matmul_forward(ref.data(), af.data(), wf.data(), nullptr, N, C, OC);
   for (std::size_t i = 0; i < out.size(); ++i) CHECK(out[i] == doctest::Approx(ref[i]).epsilon(1e-6));
+  const auto dy = randn(N * OC, 22);
+  std::vector<float> dx(N * C, 0.0f), dw(OC * C, 0.0f), dxr(N * C, 0.0f), dwr(OC * C, 0.0f);
+  matmul_backward(dx.data(), dw.data(), nullptr, dy.data(), ab.data(), wb.data(), N, C, OC);
+  matmul_backward(dxr.data(), dwr.data(), nullptr, dy.data(), af.data(), wf.data(), N, C, OC);
+  CHECK(dx == dxr);
+  CHECK(dw == dwr);
 }
 
 TEST_CASE("embedding: lookup, accumulated backward, bad ids rejected") {

@@ -163,4 +163,18 @@ inline void matmul_forward(float* out, const bf16* inp, const bf16* weight, cons
   matmul_forward(out, a.data(), w.data(), bias, N, C, OC);
 }
 
+/// Mixed precision Linear backward: bf16 input and weight (as stored for forward), f32
+/// gradients accumulated as the f32 matmul_backward does.
+inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                            const bf16* inp, const bf16* weight, std::int64_t N, std::int64_t C,
+                            std::int64_t OC) {
+  std::vector<float> a(dweight ? static_cast<std::size_t>(N * C) : 0),
+      w(dinp ? static_cast<std::size_t>(OC * C) : 0);
+  if (dweight)
+    parallel_for(N * C, [&](std::int64_t b, std::int64_t e) { convert(a.data() + b, inp + b, std::size_t(e - b)); }, 4096);
+  if (dinp)
+    parallel_for(OC * C, [&](std::int64_t b, std::int64_t e) { convert(w.data() + b, weight + b, std::size_t(e - b)); }, 4096);
+  matmul_backward(dinp, dweight, dbias, dout, a.data(), w.data(), N, C, OC);
+}
+
 }  // namespace tessera::cpu

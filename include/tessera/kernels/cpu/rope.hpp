@@ -90,16 +90,23 @@ void rope_apply(float* out, const float* inp, const float* cos, const float* sin
       const std::int64_t t = r % T;
       const float* c = cos + t * h;
       const float* s = sin + t * h;
+      constexpr float sign = Inverse ? -1.0f : 1.0f;
       for (std::int64_t hd = 0; hd < NH; ++hd) {
         const float* x = inp + (r * NH + hd) * HD;
         float* y = out + (r * NH + hd) * HD;
-        const std::int64_t ia = style == rope_style::interleaved ? 2 : 1;
-        const std::int64_t ib = style == rope_style::interleaved ? 1 : h;
-        for (std::int64_t i = 0; i < h; ++i) {
-          const float a = x[i * ia], b = x[i * ia + ib];
-          const float sn = Inverse ? -s[i] : s[i];
-          y[i * ia] = a * c[i] - b * sn;
-          y[i * ia + ib] = a * sn + b * c[i];
+        // two plain loops (constant strides) so the compiler vectorizes both pairings
+        if (style == rope_style::interleaved) {
+          for (std::int64_t i = 0; i < h; ++i) {
+            const float a = x[2 * i], b = x[2 * i + 1], sn = sign * s[i];
+            y[2 * i] = a * c[i] - b * sn;
+            y[2 * i + 1] = a * sn + b * c[i];
+          }
+        } else {
+          for (std::int64_t i = 0; i < h; ++i) {
+            const float a = x[i], b = x[i + h], sn = sign * s[i];
+            y[i] = a * c[i] - b * sn;
+            y[i + h] = a * sn + b * c[i];
+          }
         }
       }
     }

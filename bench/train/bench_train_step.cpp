@@ -63,7 +63,7 @@ void BM_train_step_debugmodel(benchmark::State& st) {
   st.counters["sgemm_peak_GFLOP/s"] = last_peak * 1e-9;
   st.counters["frac_of_sgemm_peak"] = frac.empty() ? 0.0 : frac[frac.size() / 2];
   st.counters["threads"] = cpu::num_threads();
-  st.SetLabel("debugmodel B=" + std::to_string(B) + " T=" + std::to_string(T));
+  st.SetLabel("debugmodel B=" + std::to_string(B) + " T=" + std::to_string(T) + " blas " + cpu::blas_core());
 }
 }  // namespace
 
@@ -71,6 +71,7 @@ BENCHMARK(BM_sgemm_1024)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_train_step_debugmodel)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(5.0);
 
 int main(int argc, char** argv) {
+  tessera::cpu::use_native_blas_core(argv);  // OpenBLAS's own kernels for this CPU
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     if (std::strncmp(argv[i], "--batch=", 8) == 0) g_batch = std::stoll(argv[i] + 8);

@@ -7,6 +7,12 @@ set -eu
 build=${1:?usage: compare.sh BUILD_DIR [ROUNDS] [BATCH] [SEQ] [THREADS]}
 rounds=${2:-3}; batch=${3:-8}; seq=${4:-256}; threads=${5:-2}
 here=$(dirname "$0")
+# Debian's OpenBLAS misdetects this Xeon and falls back to generic SSE3 kernels; give both
+# sides the same, native ones (PyTorch uses the same library). Override by exporting it.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -q avx512f /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=SkylakeX
+fi
+echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}, $(date -u +%H:%M) UTC, load $(cut -d' ' -f1-3 /proc/loadavg)"
 out=$(mktemp -d)
 i=0
 while [ "$i" -lt "$rounds" ]; do

@@ -19,6 +19,7 @@
 
 #include <unistd.h>
 
+#include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/cli.hpp>
@@ -180,8 +181,9 @@ int run(int argc, char** argv) {
               with_commas(static_cast<std::int64_t>(tokens.size())).c_str(),
               static_cast<long long>(loader.steps_per_epoch() / o.accum), static_cast<long long>(o.batch),
               static_cast<long long>(o.seq_len), static_cast<long long>(o.accum));
-  std::printf("measured sgemm peak: %.1f GFLOP/s (MFU denominator); %.1f MFLOP per token\n", peak / 1e9,
-              flops_per_token(*cfg, o.seq_len) / 1e6);
+  std::printf("measured sgemm peak: %.1f GFLOP/s with OpenBLAS '%s' kernels (MFU denominator); "
+              "%.1f MFLOP per token\n",
+              peak / 1e9, cpu::blas_core().c_str(), flops_per_token(*cfg, o.seq_len) / 1e6);
 
   train::optimizer_options opt;
   opt.lr = o.lr;
@@ -207,6 +209,9 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Debian's OpenBLAS misdetects some Xeons and runs its generic kernels, ~5x slower:
+  // re-executes with OPENBLAS_CORETYPE set when that happens (see docs/kernels.md).
+  tessera::cpu::use_native_blas_core(argv);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

@@ -1,0 +1,221 @@
+// train_llama: train a Llama 3 model on one rank (the CPU), as TorchTitan's train.py does.
+//
+//   train_llama --model debugmodel --steps 20 --batch 8 --seq-len 256 --metrics m.jsonl
+//
+// Data: --tokens FILE.bin (raw little-endian int32), or text (--data FILE, default: the
+// English fortunes of Debian's `fortunes` package) tokenized with a SentencePiece model
+// (--tokenizer FILE.model, or a byte-fallback BPE of the model's vocabulary size trained
+// once on the corpus and cached under --cache-dir). Prints one line per step and writes
+// one JSON object per step to --metrics. Exit status: 0 on success, 2 on bad flags, 1 on
+// any other error (bad files, diverged training), always with a message on stderr.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/model/llama.hpp>
+#include <tessera/train/cli.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/metrics.hpp>
+#include <tessera/train/sgemm_peak.hpp>
+#include <tessera/train/tokenizer.hpp>
+#include <tessera/train/trainer.hpp>
+
+namespace {
+namespace fs = std::filesystem;
+using namespace tessera;
+
+struct options {
+  std::string model = "debugmodel";
+  std::int64_t steps = 20;
+  std::uint64_t seed = 0;
+  std::int64_t batch = 8;
+  std::int64_t seq_len = 256;
+  std::int64_t accum = 1;
+  double lr = 8e-4;
+  std::int64_t warmup = 2;
+  std::string lr_schedule = "linear";
+  double weight_decay = 0.1;
+  double max_norm = 1.0;
+  std::string data, tokens, tokenizer, cache_dir, init_from, save_weights, metrics, save_tokens;
+  std::string save_dtype = "f32";
+  int threads = 0;
+  bool no_shuffle = false;
+};
+
+std::string default_cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) return std::string(x) + "/tessera";
+  if (const char* h = std::getenv("HOME"); h && *h) return std::string(h) + "/.cache/tessera";
+  return ".tessera-cache";
+}
+
+/// FNV-1a of the corpus, so that a cached tokenizer belongs to the text it was trained on.
+std::string corpus_hash(const std::vector<std::string>& docs) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& d : docs)
+    for (unsigned char c : d) h = (h ^ c) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string with_commas(std::int64_t n) { return train::group_thousands(std::to_string(n)); }
+
+std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
+  if (!o.tokens.empty()) {
+    if (!o.data.empty()) throw error("give either --data or --tokens, not both");
+    return train::read_token_file(o.tokens, c.vocab_size);
+  }
+  const auto docs = o.data.empty() ? train::read_fortunes() : train::read_text_documents(o.data);
+  fs::path model_file = o.tokenizer;
+  if (model_file.empty()) {
+    const fs::path dir = o.cache_dir.empty() ? fs::path(default_cache_dir()) : fs::path(o.cache_dir);
+    model_file = dir / ("bpe" + std::to_string(c.vocab_size) + "-" + corpus_hash(docs) + ".model");
+    if (!fs::exists(model_file))
+      std::cerr << "training a " << c.vocab_size << "-piece BPE tokenizer on the corpus (once; cached as "
+                << model_file.string() << ")\n";
+    train::train_bpe_once(docs, c.vocab_size, model_file);
+  }
+  train::tokenizer tk(model_file);
+  if (tk.vocab_size() > c.vocab_size)
+    throw error("tokenizer '" + model_file.string() + "' has " + std::to_string(tk.vocab_size()) +
+                " pieces, more than the vocabulary of " + std::string(c.name) + " (" +
+                std::to_string(c.vocab_size) + ")");
+  auto toks = tk.encode_documents(docs);
+  if (toks.empty()) throw error("the corpus gave no tokens");
+  return toks;
+}
+
+int run(int argc, char** argv) {
+  options o;
+  train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU).");
+  std::string models;
+  for (const llama_config* c : named_configs) {
+    if (!models.empty()) models += '|';
+    models += c->name;
+  }
+  cli.add("model", &o.model, "model configuration: " + models)
+      .add("steps", &o.steps, "optimizer steps")
+      .add("seed", &o.seed, "seed of the initialization and of the data order")
+      .add("batch", &o.batch, "sequences per micro-batch (B)")
+      .add("seq-len", &o.seq_len, "tokens per sequence (T)")
+      .add("grad-accum", &o.accum, "micro-batches per optimizer step (gradient accumulation)")
+      .add("lr", &o.lr, "peak learning rate")
+      .add("warmup", &o.warmup, "linear warmup steps")
+      .add_choice("lr-schedule", &o.lr_schedule, {"constant", "linear", "cosine"}, "decay after warmup")
+      .add("weight-decay", &o.weight_decay, "AdamW weight decay (betas 0.9, 0.95, eps 1e-8)")
+      .add("max-norm", &o.max_norm, "clip the global gradient norm to this (0 = off)")
+      .add("data", &o.data, "text file to train on (default: Debian's fortunes)")
+      .add("tokens", &o.tokens, "pre-tokenized file of raw little-endian int32 ids")
+      .add("tokenizer", &o.tokenizer, "SentencePiece .model file (default: train a BPE once)")
+      .add("cache-dir", &o.cache_dir, "where trained tokenizers are cached (default ~/.cache/tessera)")
+      .add("save-tokens", &o.save_tokens, "write the tokenized corpus as int32 .bin and continue")
+      .add("init-from", &o.init_from, "Hugging Face safetensors checkpoint to start from")
+      .add("save-weights", &o.save_weights, "write the trained weights as HF safetensors")
+      .add_choice("save-dtype", &o.save_dtype, {"f32", "bf16"}, "dtype of --save-weights")
+      .add("metrics", &o.metrics, "JSONL file, one object per step")
+      .add("threads", &o.threads, "CPU threads (default: TESSERA_NUM_THREADS or all cores)")
+      .add_flag("no-shuffle", &o.no_shuffle, "visit the data windows in file order");
+  try {
+    if (!cli.parse(argc, argv)) {
+      std::cout << cli.help();
+      return 0;
+    }
+    check(o.steps > 0, "--steps must be positive");
+    check(o.batch > 0 && o.seq_len > 0, "--batch and --seq-len must be positive");
+    check(o.accum > 0, "--grad-accum must be positive");
+    check(o.warmup >= 0, "--warmup must be >= 0");
+    check(o.lr > 0, "--lr must be positive");
+    check(o.max_norm >= 0, "--max-norm must be >= 0 (0 turns clipping off)");
+    check(o.threads >= 0, "--threads must be >= 0");
+  } catch (const error& e) {
+    std::cerr << "train_llama: error: " << e.what() << "\n";
+    return 2;
+  }
+  const llama_config* cfg = find_config(o.model);
+  if (!cfg) {
+    std::cerr << "train_llama: error: unknown --model '" << o.model << "'; choose one of " << models << "\n";
+    return 2;
+  }
+  if (o.threads > 0) cpu::set_num_threads(o.threads);
+
+  // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
+  const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
+  const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (state_bytes > ram) {
+    char msg[256];
+    std::snprintf(msg, sizeof msg,
+                  "%s needs %.1f GiB for f32 parameters, gradients and AdamW moments alone; this "
+                  "machine has %.1f GiB (shard it with the parallel policies)",
+                  std::string(cfg->name).c_str(), state_bytes / (1 << 30), ram / (1 << 30));
+    throw error(msg);
+  }
+
+  auto tokens = load_tokens(o, *cfg);
+  if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
+  train::batch_loader loader(tokens, o.batch, o.seq_len, o.seed, !o.no_shuffle);
+
+  llama_model model(*cfg);
+  if (o.init_from.empty()) {
+    model.init_weights(o.seed);
+  } else {
+    train::load_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.init_from);
+  }
+  train::jsonl_writer jsonl;
+  if (!o.metrics.empty()) jsonl = train::jsonl_writer(o.metrics);
+
+  const double peak = train::measure_sgemm_flops(1024);
+  std::printf("model %s: %s parameters, %lld layers, dim %lld; %lld threads\n", std::string(cfg->name).c_str(),
+              with_commas(model.num_params()).c_str(), static_cast<long long>(cfg->n_layers),
+              static_cast<long long>(cfg->dim), static_cast<long long>(cpu::num_threads()));
+  std::printf("data: %s tokens, %lld steps per epoch of batch %lld x seq %lld x accum %lld\n",
+              with_commas(static_cast<std::int64_t>(tokens.size())).c_str(),
+              static_cast<long long>(loader.steps_per_epoch() / o.accum), static_cast<long long>(o.batch),
+              static_cast<long long>(o.seq_len), static_cast<long long>(o.accum));
+  std::printf("measured sgemm peak: %.1f GFLOP/s with OpenBLAS '%s' kernels (MFU denominator); "
+              "%.1f MFLOP per token\n",
+              peak / 1e9, cpu::blas_core().c_str(), flops_per_token(*cfg, o.seq_len) / 1e6);
+
+  train::optimizer_options opt;
+  opt.lr = o.lr;
+  opt.weight_decay = o.weight_decay;
+  opt.max_norm = o.max_norm;
+  opt.warmup = o.warmup;
+  opt.schedule = o.lr_schedule;
+  train::trainer tr(model, loader, o.steps, o.accum, opt, peak);
+  for (std::int64_t s = 0; s < o.steps; ++s) {
+    const auto m = tr.train_step();
+    std::printf("%s\n", train::progress_line(m).c_str());
+    std::fflush(stdout);
+    jsonl.write(m);
+  }
+  if (!o.save_weights.empty()) {
+    train::save_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.save_weights,
+                              o.save_dtype == "bf16" ? train::safetensors::dtype::bf16
+                                                     : train::safetensors::dtype::f32);
+    std::printf("saved weights to %s\n", o.save_weights.c_str());
+  }
+  return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Debian's OpenBLAS misdetects some Xeons and runs its generic kernels, ~5x slower:
+  // re-executes with OPENBLAS_CORETYPE set when that happens (see docs/kernels.md).
+  tessera::cpu::use_native_blas_core(argv);
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "train_llama: error: " << e.what() << "\n";
+    return 1;
+  }
+}

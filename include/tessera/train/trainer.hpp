@@ -1,0 +1,111 @@
+// tessera/train/trainer.hpp: the single-rank training loop (TorchTitan's train step).
+// tessera-requires: openblas
+//
+// One step: zero the gradients; for each of `accum` micro-batches take the next llm.c
+// window, forward and backward with loss scale 1/accum (so the gradient is that of the mean
+// loss over the whole step); global gradient norm, clipping to max_norm (0 = off); the
+// scheduled learning rate; AdamW over the whole parameter arena. A NaN or infinite loss
+// stops the run with an error naming the step.
+#pragma once
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <tessera/core/error.hpp>
+#include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
+#include <tessera/model/llama.hpp>
+#include <tessera/tensor/memory.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/lr_schedule.hpp>
+#include <tessera/train/metrics.hpp>
+
+namespace tessera::train {
+
+struct optimizer_options {
+  double lr = 8e-4;  // TorchTitan's debug model default
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  double weight_decay = 0.1;
+  double max_norm = 1.0;  ///< 0 turns clipping off
+  std::int64_t warmup = 2;
+  std::string schedule = "linear";
+};
+
+class trainer {
+ public:
+  /// `peak_flops` is the measured sgemm rate used for MFU (0: MFU reported as 0).
+  trainer(llama_model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
+          optimizer_options opt, double peak_flops = 0)
+      : model_(model), loader_(loader), steps_(steps), accum_(accum), opt_(opt),
+        peak_flops_(peak_flops), m_(model.params().layout()), v_(model.params().layout()) {
+    check(steps > 0, "trainer: --steps must be positive");
+    check(accum > 0, "trainer: gradient accumulation steps must be positive");
+    check(opt.max_norm >= 0, "trainer: --max-norm must be >= 0 (0 turns clipping off)");
+    sched_ = lr_schedule{opt.lr, opt.warmup, steps, parse_lr_decay(opt.schedule), 0.0};
+    const std::int64_t n = loader.batch() * loader.seq_len();
+    inputs_.resize(static_cast<std::size_t>(n));
+    targets_.resize(static_cast<std::size_t>(n));
+  }
+
+  std::int64_t step() const { return step_; }
+  std::int64_t steps() const { return steps_; }
+  const lr_schedule& schedule() const { return sched_; }
+
+  /// Runs one training step and returns its metrics.
+  step_metrics train_step() {
+    check(step_ < steps_, "trainer: all " + std::to_string(steps_) + " steps are done");
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::int64_t B = loader_.batch(), T = loader_.seq_len();
+    model_.zero_grad();
+    double loss = 0;
+    for (std::int64_t a = 0; a < accum_; ++a) {
+      loader_.next(inputs_, targets_);
+      loss += model_.forward(inputs_, targets_, B, T, true, 1.0f / static_cast<float>(accum_));
+      model_.backward();
+    }
+    loss /= static_cast<double>(accum_);
+    const std::int64_t step1 = step_ + 1;
+    if (!std::isfinite(loss))
+      throw error("training diverged: the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
+                  " at step " + std::to_string(step1) + "; lower --lr or set --max-norm");
+    auto& g = model_.grads();
+    const float norm = cpu::clip_grad_norm(g.data(), g.size(), static_cast<float>(opt_.max_norm));
+    const double lr = sched_.at(step_);
+    cpu::adamw_config ac;
+    ac.lr = static_cast<float>(lr);
+    ac.beta1 = static_cast<float>(opt_.beta1);
+    ac.beta2 = static_cast<float>(opt_.beta2);
+    ac.eps = static_cast<float>(opt_.eps);
+    ac.weight_decay = static_cast<float>(opt_.weight_decay);
+    cpu::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), g.size(), step1, ac);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    step_ = step1;
+    step_metrics m;
+    m.step = step1;
+    m.loss = loss;
+    m.grad_norm = norm;
+    m.lr = lr;
+    m.tokens_per_s = static_cast<double>(B * T * accum_) / secs;
+    if (peak_flops_ > 0)
+      m.mfu = m.tokens_per_s * flops_per_token(model_.config(), T) / peak_flops_;
+    m.peak_memory_bytes = memory_tracker<host_space>::peak_bytes();
+    return m;
+  }
+
+ private:
+  llama_model& model_;
+  batch_loader& loader_;
+  std::int64_t steps_, accum_;
+  optimizer_options opt_;
+  double peak_flops_;
+  arena<float> m_, v_;
+  lr_schedule sched_;
+  std::int64_t step_ = 0;
+  std::vector<std::int32_t> inputs_, targets_;
+};
+
+}  // namespace tessera::train

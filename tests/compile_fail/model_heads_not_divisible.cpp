@@ -1,0 +1,7 @@
+// expect: tessera::llama<Config>: n_heads is not divisible by n_kv_heads
+#include <tessera/model/llama.hpp>
+struct bad {
+  static constexpr tessera::llama_config config{.name = "bad", .dim = 96, .n_layers = 1, .n_heads = 12,
+                                                .n_kv_heads = 8, .vocab_size = 10};
+};
+tessera::llama<bad> m;

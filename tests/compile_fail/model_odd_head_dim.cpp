@@ -1,0 +1,7 @@
+// expect: tessera::llama<Config>: head_dim (dim / n_heads) is odd
+#include <tessera/model/llama.hpp>
+struct bad {
+  static constexpr tessera::llama_config config{.name = "bad", .dim = 48, .n_layers = 1, .n_heads = 16,
+                                                .n_kv_heads = 16, .vocab_size = 10};
+};
+tessera::llama<bad> m;

@@ -1,0 +1,197 @@
+// safetensors and Hugging Face checkpoints: round trips and every kind of bad file.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <tessera/model/llama.hpp>
+#include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/safetensors.hpp>
+
+namespace {
+using namespace tessera;
+namespace st = tessera::train::safetensors;
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const fs::path d = fs::path(TESSERA_TEST_SCRATCH) / "checkpoint";
+  fs::create_directories(d);
+  return d / name;
+}
+void write_bytes(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc).write(bytes.data(), std::streamsize(bytes.size()));
+}
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+/// A file with the given header text and `data_bytes` zero bytes of data.
+std::string make_file(const std::string& header, std::size_t data_bytes) {
+  std::string out(8, '\0');
+  std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[std::size_t(i)] = char((n >> (8 * i)) & 0xFF);
+  return out + header + std::string(data_bytes, '\0');
+}
+struct tiny {
+  static constexpr llama_config config{.name = "tiny", .dim = 32, .n_layers = 2, .n_heads = 4,
+                                       .n_kv_heads = 2, .vocab_size = 96, .multiple_of = 16};
+};
+struct other {
+  static constexpr llama_config config{.name = "other", .dim = 32, .n_layers = 2, .n_heads = 4,
+                                       .n_kv_heads = 4, .vocab_size = 96, .multiple_of = 16};
+};
+train::param_access params_of(llama_model& m) {
+  return [&m](std::int64_t i) { return m.param(i); };
+}
+}  // namespace
+
+TEST_CASE("safetensors: f32 and bf16 round trip with metadata") {
+  std::vector<float> a{1.0f, -2.5f, 3.14159f, 1e-20f, 65504.0f, -0.0f};
+  std::vector<float> b{0.1f, 0.2f};
+  st::writer w;
+  w.add("a", {2, 3}, a);
+  w.add("b", {2}, b, st::dtype::bf16);
+  w.add_metadata("format", "pt");
+  w.write(scratch("rt.safetensors"));
+  CHECK(!fs::exists(scratch("rt.safetensors").string() + ".tmp." + std::to_string(::getpid())));
+  const std::string raw = read_bytes(scratch("rt.safetensors"));
+  std::uint64_t hlen = 0;
+  std::memcpy(&hlen, raw.data(), 8);
+  CHECK((8 + hlen) % 8 == 0);
+  CHECK(raw.size() == 8 + hlen + 6 * 4 + 2 * 2);
+  st::reader r(scratch("rt.safetensors"));
+  CHECK(r.metadata().at("format") == "pt");
+  REQUIRE(r.tensors().size() == 2);
+  std::vector<float> a2(6), b2(2);
+  r.read_f32("a", std::vector<std::int64_t>{2, 3}, a2);
+  CHECK(a2 == a);
+  r.read_f32("b", std::vector<std::int64_t>{2}, b2);
+  CHECK(b2[0] == doctest::Approx(0.1f).epsilon(1.0 / 128));  // bf16 keeps 8 bits
+  CHECK(b2[0] == st::detail::bf16_to_f32(st::detail::f32_to_bf16(0.1f)));
+  CHECK(st::detail::f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80);   // tie rounds to even
+  CHECK(st::detail::f32_to_bf16(1.0f + 0x1p-7f + 0x1p-8f) == 0x3F82);
+}
+
+TEST_CASE("safetensors: bad files give errors naming the problem") {
+  auto err = [](const fs::path& p) {
+    try {
+      st::reader r(p);
+      std::vector<float> x(4);
+      r.read_f32("x", std::vector<std::int64_t>{4}, x);
+    } catch (const tessera::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(err(scratch("missing.safetensors")).find("no such file") != std::string::npos);
+  write_bytes(scratch("short.safetensors"), "abc");
+  CHECK(err(scratch("short.safetensors")).find("truncated") != std::string::npos);
+  const std::string good = R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})";
+  write_bytes(scratch("ok.safetensors"), make_file(good, 16));
+  CHECK(err(scratch("ok.safetensors")) == "no error");
+  write_bytes(scratch("trunc.safetensors"), make_file(good, 10));
+  CHECK(err(scratch("trunc.safetensors")).find("truncated") != std::string::npos);
+  write_bytes(scratch("hdr.safetensors"), make_file(good, 16).substr(0, 30));
+  CHECK(err(scratch("hdr.safetensors")).find("truncated") != std::string::npos);
+  write_bytes(scratch("json.safetensors"), make_file(R"({"x":{"dtype":"F32",)", 16));
+  CHECK(err(scratch("json.safetensors")).find("corrupt header") != std::string::npos);
+  write_bytes(scratch("span.safetensors"),
+              make_file(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}})", 16));
+  CHECK(err(scratch("span.safetensors")).find("needs 16 bytes") != std::string::npos);
+  write_bytes(scratch("i8.safetensors"),
+              make_file(R"({"x":{"dtype":"I8","shape":[4],"data_offsets":[0,4]}})", 4));
+  CHECK(err(scratch("i8.safetensors")).find("dtype I8") != std::string::npos);
+  write_bytes(scratch("shape.safetensors"),
+              make_file(R"({"x":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})", 16));
+  CHECK(err(scratch("shape.safetensors")).find("has shape [2, 2], expected [4]") != std::string::npos);
+  write_bytes(scratch("name.safetensors"),
+              make_file(R"({"y":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 16));
+  CHECK(err(scratch("name.safetensors")).find("no tensor named 'x'") != std::string::npos);
+}
+
+TEST_CASE("RoPE row permutation: HF half-rotated <-> interleaved") {
+  // One head of dim 4, one column: HF rows (r0 r1 | r2 r3) pair (r0, r2) and (r1, r3);
+  // interleaved pairs are adjacent: (r0, r2, r1, r3).
+  std::vector<float> w{0, 1, 2, 3};
+  train::permute_rope_rows(w, 1, 4, 1, true);
+  CHECK(w == std::vector<float>{0, 2, 1, 3});
+  train::permute_rope_rows(w, 1, 4, 1, false);
+  CHECK(w == std::vector<float>{0, 1, 2, 3});
+}
+
+TEST_CASE("HF checkpoint: save then load gives the same parameters, f32 exactly") {
+  llama<tiny> a, b;
+  a.init_weights(3);
+  train::save_hf_checkpoint(a.config(), params_of(a), scratch("tiny.safetensors"));
+  train::load_hf_checkpoint(b.config(), params_of(b), scratch("tiny.safetensors"));
+  for (std::int64_t i = 0; i < a.n_tensors(); ++i)
+    CHECK(std::equal(a.param(i), a.param(i) + a.entry(i).shape.numel(), b.param(i)));
+  // bf16: every value rounded once.
+  train::save_hf_checkpoint(a.config(), params_of(a), scratch("tiny_bf16.safetensors"), st::dtype::bf16);
+  CHECK(fs::file_size(scratch("tiny_bf16.safetensors")) < fs::file_size(scratch("tiny.safetensors")));
+  train::load_hf_checkpoint(b.config(), params_of(b), scratch("tiny_bf16.safetensors"));
+  for (std::int64_t i = 0; i < a.n_tensors(); ++i)
+    for (std::int64_t j = 0; j < a.entry(i).shape.numel(); ++j)
+      REQUIRE(b.param(i)[j] == st::detail::bf16_to_f32(st::detail::f32_to_bf16(a.param(i)[j])));
+}
+
+TEST_CASE("HF checkpoint: sharded checkpoints load through their index.json") {
+  llama<tiny> a, b;
+  a.init_weights(5);
+  const fs::path dir = scratch("sharded");
+  fs::create_directories(dir);
+  // Two shards: the embedding alone, everything else.
+  st::writer s1, s2;
+  std::string map = "{\"metadata\":{},\"weight_map\":{";
+  for (std::int64_t i = 0; i < a.n_tensors(); ++i) {
+    const auto e = a.entry(i);
+    std::vector<float> v(a.param(i), a.param(i) + e.shape.numel());
+    if (e.role == param_role::attention_q) train::permute_rope_rows(v, 4, 8, 32, false);
+    if (e.role == param_role::attention_k) train::permute_rope_rows(v, 2, 8, 32, false);
+    (i == 0 ? s1 : s2).add(train::hf_name(e), train::hf_shape(e), v);
+    map += std::string(i ? "," : "") + "\"" + train::hf_name(e) + "\":\"" +
+           (i == 0 ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors") + "\"";
+  }
+  s1.write(dir / "model-00001-of-00002.safetensors");
+  s2.write(dir / "model-00002-of-00002.safetensors");
+  write_bytes(dir / "model.safetensors.index.json", map + "}}");
+  train::load_hf_checkpoint(b.config(), params_of(b), dir);
+  for (std::int64_t i = 0; i < a.n_tensors(); ++i)
+    CHECK(std::equal(a.param(i), a.param(i) + a.entry(i).shape.numel(), b.param(i)));
+}
+
+TEST_CASE("HF checkpoint: shape and name mismatches are errors naming the tensor") {
+  llama<tiny> a;
+  llama<other> o;
+  a.init_weights(3);
+  train::save_hf_checkpoint(a.config(), params_of(a), scratch("tiny2.safetensors"));
+  // other has 4 KV heads: k_proj is [32, 32] where the file has [16, 32].
+  CHECK_THROWS_WITH_AS(train::load_hf_checkpoint(o.config(), params_of(o), scratch("tiny2.safetensors")),
+                       doctest::Contains("model.layers.0.self_attn.k_proj.weight' has shape [16, 32], expected [32, 32]"),
+                       tessera::error);
+  // A file lacking a tensor, and a file with one the model does not have.
+  st::writer w;
+  w.add("model.embed_tokens.weight", {96, 32}, std::vector<float>(96 * 32));
+  w.write(scratch("partial.safetensors"));
+  CHECK_THROWS_WITH_AS(train::load_hf_checkpoint(a.config(), params_of(a), scratch("partial.safetensors")),
+                       doctest::Contains("no tensor named 'model.layers.0.input_layernorm.weight'"),
+                       tessera::error);
+  st::reader full(scratch("tiny2.safetensors"));
+  st::writer extra;
+  for (const auto& t : full.tensors()) {
+    std::vector<float> v(std::size_t(t.numel()));
+    full.read_f32(t.name, t.shape, v);
+    extra.add(t.name, t.shape, v);
+  }
+  extra.add("model.layers.2.input_layernorm.weight", {32}, std::vector<float>(32, 1.0f));
+  extra.write(scratch("extra.safetensors"));
+  CHECK_THROWS_WITH_AS(train::load_hf_checkpoint(a.config(), params_of(a), scratch("extra.safetensors")),
+                       doctest::Contains("model.layers.2.input_layernorm.weight"), tessera::error);
+  CHECK_THROWS_WITH_AS(train::load_hf_checkpoint(a.config(), params_of(a), scratch("nope.safetensors")),
+                       doctest::Contains("no such file"), tessera::error);
+  CHECK_THROWS_AS(train::save_hf_checkpoint(a.config(), params_of(a), scratch("no/such/dir/x.safetensors")),
+                  tessera::error);
+}

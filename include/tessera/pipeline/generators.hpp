@@ -1,0 +1,187 @@
+// tessera/pipeline/generators.hpp: constexpr schedule generators.
+//
+//   gpipe(p, v, m)                     all forwards, then all backwards
+//   one_f_one_b(p, m)                  1F1B: warm up, then one backward per forward
+//   interleaved_1f1b(p, v, m)          Megatron's interleaved 1F1B, loop placement
+//   looped_bfs(p, v, m)                each rank runs its stages breadth first
+//   interleaved_zero_bubble(p, v, m)   ZB-H1 style: backward split into I and W,
+//                                      W fills idle time, 1F1B's memory
+//   zbv_zero_bubble(p, m)              ZB-V: two stages per rank in a V, split backward
+//   dualpipe_v(p, m)                   DualPipeV: V placement, split backward, p+1 chunks
+//                                      of extra activations allowed in flight
+//
+// Every generator accepts every m >= 1. Limits: p >= 1, 1 <= stages per rank <= 16;
+// the V-shaped schedules have exactly two stages per rank (that is what a V is).
+#pragma once
+
+#include <string_view>
+#include <tessera/core/error.hpp>
+#include <tessera/pipeline/detail/greedy.hpp>
+#include <tessera/pipeline/schedule.hpp>
+
+namespace tessera::pipeline {
+
+enum class schedule_kind : unsigned char {
+  gpipe,
+  one_f_one_b,
+  interleaved_1f1b,
+  looped_bfs,
+  interleaved_zero_bubble,
+  zbv_zero_bubble,
+  dualpipe_v
+};
+
+inline constexpr schedule_kind all_schedule_kinds[] = {
+    schedule_kind::gpipe,           schedule_kind::one_f_one_b,
+    schedule_kind::interleaved_1f1b, schedule_kind::looped_bfs,
+    schedule_kind::interleaved_zero_bubble, schedule_kind::zbv_zero_bubble,
+    schedule_kind::dualpipe_v};
+
+/// PyTorch's class-name suffix for each schedule (`ScheduleInterleaved1F1B`).
+constexpr std::string_view schedule_name(schedule_kind k) noexcept {
+  switch (k) {
+    case schedule_kind::gpipe: return "GPipe";
+    case schedule_kind::one_f_one_b: return "1F1B";
+    case schedule_kind::interleaved_1f1b: return "Interleaved1F1B";
+    case schedule_kind::looped_bfs: return "LoopedBFS";
+    case schedule_kind::interleaved_zero_bubble: return "InterleavedZeroBubble";
+    case schedule_kind::zbv_zero_bubble: return "ZBVZeroBubble";
+    case schedule_kind::dualpipe_v: return "DualPipeV";
+  }
+  return "?";
+}
+
+/// The kind named `name` (case-sensitive, PyTorch's spelling); false when unknown.
+constexpr bool parse_schedule_kind(std::string_view name, schedule_kind& out) noexcept {
+  for (schedule_kind k : all_schedule_kinds)
+    if (schedule_name(k) == name) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
+/// Largest number of stages one rank may hold.
+inline constexpr int max_stages_per_rank = 16;
+
+/// Why (p, v, m) is not a valid input for `k`, or an empty view when it is.
+constexpr std::string_view check_arguments(schedule_kind k, int p, int v, int m) noexcept {
+  if (p < 1) return "the number of pipeline ranks must be at least 1";
+  if (m < 1) return "the number of microbatches must be at least 1";
+  if (v < 1 || v > max_stages_per_rank) return "stages per rank must be between 1 and 16";
+  if ((k == schedule_kind::zbv_zero_bubble || k == schedule_kind::dualpipe_v) && v != 2)
+    return "V-shaped schedules (ZBVZeroBubble, DualPipeV) hold exactly 2 stages per rank";
+  return {};
+}
+
+namespace detail {
+constexpr int min_int(int a, int b) { return a < b ? a : b; }
+
+/// Live-activation budget per rank (stage chunks) of each schedule: the memory the
+/// schedule is known for. 1F1B: p - r; interleaved: Megatron's warm-up plus one;
+/// zero bubble H1: as the 1F1B it derives from; V shapes: 2p - 2r chunks (1F1B's p - r
+/// full stages), DualPipeV: one more full stage (p + 1 in the reference's count).
+constexpr std::vector<int> budget(schedule_kind k, int p, int v, int m) {
+  std::vector<int> cap(static_cast<std::size_t>(p));
+  for (int r = 0; r < p; ++r) {
+    int c = v * m;
+    switch (k) {
+      case schedule_kind::gpipe:
+      case schedule_kind::looped_bfs: break;
+      case schedule_kind::one_f_one_b: c = p - r; break;
+      case schedule_kind::interleaved_1f1b: {
+        const int rounds = m / p > 1 ? m / p : 1;
+        c = (v - 1) * (m / rounds) + 2 * (p - 1 - r) + 1;
+        break;
+      }
+      case schedule_kind::interleaved_zero_bubble: c = v * p; break;
+      case schedule_kind::zbv_zero_bubble: c = min_int(2 * p, m + 1 + r); break;
+      case schedule_kind::dualpipe_v: c = 2 * p + 1; break;
+    }
+    cap[static_cast<std::size_t>(r)] = min_int(c, v * m);
+  }
+  return cap;
+}
+
+constexpr greedy_policy policy_for(schedule_kind k, int p, int v, int m, const costs& c) {
+  greedy_policy g;
+  g.c = c;
+  g.cap = budget(k, p, v, m);
+  switch (k) {
+    case schedule_kind::gpipe:
+      g.breadth_first = true;
+      g.forward_deep_first = true;
+      break;
+    case schedule_kind::looped_bfs:
+      g.breadth_first = true;
+      g.forward_deep_first = false;
+      break;
+    case schedule_kind::interleaved_zero_bubble:
+    case schedule_kind::zbv_zero_bubble:
+    case schedule_kind::dualpipe_v: g.split = true; break;
+    default: break;
+  }
+  return g;
+}
+}  // namespace detail
+
+/// Generates schedule `k` for p ranks, v stages per rank, m microbatches. `c` are the
+/// per-chunk costs the list scheduler plans with (F=1, B=2, I=W=1 unless told).
+/// Throws tessera::error (a compile error in a constant evaluation) on bad arguments.
+constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c = {}) {
+  const std::string_view why = check_arguments(k, p, v, m);
+  check(why.empty(), why);
+  if (k == schedule_kind::one_f_one_b && v > 1) k = schedule_kind::interleaved_1f1b;
+  const placement place = (k == schedule_kind::zbv_zero_bubble || k == schedule_kind::dualpipe_v)
+                              ? placement::v_shape
+                              : placement::loop;
+  const detail::greedy_policy base = detail::policy_for(k, p, v, m, c);
+  // The list scheduler under a few tie-breaking rules; the best schedule within the
+  // memory budget wins (shortest makespan under the planning costs, then least memory).
+  schedule best;
+  double best_time = 0;
+  long best_mem = 0;
+  bool best_fits = false;
+  for (int variant = 0; variant < 8; ++variant) {
+    detail::greedy_policy g = base;
+    if (g.breadth_first) {
+      g.backward_lifo = (variant & 1) != 0;
+      g.forward_deep_first = (variant & 2) != 0;
+      g.backward_mb_first = (variant & 4) != 0;
+    } else {
+      g.alternate = (variant & 1) == 0;
+      g.backward_mb_first = (variant & 2) == 0;
+      g.forward_deep_first = (variant & 4) == 0;
+    }
+    schedule cand = detail::greedy(p, p * v, m, place, g);
+    const simulation sim = simulate(cand, c);
+    if (!sim.ok) continue;
+    bool fits = true;
+    long mem = 0;
+    for (int r = 0; r < p; ++r) {
+      fits = fits && sim.peak_activations[static_cast<std::size_t>(r)] <= g.cap[static_cast<std::size_t>(r)];
+      mem += sim.peak_activations[static_cast<std::size_t>(r)];
+    }
+    const bool take = best.ranks == 0 || (fits && !best_fits) ||
+                      (fits == best_fits && (sim.makespan < best_time || (sim.makespan == best_time && mem < best_mem)));
+    if (take) {
+      best = static_cast<schedule&&>(cand);
+      best_time = sim.makespan;
+      best_mem = mem;
+      best_fits = fits;
+    }
+  }
+  return best;
+}
+
+constexpr schedule gpipe(int p, int v, int m) { return generate(schedule_kind::gpipe, p, v, m); }
+constexpr schedule one_f_one_b(int p, int m) { return generate(schedule_kind::one_f_one_b, p, 1, m); }
+constexpr schedule interleaved_1f1b(int p, int v, int m) { return generate(schedule_kind::interleaved_1f1b, p, v, m); }
+constexpr schedule looped_bfs(int p, int v, int m) { return generate(schedule_kind::looped_bfs, p, v, m); }
+constexpr schedule interleaved_zero_bubble(int p, int v, int m) {
+  return generate(schedule_kind::interleaved_zero_bubble, p, v, m);
+}
+constexpr schedule zbv_zero_bubble(int p, int m) { return generate(schedule_kind::zbv_zero_bubble, p, 2, m); }
+constexpr schedule dualpipe_v(int p, int m) { return generate(schedule_kind::dualpipe_v, p, 2, m); }
+
+}  // namespace tessera::pipeline

@@ -15,6 +15,7 @@
 
 #include <string_view>
 #include <tessera/pipeline/detail/verify_text.hpp>
+#include <tessera/pipeline/simulate.hpp>
 #include <tessera/pipeline/schedule.hpp>
 #include <vector>
 

@@ -15,8 +15,9 @@
 #pragma once
 
 #include <string_view>
-#include <tessera/core/error.hpp>
+#include <tessera/pipeline/detail/check.hpp>
 #include <tessera/pipeline/detail/greedy.hpp>
+#include <tessera/pipeline/detail/static_order.hpp>
 #include <tessera/pipeline/schedule.hpp>
 
 namespace tessera::pipeline {
@@ -82,7 +83,7 @@ constexpr int min_int(int a, int b) { return a < b ? a : b; }
 /// zero bubble H1: as the 1F1B it derives from; V shapes: 2p - 2r chunks (1F1B's p - r
 /// full stages), DualPipeV: one more full stage (p + 1 in the reference's count).
 constexpr std::vector<int> budget(schedule_kind k, int p, int v, int m) {
-  std::vector<int> cap(static_cast<std::size_t>(p));
+  std::vector<int> cap(static_cast<std::size_t>(p), 0);
   for (int r = 0; r < p; ++r) {
     int c = v * m;
     switch (k) {
@@ -127,10 +128,10 @@ constexpr greedy_policy policy_for(schedule_kind k, int p, int v, int m, const c
 
 /// Generates schedule `k` for p ranks, v stages per rank, m microbatches. `c` are the
 /// per-chunk costs the list scheduler plans with (F=1, B=2, I=W=1 unless told).
-/// Throws tessera::error (a compile error in a constant evaluation) on bad arguments.
-constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c = {}) {
+/// Throws schedule_error (a compile error in a constant evaluation) on bad arguments.
+constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c = {}, int only_variant = -1) {
   const std::string_view why = check_arguments(k, p, v, m);
-  check(why.empty(), why);
+  detail::check(why.empty(), why);
   if (k == schedule_kind::one_f_one_b && v > 1) k = schedule_kind::interleaved_1f1b;
   const placement place = (k == schedule_kind::zbv_zero_bubble || k == schedule_kind::dualpipe_v)
                               ? placement::v_shape
@@ -142,24 +143,13 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
   double best_time = 0;
   long best_mem = 0;
   bool best_fits = false;
-  for (int variant = 0; variant < 8; ++variant) {
-    detail::greedy_policy g = base;
-    if (g.breadth_first) {
-      g.backward_lifo = (variant & 1) != 0;
-      g.forward_deep_first = (variant & 2) != 0;
-      g.backward_mb_first = (variant & 4) != 0;
-    } else {
-      g.alternate = (variant & 1) == 0;
-      g.backward_mb_first = (variant & 2) == 0;
-      g.forward_deep_first = (variant & 4) == 0;
-    }
-    schedule cand = detail::greedy(p, p * v, m, place, g);
+  auto offer = [&](schedule& cand, const std::vector<int>& cap) {
     const simulation sim = simulate(cand, c);
-    if (!sim.ok) continue;
+    if (!sim.ok) return;
     bool fits = true;
     long mem = 0;
     for (int r = 0; r < p; ++r) {
-      fits = fits && sim.peak_activations[static_cast<std::size_t>(r)] <= g.cap[static_cast<std::size_t>(r)];
+      fits = fits && sim.peak_activations[static_cast<std::size_t>(r)] <= cap[static_cast<std::size_t>(r)];
       mem += sim.peak_activations[static_cast<std::size_t>(r)];
     }
     const bool take = best.ranks == 0 || (fits && !best_fits) ||
@@ -170,6 +160,43 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
       best_mem = mem;
       best_fits = fits;
     }
+  };
+  // Megatron-style fixed orders for the interleaved schedules, in groups of p and of the
+  // group size PyTorch would use (m / max(1, m / p)).
+  if ((k == schedule_kind::interleaved_1f1b || k == schedule_kind::interleaved_zero_bubble) && only_variant < 0) {
+    const bool split = k == schedule_kind::interleaved_zero_bubble;
+    const int rounds = m / p > 1 ? m / p : 1;
+    const int groups[2] = {p, m / rounds};
+    for (int gi = 0; gi < 2; ++gi) {
+      if (gi == 1 && groups[1] == groups[0]) break;
+      const int G = groups[gi];
+      std::vector<int> warm(static_cast<std::size_t>(p), 0), lag(static_cast<std::size_t>(p), 0);
+      for (int r = 0; r < p; ++r) {
+        warm[static_cast<std::size_t>(r)] = split ? (v - 1) * G + p - r : (v - 1) * G + 2 * (p - 1 - r);
+        lag[static_cast<std::size_t>(r)] = split ? r : 0;
+      }
+      schedule cand = detail::static_order(p, v, m, G, warm, split, lag);
+      offer(cand, base.cap);
+    }
+  }
+  // The list scheduler under a few tie-breaking rules.
+  // Measured over p in {2,4,8}, v in {1,2,4}, m in 1..4p, these are the ones that win.
+  const int tried[3] = {base.breadth_first ? 0 : 2, base.breadth_first ? -1 : 0, base.split ? 10 : -1};
+  for (int variant : tried) {
+    if (variant < 0 || (only_variant >= 0 && variant != only_variant)) continue;
+    detail::greedy_policy g = base;
+    if (g.breadth_first) {
+      g.backward_lifo = (variant & 1) != 0;
+      g.forward_deep_first = (variant & 2) != 0;
+      g.backward_mb_first = (variant & 4) != 0;
+    } else {
+      g.alternate = (variant & 1) == 0;
+      g.backward_mb_first = (variant & 2) == 0;
+      g.forward_deep_first = (variant & 4) == 0;
+      g.w_follow = (variant & 8) != 0;
+    }
+    schedule cand = detail::greedy(p, p * v, m, place, g);
+    offer(cand, g.cap);
   }
   return best;
 }

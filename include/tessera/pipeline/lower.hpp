@@ -13,7 +13,7 @@
 #pragma once
 
 #include <algorithm>
-#include <tessera/core/error.hpp>
+#include <tessera/pipeline/detail/check.hpp>
 #include <tessera/pipeline/schedule.hpp>
 #include <tessera/pipeline/simulate.hpp>
 #include <vector>
@@ -34,16 +34,16 @@ struct timed_action {
 };
 }  // namespace detail
 
-/// The lowered form of compute-only schedule `s`. Throws tessera::error (a compile error
+/// The lowered form of compute-only schedule `s`. Throws schedule_error (a compile error
 /// in a constant evaluation) when `s` cannot run at all; verify() it first for details.
 constexpr schedule lower(const schedule& s, const lower_options& opt = {}) {
   const simulation sim = simulate(s, opt.plan_costs);
-  check(sim.ok, "tessera::pipeline::lower: the schedule cannot run (some rank waits forever); verify() says where");
+  detail::check(sim.ok, "tessera::pipeline::lower: the schedule cannot run (some rank waits forever); verify() says where");
   const auto P = static_cast<std::size_t>(s.ranks);
   const std::size_t pairs = static_cast<std::size_t>(s.stages) * static_cast<std::size_t>(s.microbatches);
   auto idx = [&](int st, int mb) { return static_cast<std::size_t>(st) * static_cast<std::size_t>(s.microbatches) + static_cast<std::size_t>(mb); };
   std::vector<double> fstart(pairs, 0), bstart(pairs, 0);
-  std::vector<std::vector<detail::timed_action>> items(P);
+  std::vector<std::vector<detail::timed_action>> items(P, std::vector<detail::timed_action>{});
   for (std::size_t r = 0; r < P; ++r)
     for (std::size_t k = 0; k < s.actions[r].size(); ++k) {
       const action a = s.actions[r][k];

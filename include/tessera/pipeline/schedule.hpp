@@ -38,14 +38,14 @@ struct schedule {
 
 /// stage -> rank for a loop placement of `stages` stages over `ranks` ranks.
 constexpr std::vector<int> loop_stage_rank(int ranks, int stages) {
-  std::vector<int> m(static_cast<std::size_t>(stages));
+  std::vector<int> m(static_cast<std::size_t>(stages), 0);
   for (int s = 0; s < stages; ++s) m[static_cast<std::size_t>(s)] = s % ranks;
   return m;
 }
 
 /// stage -> rank for the V shape: 2p stages, rank r holds stages r and 2p-1-r.
 constexpr std::vector<int> v_stage_rank(int ranks) {
-  std::vector<int> m(static_cast<std::size_t>(2 * ranks));
+  std::vector<int> m(static_cast<std::size_t>(2 * ranks), 0);
   for (int s = 0; s < 2 * ranks; ++s) m[static_cast<std::size_t>(s)] = s < ranks ? s : 2 * ranks - 1 - s;
   return m;
 }
@@ -57,11 +57,11 @@ constexpr schedule make_empty(int ranks, int stages, int microbatches, placement
   s.stages = stages;
   s.microbatches = microbatches;
   s.place = place;
-  s.stage_rank.resize(static_cast<std::size_t>(stages));
+  s.stage_rank.assign(static_cast<std::size_t>(stages), 0);
   for (int st = 0; st < stages; ++st)
     s.stage_rank[static_cast<std::size_t>(st)] =
         place == placement::v_shape ? (st < ranks ? st : 2 * ranks - 1 - st) : st % ranks;
-  s.actions.resize(static_cast<std::size_t>(ranks));
+  s.actions.assign(static_cast<std::size_t>(ranks), std::vector<action>{});
   return s;
 }
 
@@ -82,7 +82,7 @@ constexpr table_result from_table(std::span<const std::string_view> rows) {
   table_result r;
   schedule& s = r.value;
   s.ranks = static_cast<int>(rows.size());
-  s.actions.resize(rows.size());
+  s.actions.assign(rows.size(), std::vector<action>{});
   int max_stage = -1, max_mb = -1;
   for (std::size_t rank = 0; rank < rows.size(); ++rank) {
     std::string_view row = rows[rank];

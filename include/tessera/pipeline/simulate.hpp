@@ -67,8 +67,8 @@ constexpr simulation simulate(const schedule& s, const costs& c = {}) {
   r.busy.assign(p, 0);
   r.idle.assign(p, 0);
   r.peak_activations.assign(p, 0);
-  r.start.resize(p);
-  r.finish.resize(p);
+  r.start.assign(p, std::vector<double>{});
+  r.finish.assign(p, std::vector<double>{});
   const std::size_t pairs = static_cast<std::size_t>(s.stages) * static_cast<std::size_t>(s.microbatches);
   std::vector<double> fdone(pairs, -1), bdone(pairs, -1), wdone(pairs, -1);
   std::vector<std::size_t> pc(p, 0);

@@ -23,6 +23,7 @@ struct greedy_policy {
   bool backward_mb_first = true;    ///< among ready B/I, the older microbatch first
   bool w_lazy = true;           ///< W only when nothing else is ready or the cap is hit
   bool backward_lifo = false;   ///< backward of the newest microbatch first (breadth first)
+  bool w_follow = false;        ///< a W right after each I (F, I, W cycles)
   bool alternate = true;        ///< after a backward prefer a forward (1F1B's steady state)
   std::vector<int> cap;         ///< per rank live-activation cap (soft)
   costs c{1, 2, 1, 1, 0};
@@ -38,7 +39,7 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
   schedule s = make_empty(p, stages, m, place);
   const int v = stages / p;
   // Local stages of each rank, ascending.
-  std::vector<std::vector<int>> local(static_cast<std::size_t>(p));
+  std::vector<std::vector<int>> local(static_cast<std::size_t>(p), std::vector<int>{});
   for (int st = 0; st < stages; ++st) local[static_cast<std::size_t>(s.rank_of(st))].push_back(st);
   const std::size_t pairs = static_cast<std::size_t>(stages) * static_cast<std::size_t>(m);
   std::vector<double> fdone(pairs, -1), bdone(pairs, -1);
@@ -50,9 +51,9 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
     std::vector<action> wq;
     std::size_t whead = 0;
     int version = 0;
-    int last = 0;  // kind of the last F or B/I: 0 F, 1 B/I
+    int last = 0;  // kind of the last action: 0 F, 1 B/I, 2 W
   };
-  std::vector<rank_state> rs(static_cast<std::size_t>(p));
+  std::vector<rank_state> rs(static_cast<std::size_t>(p), rank_state{});
   for (auto& r : rs) r.fleft = v * m;
   for (auto& a : s.actions) a.reserve(static_cast<std::size_t>(v * m * (g.split ? 3 : 2)));
   const double cb = g.split ? g.c.I : g.c.B;
@@ -123,7 +124,8 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
       if (fk >= 0) return {t, 0, fk};
       if (bk >= 0) return {t, 1, bk};
     } else {
-      if (g.alternate && st.last == 1 && fk >= 0) return {t, 0, fk};
+      if (g.w_follow && st.last == 1 && w_avail) return {t, 2, -1};
+      if (g.alternate && st.last != 0 && fk >= 0) return {t, 0, fk};
       if (bk >= 0) return {t, 1, bk};
       if (fk >= 0) return {t, 0, fk};
     }
@@ -192,6 +194,7 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
       else --st.live;
     } else {
       a = st.wq[st.whead++];
+      st.last = 2;
       cost = g.c.W;
       --st.live;
     }

@@ -65,13 +65,35 @@ constexpr bool parse_schedule_kind(std::string_view name, schedule_kind& out) no
 /// Largest number of stages one rank may hold.
 inline constexpr int max_stages_per_rank = 16;
 
-/// Why (p, v, m) is not a valid input for `k`, or an empty view when it is.
-constexpr std::string_view check_arguments(schedule_kind k, int p, int v, int m) noexcept {
-  if (p < 1) return "the number of pipeline ranks must be at least 1";
-  if (m < 1) return "the number of microbatches must be at least 1";
-  if (v < 1 || v > max_stages_per_rank) return "stages per rank must be between 1 and 16";
+/// Why a generator rejects its arguments (an enumerator, so compile-time diagnostics
+/// can name it in a template argument).
+enum class argument_problem : unsigned char {
+  none,
+  ranks_below_1,
+  microbatches_below_1,
+  stages_per_rank_not_in_1_to_16,
+  v_shape_needs_exactly_2_stages_per_rank
+};
+
+constexpr argument_problem argument_check(schedule_kind k, int p, int v, int m) noexcept {
+  if (p < 1) return argument_problem::ranks_below_1;
+  if (m < 1) return argument_problem::microbatches_below_1;
+  if (v < 1 || v > max_stages_per_rank) return argument_problem::stages_per_rank_not_in_1_to_16;
   if ((k == schedule_kind::zbv_zero_bubble || k == schedule_kind::dualpipe_v) && v != 2)
-    return "V-shaped schedules (ZBVZeroBubble, DualPipeV) hold exactly 2 stages per rank";
+    return argument_problem::v_shape_needs_exactly_2_stages_per_rank;
+  return argument_problem::none;
+}
+
+/// Why (p, v, m) is not a valid input for `k`, in words, or an empty view when it is.
+constexpr std::string_view check_arguments(schedule_kind k, int p, int v, int m) noexcept {
+  switch (argument_check(k, p, v, m)) {
+    case argument_problem::none: return {};
+    case argument_problem::ranks_below_1: return "the number of pipeline ranks must be at least 1";
+    case argument_problem::microbatches_below_1: return "the number of microbatches must be at least 1";
+    case argument_problem::stages_per_rank_not_in_1_to_16: return "stages per rank must be between 1 and 16";
+    case argument_problem::v_shape_needs_exactly_2_stages_per_rank:
+      return "V-shaped schedules (ZBVZeroBubble, DualPipeV) hold exactly 2 stages per rank";
+  }
   return {};
 }
 

@@ -203,7 +203,7 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
   }
   // The list scheduler under a few tie-breaking rules.
   // Measured over p in {2,4,8}, v in {1,2,4}, m in 1..4p, these are the ones that win.
-  const int tried[3] = {base.breadth_first ? 0 : 2, base.breadth_first ? -1 : 0, base.split ? 10 : -1};
+  const int tried[4] = {base.breadth_first ? 0 : 2, base.breadth_first ? -1 : 0, base.split ? 10 : -1, base.split ? 8 : -1};
   for (int variant : tried) {
     if (variant < 0 || (only_variant >= 0 && variant != only_variant)) continue;
     detail::greedy_policy g = base;

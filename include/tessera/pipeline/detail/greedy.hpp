@@ -52,6 +52,7 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
     std::size_t whead = 0;
     int version = 0;
     int last = 0;  // kind of the last action: 0 F, 1 B/I, 2 W
+    int before_last = -1;
   };
   std::vector<rank_state> rs(static_cast<std::size_t>(p), rank_state{});
   for (auto& r : rs) r.fleft = v * m;
@@ -124,7 +125,7 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
       if (fk >= 0) return {t, 0, fk};
       if (bk >= 0) return {t, 1, bk};
     } else {
-      if (g.w_follow && st.last == 1 && w_avail) return {t, 2, -1};
+      if (g.w_follow && st.last == 1 && w_avail && (st.fleft > 0 || st.before_last == 0)) return {t, 2, -1};
       if (g.alternate && st.last != 0 && fk >= 0) return {t, 0, fk};
       if (bk >= 0) return {t, 1, bk};
       if (fk >= 0) return {t, 0, fk};
@@ -183,17 +184,20 @@ constexpr schedule greedy(int p, int stages, int m, placement place, const greed
       fdone[idx(a.stage, a.mb)] = pk.t + cost;
       ++st.live;
       --st.fleft;
+      st.before_last = st.last;
       st.last = 0;
     } else if (pk.kind == 1) {
       const int stg = loc[static_cast<std::size_t>(pk.chunk)];
       a = action{g.split ? op::I : op::B, stg, bmb(bnext[static_cast<std::size_t>(stg)]++)};
       cost = cb;
       bdone[idx(a.stage, a.mb)] = pk.t + cost;
+      st.before_last = st.last;
       st.last = 1;
       if (g.split) st.wq.push_back(action{op::W, a.stage, a.mb});
       else --st.live;
     } else {
       a = st.wq[st.whead++];
+      st.before_last = st.last;
       st.last = 2;
       cost = g.c.W;
       --st.live;

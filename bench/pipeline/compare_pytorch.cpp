@@ -23,7 +23,10 @@ static int bubbles() {
                           : 1;
         const tp::simulation s = tp::simulate(tp::generate(k, p, v, m), tp::per_chunk({}, v));
         std::string peaks;
-        for (int x : s.peak_activations) peaks += (peaks.empty() ? "" : " ") + std::to_string(x);
+        for (int x : s.peak_activations) {
+          if (!peaks.empty()) peaks.push_back(' ');
+          peaks.append(std::to_string(x));
+        }
         std::printf("| %s | %d | %d | %d | %.2f | %.1f%% | %s |\n", std::string(tp::schedule_name(k)).c_str(), p, v, m,
                     s.makespan, 100 * s.bubble, peaks.c_str());
       }

@@ -11,13 +11,13 @@
 using namespace tessera::pipeline;
 
 namespace {
-// Zero-bubble family: our list scheduler is within this factor of PyTorch's hand-made
-// orders where it is not better (docs/schedules.md lists the cases).
-constexpr double zero_bubble_slack = 1.07;
+// V shapes: our list scheduler is within this factor of PyTorch's hand-made orders where
+// it is not better (docs/schedules.md lists the cases).
+constexpr double v_shape_slack = 1.04;
 
 bool claims_no_worse(schedule_kind k) {
   return k == schedule_kind::gpipe || k == schedule_kind::one_f_one_b || k == schedule_kind::interleaved_1f1b ||
-         k == schedule_kind::looped_bfs;
+         k == schedule_kind::looped_bfs || k == schedule_kind::interleaved_zero_bubble;
 }
 }  // namespace
 
@@ -48,7 +48,7 @@ TEST_CASE("PyTorch comparison: valid where PyTorch raises, memory and makespan n
       ++compared;
       CHECK(r.peak_no_worse);
       if (claims_no_worse(k)) CHECK(r.ours_makespan <= r.torch_makespan + 1e-9);
-      else CHECK(r.ours_makespan <= r.torch_makespan * zero_bubble_slack + 1e-9);
+      else CHECK(r.ours_makespan <= r.torch_makespan * v_shape_slack + 1e-9);
     }
   }
   CHECK(compared > 400);

@@ -101,9 +101,10 @@ namespace detail {
 constexpr int min_int(int a, int b) { return a < b ? a : b; }
 
 /// Live-activation budget per rank (stage chunks) of each schedule: the memory the
-/// schedule is known for. 1F1B: p - r; interleaved: Megatron's warm-up plus one;
-/// zero bubble H1: as the 1F1B it derives from; V shapes: 2p - 2r chunks (1F1B's p - r
-/// full stages), DualPipeV: one more full stage (p + 1 in the reference's count).
+/// schedule is known for. 1F1B: p - r; interleaved: Megatron's warm-up plus one, with
+/// PyTorch's round size for the group; zero bubble H1: p full stages (or the peak of its
+/// fixed order, see generate()); ZB-V: 1F1B's p full stages, less while the warm-up of
+/// rank r holds m + 1 + r chunks; DualPipeV: one chunk more than ZB-V's p full stages.
 constexpr std::vector<int> budget(schedule_kind k, int p, int v, int m) {
   std::vector<int> cap(static_cast<std::size_t>(p), 0);
   for (int r = 0; r < p; ++r) {
@@ -158,7 +159,8 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
   const placement place = (k == schedule_kind::zbv_zero_bubble || k == schedule_kind::dualpipe_v)
                               ? placement::v_shape
                               : placement::loop;
-  const detail::greedy_policy base = detail::policy_for(k, p, v, m, c);
+  detail::greedy_policy base = detail::policy_for(k, p, v, m, c);
+  std::vector<int>& budget = base.cap;
   // The list scheduler under a few tie-breaking rules; the best schedule within the
   // memory budget wins (shortest makespan under the planning costs, then least memory).
   schedule best;
@@ -189,8 +191,8 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
     const bool split = k == schedule_kind::interleaved_zero_bubble;
     const int rounds = m / p > 1 ? m / p : 1;
     const int groups[2] = {p, m / rounds};
-    for (int gi = 0; gi < 2; ++gi) {
-      if (gi == 1 && groups[1] == groups[0]) break;
+    for (int gi = split ? 1 : 0; gi >= 0 && gi < 2; split ? --gi : ++gi) {
+      if (gi == (split ? 0 : 1) && groups[1] == groups[0]) break;
       const int G = groups[gi];
       std::vector<int> warm(static_cast<std::size_t>(p), 0), lag(static_cast<std::size_t>(p), 0);
       for (int r = 0; r < p; ++r) {
@@ -198,7 +200,17 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
         lag[static_cast<std::size_t>(r)] = split ? r : 0;
       }
       schedule cand = detail::static_order(p, v, m, G, warm, split, lag);
-      offer(cand, base.cap);
+      if (split && gi == 1) {
+        // ZB-H1 keeps the memory of its fixed order; with PyTorch's round size that can be
+        // a little more than p full stages when p does not divide m.
+        const simulation sim = simulate(cand, c);
+        if (sim.ok)
+          for (int r = 0; r < p; ++r) {
+            const auto i = static_cast<std::size_t>(r);
+            if (sim.peak_activations[i] > budget[i]) budget[i] = sim.peak_activations[i];
+          }
+      }
+      offer(cand, budget);
     }
   }
   // The list scheduler under a few tie-breaking rules.

@@ -61,9 +61,11 @@ template <auto Gen>
 struct checked_schedule {
   static constexpr detail::schedule_info info = detail::info_of<Gen>();
   static constexpr verify_result result = info.result;
-  static constexpr bool valid =
-      invalid_schedule_at<result.rank, result.step, result.act.stage, result.act.kind, result.act.mb, result.what,
-                          result>::value;
+  // Instantiating the class runs its static_assert (the one error a broken schedule
+  // gives); sizeof keeps this line valid either way.
+  static_assert(sizeof(invalid_schedule_at<result.rank, result.step, result.act.stage, result.act.kind, result.act.mb,
+                                           result.what, result>) > 0);
+  static constexpr bool valid = result.ok;
   static constexpr int ranks = valid ? info.ranks : 0;
   static constexpr int stages = valid ? info.stages : 0;
   static constexpr int microbatches = valid ? info.microbatches : 0;
@@ -104,11 +106,12 @@ struct checked_schedule {
 /// The call `generate(Kind, Ranks, StagesPerRank, Microbatches)`, as a template argument.
 template <schedule_kind Kind, int Ranks, int StagesPerRank, int Microbatches>
 struct generator_call {
-  static constexpr bool arguments_ok =
-      bad_generator_arguments<argument_check(Kind, Ranks, StagesPerRank, Microbatches), Kind, Ranks, StagesPerRank,
-                              Microbatches>::value;
+  static constexpr argument_problem why = argument_check(Kind, Ranks, StagesPerRank, Microbatches);
+  // Instantiating the class runs its static_assert; sizeof keeps this line itself valid,
+  // so the argument error is the only one reported.
+  static_assert(sizeof(bad_generator_arguments<why, Kind, Ranks, StagesPerRank, Microbatches>) > 0);
   constexpr schedule operator()() const {
-    if constexpr (arguments_ok) return generate(Kind, Ranks, StagesPerRank, Microbatches);
+    if constexpr (why == argument_problem::none) return generate(Kind, Ranks, StagesPerRank, Microbatches);
     else {  // a trivial valid stand-in, so that only the argument error is reported
       schedule s = make_empty(1, 1, 1, placement::loop);
       s.actions[0].push_back(action{op::F, 0, 0});

@@ -11,13 +11,14 @@
 using namespace tessera::pipeline;
 
 namespace {
-// V shapes: our list scheduler is within this factor of PyTorch's hand-made orders where
-// it is not better (docs/schedules.md lists the cases).
-constexpr double v_shape_slack = 1.04;
+// ZBVZeroBubble: within this factor of PyTorch's hand-made order in the 5 cases (of 56)
+// where ours is slower (docs/schedules.md lists them).
+constexpr double zbv_slack = 1.03;
 
 bool claims_no_worse(schedule_kind k) {
   return k == schedule_kind::gpipe || k == schedule_kind::one_f_one_b || k == schedule_kind::interleaved_1f1b ||
-         k == schedule_kind::looped_bfs || k == schedule_kind::interleaved_zero_bubble;
+         k == schedule_kind::looped_bfs || k == schedule_kind::interleaved_zero_bubble ||
+         k == schedule_kind::dualpipe_v;
 }
 }  // namespace
 
@@ -48,7 +49,7 @@ TEST_CASE("PyTorch comparison: valid where PyTorch raises, memory and makespan n
       ++compared;
       CHECK(r.peak_no_worse);
       if (claims_no_worse(k)) CHECK(r.ours_makespan <= r.torch_makespan + 1e-9);
-      else CHECK(r.ours_makespan <= r.torch_makespan * v_shape_slack + 1e-9);
+      else CHECK(r.ours_makespan <= r.torch_makespan * zbv_slack + 1e-9);
     }
   }
   CHECK(compared > 400);

@@ -18,6 +18,7 @@
 #include <tessera/pipeline/detail/check.hpp>
 #include <tessera/pipeline/detail/greedy.hpp>
 #include <tessera/pipeline/detail/static_order.hpp>
+#include <tessera/pipeline/detail/v_order.hpp>
 #include <tessera/pipeline/schedule.hpp>
 
 namespace tessera::pipeline {
@@ -210,6 +211,13 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
             if (sim.peak_activations[i] > budget[i]) budget[i] = sim.peak_activations[i];
           }
       }
+      offer(cand, budget);
+    }
+  }
+  // The fixed ZB-V order for the V shapes.
+  if (place == placement::v_shape && only_variant < 0) {
+    for (int lag : {0, 2 * m}) {
+      schedule cand = detail::v_order(p, m, lag);
       offer(cand, budget);
     }
   }

@@ -1,6 +1,7 @@
 // Property tests over p in {2,4,8}, stages per rank in {1,2,4}, m in 1..4p, every schedule.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 #include <tessera/pipeline/pipeline.hpp>
@@ -63,6 +64,19 @@ TEST_CASE("simulation: busy time is the work, idle is the rest, memory within th
     CHECK(sim.makespan >= 3.0 * m + (p - 1) * 1.0 / v - 1e-9);
     if (v == 1 && (k == schedule_kind::gpipe || k == schedule_kind::one_f_one_b)) {
       CHECK(sim.makespan == doctest::Approx(3.0 * (m + p - 1)));
+    }
+    // Memory stays within the schedule's budget (the list scheduler never had to relax
+    // it). InterleavedZeroBubble's budget may grow to its fixed order's peak, see below.
+    if (k != schedule_kind::interleaved_zero_bubble) {
+      const schedule_kind bk = k == schedule_kind::one_f_one_b && v > 1 ? schedule_kind::interleaved_1f1b : k;
+      const std::vector<int> cap = detail::budget(bk, p, v, m);
+      for (int r = 0; r < p; ++r)
+        CHECK(sim.peak_activations[static_cast<std::size_t>(r)] <= cap[static_cast<std::size_t>(r)]);
+    } else {
+      // The fixed order with PyTorch's round size G holds at most its warm-up plus one.
+      const int G = m / std::max(1, m / p);
+      for (int r = 0; r < p; ++r)
+        CHECK(sim.peak_activations[static_cast<std::size_t>(r)] <= std::min(v * m, std::max(v * p, (v - 1) * G + p + 1)));
     }
     if (k == schedule_kind::one_f_one_b && v == 1)
       for (int r = 0; r < p; ++r) CHECK(sim.peak_activations[static_cast<std::size_t>(r)] == std::min(m, p - r));

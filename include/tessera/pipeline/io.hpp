@@ -1,0 +1,130 @@
+// tessera/pipeline/io.hpp: schedules as text, at run time.
+//
+//   to_csv(s)          PyTorch's CSV: one row per rank, one action per cell (`0F1,0B0`)
+//   read_csv(text)     the reverse; also reads PyTorch's own dumps (idle steps as empty
+//                      cells, `(0F3;7B1)OVERLAP_F_B` pairs, WAIT_* actions)
+//   format_grid(s)     the step-by-rank grid in the layout of PyTorch's
+//                      `_format_pipeline_order`, so the two can be compared by eye
+//   write_file_atomic  writes to a temporary name in the same folder, then renames
+#pragma once
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tessera/pipeline/detail/check.hpp>
+#include <tessera/pipeline/schedule.hpp>
+#include <vector>
+
+namespace tessera::pipeline {
+
+/// One CSV row per rank, cells in PyTorch's spelling, rows ended by '\n'.
+inline std::string to_csv(const schedule& s) {
+  std::string out;
+  for (const auto& rank : s.actions) {
+    for (std::size_t i = 0; i < rank.size(); ++i) {
+      if (i) out += ',';
+      out += format(rank[i]).view();
+    }
+    out += '\n';
+  }
+  return out;
+}
+
+/// Parses PyTorch's CSV format (one row per rank). Throws schedule_error naming the line
+/// and cell of the first thing that is not an action.
+inline schedule read_csv(std::string_view text) {
+  std::vector<std::string_view> rows;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    rows.push_back(line);
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+  while (!rows.empty() && rows.back().find_first_not_of(" ,\t") == std::string_view::npos) rows.pop_back();
+  if (rows.empty()) throw schedule_error("schedule CSV is empty: expected one row of actions per rank, e.g. 0F0,0B0");
+  const table_result r = from_table(rows);
+  if (!r.ok) {
+    const std::string_view row = rows[static_cast<std::size_t>(r.rank)];
+    throw schedule_error("schedule CSV, line " + std::to_string(r.rank + 1) + " (rank " + std::to_string(r.rank) +
+                         "), cell " + std::to_string(r.cell + 1) + ": not an action in PyTorch's spelling "
+                         "({stage}{F|B|I|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD}{microbatch}, "
+                         "e.g. 2F0); the line reads: " + std::string(row.substr(0, 120)));
+  }
+  return r.value;
+}
+
+/// The grid of PyTorch's `_format_pipeline_order`: a header of rank labels, then one
+/// line per step, `Step 03: 0F3  1F2 ...`, each rank's column as wide as its widest
+/// action or the step label.
+inline std::string format_grid(const schedule& s) {
+  std::size_t steps = 0;
+  for (const auto& r : s.actions) steps = std::max(steps, r.size());
+  if (steps == 0) steps = 1;
+  const std::size_t digits = std::to_string(steps - 1).size();
+  auto step_label = [&](std::size_t i) {
+    std::string n = std::to_string(i);
+    return "Step " + std::string(digits - n.size(), '0') + n;
+  };
+  const std::size_t label_width = step_label(0).size();
+  std::vector<std::size_t> width(s.actions.size(), label_width);
+  for (std::size_t r = 0; r < s.actions.size(); ++r)
+    for (const action& a : s.actions[r]) width[r] = std::max(width[r], static_cast<std::size_t>(format(a).size));
+  auto pad = [](std::string t, std::size_t w) {
+    if (t.size() < w) t.append(w - t.size(), ' ');
+    return t;
+  };
+  std::string out(label_width + 2, ' ');
+  for (std::size_t r = 0; r < s.actions.size(); ++r) {
+    if (r) out += ' ';
+    out += pad("Rank " + std::to_string(r), width[r]);
+  }
+  for (std::size_t i = 0; i < steps; ++i) {
+    out += '\n';
+    out += step_label(i) + ": ";
+    for (std::size_t r = 0; r < s.actions.size(); ++r) {
+      if (r) out += ' ';
+      const auto& list = s.actions[r];
+      out += pad(i < list.size() ? std::string(format(list[i]).view()) : std::string(), width[r]);
+    }
+  }
+  out += '\n';
+  return out;
+}
+
+/// Writes `content` to `path` through a temporary file in the same folder and a rename,
+/// so a reader never sees a half-written file. Throws schedule_error with the path and
+/// the reason on failure.
+inline void write_file_atomic(const std::string& path, std::string_view content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw schedule_error("cannot create " + tmp + " (is the folder there and writable?)");
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    out.flush();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw schedule_error("cannot write " + tmp + " (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw schedule_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  }
+}
+
+/// Reads a whole file; throws schedule_error naming the path when it cannot.
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw schedule_error("cannot open " + path + " (does it exist and is it readable?)");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+}  // namespace tessera::pipeline

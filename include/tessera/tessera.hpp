@@ -23,3 +23,33 @@
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/plan/planner.hpp>
+
+// tensor
+#include <tessera/tensor/arena.hpp>
+#include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/memory.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+// kernels (those that need OpenBLAS: kernels/cpu/{matmul,attention,swiglu}.hpp)
+#include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
+#include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/cpu/rmsnorm.hpp>
+#include <tessera/kernels/cpu/rope.hpp>
+
+// pipeline
+#include <tessera/pipeline/pipeline.hpp>
+
+// model (model/llama.hpp needs OpenBLAS)
+#include <tessera/model/llama_config.hpp>
+
+// train (train/trainer.hpp and train/sgemm_peak.hpp need OpenBLAS, train/tokenizer.hpp
+// SentencePiece)
+#include <tessera/train/cli.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/lr_schedule.hpp>
+#include <tessera/train/metrics.hpp>
+#include <tessera/train/safetensors.hpp>

@@ -89,7 +89,6 @@ inline layout_spec parse_layout(std::string_view text, std::span<const std::stri
   layout_spec s = replicated_spec(rank, A);
   detail::text_cursor c{text};
   if (c.eat('{')) {  // canonical
-    bool have_op = false;
     while (!c.eat('}')) {
       check(!c.done(), "layout '" + t + "': missing '}'");
       const std::string_view key = c.word();
@@ -104,7 +103,6 @@ inline layout_spec parse_layout(std::string_view text, std::span<const std::stri
           continue;
         }
         op = detail::parse_reduce(c.word(), text);
-        have_op = true;
       } else {
         d = detail::parse_int(key, "layout '" + t + "'");
         check(d >= -rank && d < rank, "layout '" + t + "': dimension " + std::to_string(d) +
@@ -128,7 +126,6 @@ inline layout_spec parse_layout(std::string_view text, std::span<const std::stri
       check(!paren || c.eat(')'), "layout '" + t + "': missing ')'");
       c.eat(',');
     }
-    (void)have_op;
     check(c.done(), "layout '" + t + "': unexpected text after '}'");
     detail::finish(s, text);
     return s;

@@ -1,20 +1,18 @@
-// tessera/pipeline/detail/check.hpp: the pipeline layer's run-time error.
-//
-// A private stand-in for tessera/core/error.hpp's check(): that header uses
-// std::source_location, which clang 14 with libstdc++ 12 lacks, so the pipeline headers
-// do not include it (see the lead's note).
+// tessera/pipeline/detail/check.hpp: the pipeline layer's run-time error, a
+// tessera::error, so that callers can catch every tessera failure as one type.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <string_view>
+
+#include <tessera/core/error.hpp>
 
 namespace tessera::pipeline {
 
 /// Thrown by generators and lowering on bad input at run time.
-class schedule_error : public std::runtime_error {
+class schedule_error : public tessera::error {
  public:
-  using std::runtime_error::runtime_error;
+  using tessera::error::error;
 };
 
 namespace detail {

@@ -1,0 +1,81 @@
+// tessera/comm/detail/sync.hpp: spin-then-block waiting for the threads backend.
+//
+// A waiter first spins (cheap when every rank has its own core and messages are small),
+// then yields, then blocks on a condition variable with its deadline. Notifiers pay for
+// the mutex only when someone is blocked (a Dekker pair of seq_cst operations on the
+// state and on `waiters_` makes the wake-up impossible to lose).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+namespace tessera::comm::detail {
+
+using clock = std::chrono::steady_clock;
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+class waitset {
+ public:
+  /// `oversubscribed`: more ranks than cores, so spinning only steals their time.
+  explicit waitset(bool oversubscribed) noexcept
+      : spins_(oversubscribed ? 0 : 4000), yields_(oversubscribed ? 8 : 64) {}
+
+  /// Wakes every blocked waiter; call after changing state that a predicate reads.
+  void notify() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+      { std::lock_guard<std::mutex> lock(m_); }
+      cv_.notify_all();
+    }
+  }
+
+  /// Waits until pred() holds (true) or the deadline passes (false, pred() still false).
+  template <class Pred>
+  bool wait_until(Pred&& pred, clock::time_point deadline) {
+    for (int i = 0; i < spins_; ++i) {
+      if (pred()) return true;
+      cpu_relax();
+    }
+    for (int i = 0; i < yields_; ++i) {
+      if (pred()) return true;
+      std::this_thread::yield();
+    }
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    bool ok = true;
+    {
+      std::unique_lock<std::mutex> lock(m_);
+      while (!pred()) {
+        if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+          ok = pred();
+          break;
+        }
+      }
+    }
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+    return ok;
+  }
+
+ private:
+  int spins_;
+  int yields_;
+  std::atomic<int> waiters_{0};
+  std::mutex m_;
+  std::condition_variable cv_;
+};
+
+}  // namespace tessera::comm::detail

@@ -32,7 +32,7 @@ class waitset {
  public:
   /// `oversubscribed`: more ranks than cores, so spinning only steals their time.
   explicit waitset(bool oversubscribed) noexcept
-      : spins_(oversubscribed ? 0 : 4000), yields_(oversubscribed ? 8 : 64) {}
+      : oversubscribed_(oversubscribed), spins_(oversubscribed ? 0 : 256) {}
 
   /// Wakes every blocked waiter; call after changing state that a predicate reads.
   void notify() {
@@ -44,13 +44,21 @@ class waitset {
   }
 
   /// Waits until pred() holds (true) or the deadline passes (false, pred() still false).
+  /// The spin budget adapts: it grows while spinning pays off (peers run on other cores
+  /// and answer within it) and shrinks while it does not (peers share our core).
   template <class Pred>
   bool wait_until(Pred&& pred, clock::time_point deadline) {
-    for (int i = 0; i < spins_; ++i) {
-      if (pred()) return true;
+    const int budget = spins_.load(std::memory_order_relaxed);
+    for (int i = 0; i < budget; ++i) {
+      if (pred()) {
+        if (!oversubscribed_ && budget < max_spins)
+          spins_.store(std::min(max_spins, budget + budget / 4 + 16), std::memory_order_relaxed);
+        return true;
+      }
       cpu_relax();
     }
-    for (int i = 0; i < yields_; ++i) {
+    if (budget > min_spins) spins_.store(budget / 2, std::memory_order_relaxed);
+    for (int i = 0; i < yields; ++i) {
       if (pred()) return true;
       std::this_thread::yield();
     }
@@ -71,8 +79,9 @@ class waitset {
   }
 
  private:
-  int spins_;
-  int yields_;
+  static constexpr int max_spins = 20000, min_spins = 16, yields = 16;
+  bool oversubscribed_;
+  std::atomic<int> spins_;
   std::atomic<int> waiters_{0};
   std::mutex m_;
   std::condition_variable cv_;

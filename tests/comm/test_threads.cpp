@@ -152,3 +152,23 @@ TEST_CASE("threads: errors name the rank, the group and the call") {
     CHECK(e == "model diverged");
   }
 }
+
+#include <tessera/comm/detail/tcp_rendezvous.hpp>
+
+TEST_CASE("tcp rendezvous (the nccl backend's torchrun-style bootstrap) hands rank 0's blob to all") {
+  const int port = 29500 + static_cast<int>(::getpid() % 2000);
+  std::vector<std::vector<char>> got(4);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 4; ++r)
+    ts.emplace_back([&, r] {
+      std::vector<char> blob;
+      if (r == 0) blob = {'t', 'e', 's', 's', 'e', 'r', 'a', '!'};
+      got[static_cast<std::size_t>(r)] =
+          detail::tcp_rendezvous(r, 4, "127.0.0.1", port, blob, 8, 5000ms);
+    });
+  for (auto& t : ts) t.join();
+  for (auto& g : got) CHECK(std::string(g.begin(), g.end()) == "tessera!");
+  // a rank whose rank 0 never comes names what to check
+  CHECK_THROWS_WITH(detail::tcp_rendezvous(1, 2, "127.0.0.1", port + 1, {}, 8, 100ms),
+                    doctest::Contains("check MASTER_ADDR/MASTER_PORT"));
+}

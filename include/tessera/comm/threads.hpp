@@ -103,6 +103,7 @@ class threads_request {
       world_ = std::move(o.world_); group_ = std::move(o.group_); local_ = std::move(o.local_);
       p2p_ = std::move(o.p2p_); seq_ = o.seq_; rank_ = o.rank_; grank_ = o.grank_;
       desc_ = o.desc_; loc_ = o.loc_; deadline_ = o.deadline_; active_ = std::exchange(o.active_, false);
+      plan_ = o.plan_; planned_ = o.planned_; pulled_ = o.pulled_;
     }
     return *this;
   }
@@ -144,56 +145,103 @@ class threads_request {
     throw aborted(who() + ": aborted: " + world_->abort_reason());
   }
 
-  // Collective: help with tasks until complete; ack. Returns false if !block and pending.
+  [[noreturn]] void throw_failed(detail::coll_slot& s) const {
+    std::lock_guard<std::mutex> lock(s.m);
+    throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + s.error);
+  }
+
+  /// Every rank has posted: checks that all called the same collective.
+  void verify(detail::coll_slot& s) const {
+    const auto& d0 = s.posts[0].desc;
+    for (int q = 1; q < group_->size(); ++q)
+      if (!(s.posts[static_cast<std::size_t>(q)].desc == d0)) {
+        try {
+          fail_mismatch(*world_, *group_, s, seq_, q, 0);
+        } catch (const error& e) {
+          throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + e.what());
+        }
+      }
+  }
+
+ public:
+  /// Records a mismatch between group ranks a and b of collective `seq` and throws it.
+  [[noreturn]] static void fail_mismatch(threads_world& w, const detail::group_state& g, detail::coll_slot& s,
+                                         std::uint64_t seq, int a, int b) {
+    const auto& pa = s.posts[static_cast<std::size_t>(a)];
+    const auto& pb = s.posts[static_cast<std::size_t>(b)];
+    std::string msg = "mismatched collective #" + std::to_string(seq) + " of group " + group_string(g.ranks) +
+                      ": rank " + std::to_string(g.ranks[static_cast<std::size_t>(a)]) + " called " +
+                      pa.desc.str() + " at " + where(pa.loc) + ", but rank " +
+                      std::to_string(g.ranks[static_cast<std::size_t>(b)]) + " called " + pb.desc.str() +
+                      " at " + where(pb.loc);
+    {
+      std::lock_guard<std::mutex> lock(s.m);
+      if (!s.failed.load(std::memory_order_relaxed)) {
+        s.error = msg;
+        s.failed.store(true, std::memory_order_release);
+      }
+    }
+    w.waits().notify();
+    throw error(std::move(msg));
+  }
+
+ private:
+  // Collective: do this rank's share of the data movement until it is complete, then
+  // leave. Returns false if !block and not complete yet.
   bool wait_coll(bool block) {
-    auto& s = slot();
     auto& local = *local_;
     const auto si = static_cast<std::size_t>(seq_ % detail::slots_per_group);
-    if (local.acked[si] > seq_) return true;  // acknowledged at a later issue
+    if (local.acked[si] > seq_) return true;  // finished at a later issue
+    auto& s = slot();
     const int n = group_->size();
     auto& ws = world_->waits();
     for (;;) {
-      if (s.failed.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> lock(s.m);
-        throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + s.error);
-      }
-      if (s.ready.load(std::memory_order_acquire)) {
-        std::size_t t;
-        while ((t = s.next.fetch_add(1, std::memory_order_relaxed)) < s.ntasks) {
-          detail::run_task(s, n, t);
-          if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == s.ntasks) {
-            s.complete.store(true, std::memory_order_release);
-            ws.notify();
+      if (s.failed.load(std::memory_order_acquire)) throw_failed(s);
+      if (s.arrived.load(std::memory_order_acquire) == n) {
+        if (!planned_) {
+          verify(s);
+          plan_ = detail::plan_tasks(s, n);
+          planned_ = true;
+        }
+        if (plan_.pull) {
+          if (!pulled_) {
+            detail::run_pull(s, plan_, n, static_cast<std::size_t>(grank_));
+            pulled_ = true;
+            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
+          }
+        } else {
+          std::size_t t;
+          while ((t = s.next.fetch_add(1, std::memory_order_relaxed)) < plan_.ntasks) {
+            detail::run_task(s, plan_, n, t);
+            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
           }
         }
-        if (s.complete.load(std::memory_order_acquire)) break;
+        if (s.done.load(std::memory_order_acquire) >= plan_.ntasks) break;
       }
       if (!block) return false;
       if (world_->is_aborted()) throw_aborted();
       const bool ok = ws.wait_until(
           [&] {
-            return s.complete.load(std::memory_order_acquire) ||
-                   s.failed.load(std::memory_order_acquire) || world_->is_aborted() ||
-                   (s.ready.load(std::memory_order_acquire) &&
-                    s.next.load(std::memory_order_relaxed) < s.ntasks);
+            if (s.failed.load(std::memory_order_acquire) || world_->is_aborted()) return true;
+            if (s.arrived.load(std::memory_order_acquire) != n) return false;
+            if (!planned_) return true;
+            return s.done.load(std::memory_order_acquire) >= plan_.ntasks ||
+                   (!plan_.pull && s.next.load(std::memory_order_relaxed) < plan_.ntasks);
           },
           deadline_);
       if (!ok) throw_timeout(s);
     }
-    ack(*world_, *group_, local, seq_);
+    leave(*world_, *group_, local, seq_);
     return true;
   }
 
   [[noreturn]] void throw_timeout(detail::coll_slot& s) const {
     std::string missing;
-    {
-      std::lock_guard<std::mutex> lock(s.m);
-      for (std::size_t g = 0; g < s.posted.size(); ++g)
-        if (!s.posted[g]) {
-          if (!missing.empty()) missing += ',';
-          missing += std::to_string(group_->ranks[g]);
-        }
-    }
+    for (int g = 0; g < group_->size(); ++g)
+      if (s.posts[static_cast<std::size_t>(g)].posted.load(std::memory_order_acquire) != seq_) {
+        if (!missing.empty()) missing += ',';
+        missing += std::to_string(group_->ranks[static_cast<std::size_t>(g)]);
+      }
     throw error(who() + " (collective #" + std::to_string(seq_) + " of the group) timed out after " +
                 std::to_string(world_->opts().timeout.count()) + " ms: " +
                 (missing.empty() ? std::string("every rank arrived but the data movement did not finish")
@@ -201,25 +249,17 @@ class threads_request {
   }
 
  public:
-  /// Member `local` acknowledges collective `seq` (complete); the last member recycles.
-  static void ack(threads_world& w, detail::group_state& g, detail::threads_local& local,
-                  std::uint64_t seq) {
+  /// Member `local` leaves the completed collective `seq`; the last one recycles the slot.
+  static void leave(threads_world& w, detail::group_state& g, detail::threads_local& local, std::uint64_t seq) {
     const auto si = static_cast<std::size_t>(seq % detail::slots_per_group);
     local.acked[si] = seq + 1;
     auto& s = g.slots[si];
-    if (s.acks.fetch_add(1, std::memory_order_acq_rel) + 1 == g.size()) {
-      {
-        std::lock_guard<std::mutex> lock(s.m);
-        s.arrived = 0;
-        s.first_rank = -1;
-        std::fill(s.posted.begin(), s.posted.end(), 0);
-        s.ready.store(false, std::memory_order_relaxed);
-        s.next.store(0, std::memory_order_relaxed);
-        s.done.store(0, std::memory_order_relaxed);
-        s.complete.store(false, std::memory_order_relaxed);
-        s.acks.store(0, std::memory_order_relaxed);
-        s.seq.store(seq + detail::slots_per_group, std::memory_order_release);
-      }
+    if (s.leaving.fetch_add(1, std::memory_order_acq_rel) + 1 == g.size()) {
+      s.arrived.store(0, std::memory_order_relaxed);
+      s.next.store(0, std::memory_order_relaxed);
+      s.done.store(0, std::memory_order_relaxed);
+      s.leaving.store(0, std::memory_order_relaxed);
+      s.seq.store(seq + detail::slots_per_group, std::memory_order_release);
       w.waits().notify();
     }
   }
@@ -252,6 +292,8 @@ class threads_request {
   std::source_location loc_{};
   detail::clock::time_point deadline_{};
   bool active_ = false;
+  detail::coll_plan plan_{};
+  bool planned_ = false, pulled_ = false;
 };
 
 }  // namespace tessera::comm

@@ -162,47 +162,32 @@ class threads_communicator {
                    s.failed.load(std::memory_order_acquire) || world_->is_aborted();
           },
           req.deadline_);
-      if (s.failed.load(std::memory_order_acquire)) {
-        std::lock_guard<std::mutex> lock(s.m);
-        throw error(prefix() + ": " + s.error);
-      }
+      if (s.failed.load(std::memory_order_acquire)) req.throw_failed(s);
       if (world_->is_aborted()) req.throw_aborted();
       if (!ok)
         throw error(prefix() + ": " + d.str() + " at " + where(loc) + " (collective #" +
                     std::to_string(seq) + ") timed out waiting for collective #" +
                     std::to_string(cur) + " of this group to be waited on by every rank");
     }
-    bool ready = false;
-    {
-      std::lock_guard<std::mutex> lock(s.m);
-      if (s.failed.load(std::memory_order_relaxed)) throw error(prefix() + ": " + s.error);
-      if (s.arrived == 0) {
-        s.desc = d;
-        s.first_loc = loc;
-        s.first_rank = world_rank_;
-      } else if (!(s.desc == d)) {
-        s.error = "mismatched collective #" + std::to_string(seq) + " of group " +
-                  group_string(group_->ranks) + ": rank " + std::to_string(world_rank_) +
-                  " called " + d.str() + " at " + where(loc) + ", but rank " +
-                  std::to_string(s.first_rank) + " called " + s.desc.str() + " at " +
-                  where(s.first_loc);
-        s.failed.store(true, std::memory_order_release);
-        ws.notify();
+    // post this rank's buffers and call, then arrive
+    auto& post = s.posts[static_cast<std::size_t>(grank_)];
+    post.src = in;
+    post.dst = out;
+    post.desc = d;
+    post.loc = loc;
+    post.posted.store(seq, std::memory_order_release);
+    for (int q = 0; q < size(); ++q) {  // an early mismatch with a rank already here
+      const auto& other = s.posts[static_cast<std::size_t>(q)];
+      if (q != grank_ && other.posted.load(std::memory_order_acquire) == seq && !(other.desc == d)) {
         req.active_ = false;
-        throw error(prefix() + ": " + s.error);
-      }
-      const auto g = static_cast<std::size_t>(grank_);
-      s.src[g] = in;
-      s.dst[g] = out;
-      s.posted[g] = 1;
-      if (++s.arrived == size()) {
-        detail::plan_tasks(s, size());
-        if (s.ntasks == 0) s.complete.store(true, std::memory_order_relaxed);
-        s.ready.store(true, std::memory_order_release);
-        ready = true;
+        try {
+          threads_request::fail_mismatch(*world_, *group_, s, seq, grank_, q);
+        } catch (const error& e) {
+          throw error(prefix() + ": " + e.what());
+        }
       }
     }
-    if (ready) ws.notify();
+    if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size()) ws.notify();
     return req;
   }
 

@@ -34,26 +34,35 @@ namespace tessera::comm::detail {
 
 inline constexpr int slots_per_group = 8;
 inline constexpr std::size_t chunk_bytes = std::size_t{256} << 10;
+/// Outputs up to this size per rank are computed by their owner ("pull"): fewer shared
+/// counters, so less cache-line traffic for small messages.
+inline constexpr std::size_t pull_bytes = std::size_t{256} << 10;
+
+/// What one rank posts for one collective; each rank writes only its own (own cache line).
+struct alignas(64) rank_post {
+  std::atomic<std::uint64_t> posted{~std::uint64_t{0}};  // the collective posted here
+  const void* src = nullptr;
+  void* dst = nullptr;
+  call_desc desc{};
+  std::source_location loc{};
+};
 
 struct coll_slot {
-  std::mutex m;
-  std::atomic<std::uint64_t> seq{0};  // the collective this slot serves now
-  // guarded by m until `ready`:
-  int arrived = 0;
-  call_desc desc{};
-  std::source_location first_loc{};
-  int first_rank = -1;
-  std::vector<const void*> src;
-  std::vector<void*> dst;
-  std::vector<char> posted;
-  std::size_t count = 0, elem = 0, chunk = 0, per_block = 0, ntasks = 0;
-  std::atomic<bool> ready{false};
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
-  std::atomic<bool> complete{false};
-  std::atomic<int> acks{0};
+  alignas(64) std::atomic<std::uint64_t> seq{0};  // the collective this slot serves now
+  alignas(64) std::atomic<int> arrived{0};
+  alignas(64) std::atomic<std::size_t> next{0};
+  alignas(64) std::atomic<std::size_t> done{0};
+  alignas(64) std::atomic<int> leaving{0};
   std::atomic<bool> failed{false};
+  std::mutex m;
   std::string error;  // written under m before `failed` is set
+  std::unique_ptr<rank_post[]> posts;
+};
+
+/// How a collective is cut into tasks; every rank computes the same plan from the posts.
+struct coll_plan {
+  std::size_t count = 0, elem = 0, chunk = 0, per_block = 0, ntasks = 0;
+  bool pull = false;  // task q is rank q's own output, done by rank q
 };
 
 struct p2p_op {
@@ -75,9 +84,7 @@ struct group_state {
     for (int s = 0; s < slots_per_group; ++s) {
       auto& sl = slots[static_cast<std::size_t>(s)];
       sl.seq.store(static_cast<std::uint64_t>(s));
-      sl.src.assign(ranks.size(), nullptr);
-      sl.dst.assign(ranks.size(), nullptr);
-      sl.posted.assign(ranks.size(), 0);
+      sl.posts = std::make_unique<rank_post[]>(ranks.size());
     }
   }
   int size() const noexcept { return static_cast<int>(ranks.size()); }
@@ -88,81 +95,128 @@ struct group_state {
   std::map<std::tuple<int, int, int>, p2p_channel> channels;  // (from, to, tag) group ranks
 };
 
-/// Cuts a ready collective into tasks (called under the slot's mutex by the last arrival).
-inline void plan_tasks(coll_slot& s, int n) {
-  const auto& d = s.desc;
-  s.count = d.count;
-  s.elem = size_of(d.type);
-  s.chunk = std::max<std::size_t>(1, chunk_bytes / std::max<std::size_t>(1, s.elem));
-  s.per_block = (d.count + s.chunk - 1) / s.chunk;
+/// Cuts a collective whose ranks have all posted into tasks.
+inline coll_plan plan_tasks(const coll_slot& s, int n) {
+  coll_plan p;
+  const auto& d = s.posts[0].desc;
   const auto nn = static_cast<std::size_t>(n);
+  p.count = d.count;
+  p.elem = size_of(d.type);
+  bool in_place = false;
+  for (std::size_t q = 0; q < nn; ++q) in_place = in_place || s.posts[q].src == s.posts[q].dst;
+  const std::size_t out_bytes =
+      p.count * p.elem * (d.kind == call_kind::all_gather || d.kind == call_kind::all_to_all ? nn : 1);
+  // pull: rank q computes its own output from the peers' inputs; not for an in-place
+  // all_reduce, whose inputs are the outputs that the owners overwrite
+  p.pull = out_bytes <= pull_bytes && !(d.kind == call_kind::all_reduce && in_place);
+  if (p.pull) {
+    p.chunk = std::max<std::size_t>(1, p.count);
+    p.per_block = 1;
+    p.ntasks = (d.kind == call_kind::barrier) ? 0 : nn;
+    return p;
+  }
+  p.chunk = std::max<std::size_t>(1, chunk_bytes / std::max<std::size_t>(1, p.elem));
+  p.per_block = (d.count + p.chunk - 1) / p.chunk;
   switch (d.kind) {
     case call_kind::all_gather:
     case call_kind::reduce_scatter:
-    case call_kind::all_to_all: s.ntasks = nn * s.per_block; break;
-    case call_kind::all_reduce: s.ntasks = s.per_block; break;
-    case call_kind::broadcast: s.ntasks = n > 1 ? s.per_block : 0; break;
-    default: s.ntasks = 0; break;
+    case call_kind::all_to_all: p.ntasks = nn * p.per_block; break;
+    case call_kind::all_reduce: p.ntasks = p.per_block; break;
+    case call_kind::broadcast: p.ntasks = n > 1 ? p.per_block : 0; break;
+    default: p.ntasks = 0; break;
+  }
+  return p;
+}
+
+/// Pull task of rank q: computes q's whole output, reading the peers' inputs directly.
+inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
+  const auto nn = static_cast<std::size_t>(n);
+  const auto& d = s.posts[0].desc;
+  const std::size_t es = p.elem, cnt = p.count, bytes = cnt * es;
+  if (bytes == 0) return;
+  auto in = [&](std::size_t r, std::size_t elems) { return static_cast<const char*>(s.posts[r].src) + elems * es; };
+  char* out = static_cast<char*>(s.posts[q].dst);
+  switch (d.kind) {
+    case call_kind::all_gather:
+      for (std::size_t r = 0; r < nn; ++r)
+        if (out + r * bytes != in(r, 0)) std::memcpy(out + r * bytes, in(r, 0), bytes);
+      break;
+    case call_kind::all_to_all:
+      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, q * cnt), bytes);
+      break;
+    case call_kind::reduce_scatter:
+    case call_kind::all_reduce: {
+      thread_local std::vector<const void*> srcs;
+      srcs.resize(nn);
+      const std::size_t off = d.kind == call_kind::reduce_scatter ? q * cnt : 0;
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = in(r, off);
+      reduce(out, srcs.data(), n, cnt, d.type, d.op, n);
+      break;
+    }
+    case call_kind::broadcast:
+      if (q != static_cast<std::size_t>(d.peer))
+        std::memcpy(out, s.posts[static_cast<std::size_t>(d.peer)].dst, bytes);
+      break;
+    default: break;
   }
 }
 
-/// Runs task t of a ready collective: reads peers' buffers, writes peers' buffers.
-inline void run_task(coll_slot& s, int n, std::size_t t) {
+/// Chunk task t: reads peers' buffers, writes peers' buffers.
+inline void run_task(const coll_slot& s, const coll_plan& p, int n, std::size_t t) {
   const auto nn = static_cast<std::size_t>(n);
-  const std::size_t es = s.elem, cnt = s.count;
-  const std::size_t j = t % s.per_block;
-  const std::size_t off = j * s.chunk;
-  const std::size_t len = std::min(s.chunk, cnt - off);
+  const auto& d = s.posts[0].desc;
+  const std::size_t es = p.elem, cnt = p.count;
+  const std::size_t j = t % p.per_block;
+  const std::size_t off = j * p.chunk;
+  const std::size_t len = std::min(p.chunk, cnt - off);
   const std::size_t bytes = len * es;
-  auto at = [es](const void* p, std::size_t elems) {
-    return static_cast<const char*>(p) + elems * es;
+  auto src = [&](std::size_t r, std::size_t elems) {
+    return static_cast<const char*>(s.posts[r].src) + elems * es;
   };
-  auto atm = [es](void* p, std::size_t elems) { return static_cast<char*>(p) + elems * es; };
-  switch (s.desc.kind) {
+  auto dst = [&](std::size_t r, std::size_t elems) { return static_cast<char*>(s.posts[r].dst) + elems * es; };
+  switch (d.kind) {
     case call_kind::all_gather: {
-      const std::size_t p = t / s.per_block;
-      const char* from = at(s.src[p], off);
+      const std::size_t r = t / p.per_block;
+      const char* from = src(r, off);
       for (std::size_t k = 0; k < nn; ++k) {
-        const std::size_t q = (p + k) % nn;
-        char* to = atm(s.dst[q], p * cnt + off);
+        const std::size_t q = (r + k) % nn;
+        char* to = dst(q, r * cnt + off);
         if (to != from) std::memcpy(to, from, bytes);
       }
       break;
     }
     case call_kind::reduce_scatter: {
-      const std::size_t q = t / s.per_block;
+      const std::size_t q = t / p.per_block;
       thread_local std::vector<const void*> srcs;
       srcs.resize(nn);
-      for (std::size_t p = 0; p < nn; ++p) srcs[p] = at(s.src[p], q * cnt + off);
-      reduce(atm(s.dst[q], off), srcs.data(), n, len, s.desc.type, s.desc.op, n);
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = src(r, q * cnt + off);
+      reduce(dst(q, off), srcs.data(), n, len, d.type, d.op, n);
       break;
     }
     case call_kind::all_reduce: {
       const std::size_t o = j % nn;
       thread_local std::vector<const void*> srcs;
       srcs.resize(nn);
-      for (std::size_t p = 0; p < nn; ++p) srcs[p] = at(s.src[p], off);
-      char* home = atm(s.dst[o], off);
-      reduce(home, srcs.data(), n, len, s.desc.type, s.desc.op, n);
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = src(r, off);
+      char* home = dst(o, off);
+      reduce(home, srcs.data(), n, len, d.type, d.op, n);
       for (std::size_t q = 0; q < nn; ++q)
-        if (q != o) std::memcpy(atm(s.dst[q], off), home, bytes);
+        if (q != o) std::memcpy(dst(q, off), home, bytes);
       break;
     }
     case call_kind::all_to_all: {
-      const std::size_t p = t / s.per_block;
+      const std::size_t r = t / p.per_block;
       for (std::size_t k = 0; k < nn; ++k) {
-        const std::size_t q = (p + k) % nn;
-        char* to = atm(s.dst[q], p * cnt + off);
-        const char* from = at(s.src[p], q * cnt + off);
-        if (to != from) std::memcpy(to, from, bytes);
+        const std::size_t q = (r + k) % nn;
+        std::memcpy(dst(q, r * cnt + off), src(r, q * cnt + off), bytes);
       }
       break;
     }
     case call_kind::broadcast: {
-      const auto r = static_cast<std::size_t>(s.desc.peer);
-      const char* from = at(s.dst[r], off);
+      const auto root = static_cast<std::size_t>(d.peer);
+      const char* from = dst(root, off);
       for (std::size_t q = 0; q < nn; ++q)
-        if (q != r) std::memcpy(atm(s.dst[q], off), from, bytes);
+        if (q != root) std::memcpy(dst(q, off), from, bytes);
       break;
     }
     default: break;

@@ -1,8 +1,8 @@
 # Runs one compile-fail case: COMPILER, INCLUDE_DIR and SOURCE are given with -D.
 # Passes when the compile fails and its diagnostics contain the text after `// expect: `
 # on the first line of SOURCE.
-file(STRINGS ${SOURCE} _first LIMIT_COUNT 1)
-string(REGEX MATCH "^// expect: (.*)$" _m "${_first}")
+file(READ ${SOURCE} _text)
+string(REGEX MATCH "^// expect: ([^\n]*)" _m "${_text}")
 if(NOT _m)
   message(FATAL_ERROR "${SOURCE}: the first line must be `// expect: <diagnostic text>`")
 endif()

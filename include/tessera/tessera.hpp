@@ -4,4 +4,12 @@
 
 #include <tessera/core/config.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/extents.hpp>
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/core/source_location.hpp>
+#include <tessera/layout/layout.hpp>
+#include <tessera/layout/layout_spec.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/layout/placement.hpp>
+#include <tessera/layout/print.hpp>

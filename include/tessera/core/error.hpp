@@ -4,7 +4,6 @@
 // with the same words, when they are dynamic. Run-time failures throw tessera::error.
 #pragma once
 
-#include <source_location>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -22,11 +21,6 @@ class error : public std::runtime_error {
 /// this call, so prefer static_assert with a message at compile-time entry points.
 constexpr void check(bool ok, std::string_view what) {
   if (!ok) throw error(std::string(what));
-}
-
-/// Formats "file:line" for messages that name a caller.
-inline std::string where(const std::source_location& loc) {
-  return std::string(loc.file_name()) + ":" + std::to_string(loc.line());
 }
 
 }  // namespace tessera

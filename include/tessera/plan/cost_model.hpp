@@ -1,0 +1,87 @@
+// tessera/plan/cost_model.hpp: what a step costs.
+//
+// Each rank moves "bus bytes" as nccl-tests counts them (S is the local buffer size in
+// bytes: the gathered output for all_gather, the input for reduce_scatter and
+// all_reduce, the larger of input and output for all_to_all; buffers of uneven shards
+// are padded to the largest rank's; n is the group size):
+//   all_gather, reduce_scatter, all_to_all:  S * (n-1)/n
+//   all_reduce:                              S * 2(n-1)/n
+// and a step takes   base + hops * hop + bus_bytes / bandwidth
+// with hops = n-1 (2(n-1) for all_reduce, as a ring). Defaults are DTensor's cost model
+// constants (torch/distributed/tensor/_collective_utils.py): 87.7 GB/s per mesh axis,
+// 0.6 us per hop, 6.6 us per collective. Give slower axes (across hosts) a lower
+// bandwidth and a higher hop latency; a flattened group uses its slowest axis. Local
+// steps (slices, marking partial) and collectives over a group of one rank move nothing
+// and cost nothing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <tessera/core/config.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/plan/collective.hpp>
+
+namespace tessera {
+
+struct cost_model {
+  double base_us = 6.6;
+  std::array<double, max_mesh_axes> GBps{87.7, 87.7, 87.7, 87.7, 87.7, 87.7, 87.7, 87.7};
+  std::array<double, max_mesh_axes> hop_us{0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6};
+
+  /// A copy with axis `a`'s link set (e.g. an inter-host axis: 0.22 * 87.7 GB/s, 2.7 us).
+  constexpr cost_model with_axis(int a, double gbps, double hop) const {
+    cost_model c = *this;
+    c.GBps[static_cast<std::size_t>(a)] = gbps;
+    c.hop_us[static_cast<std::size_t>(a)] = hop;
+    return c;
+  }
+};
+
+namespace detail {
+/// Elements of the buffer S a collective works on (see above).
+constexpr std::int64_t buffer_numel(step_kind k, std::int64_t in, std::int64_t out) noexcept {
+  if (k == step_kind::all_gather) return out;
+  if (k == step_kind::all_to_all) return in > out ? in : out;
+  return in;
+}
+}  // namespace detail
+
+/// Traffic and modelled time of one step.
+struct step_cost {
+  std::int64_t bus_bytes = 0;  ///< bytes each rank moves (nccl-tests' bus bytes)
+  std::int64_t buffer_bytes = 0;  ///< S above: the local buffer the collective works on
+  double time_us = 0;
+};
+
+constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const layout_spec& after,
+                            const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
+                            const cost_model& cm) noexcept {
+  step_cost c;
+  if (!is_collective(s.kind)) {
+    c.time_us = 0;
+    return c;
+  }
+  std::int64_t n = 1;
+  double gbps = 1e300, hop = 0;
+  for (int i = 0; i < s.group.n; ++i) {
+    const auto a = static_cast<std::size_t>(s.group[i]);
+    n *= m[s.group[i]];
+    gbps = cm.GBps[a] < gbps ? cm.GBps[a] : gbps;
+    hop = cm.hop_us[a] > hop ? cm.hop_us[a] : hop;
+  }
+  if (n == 1) {  // a group of one rank: nothing moves
+    c.time_us = 0;
+    return c;
+  }
+  const std::int64_t in = max_local_numel(before, m, global) * elem_bytes;
+  const std::int64_t out = max_local_numel(after, m, global) * elem_bytes;
+  const bool ar = s.kind == step_kind::all_reduce;
+  c.buffer_bytes = detail::buffer_numel(s.kind, in, out);
+  c.bus_bytes = c.buffer_bytes * (ar ? 2 : 1) * (n - 1) / n;
+  const double hops = static_cast<double>((ar ? 2 : 1) * (n - 1));
+  c.time_us = cm.base_us + hops * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3);
+  return c;
+}
+
+}  // namespace tessera

@@ -1,0 +1,311 @@
+// tessera/plan/planner.hpp: the redistribution planner (constexpr; one planner for both
+// compile time and run time).
+//
+// It searches the graph whose nodes are layouts and whose edges are the steps of
+// collective.hpp (single axes and flattened groups of axes) for the path of least cost
+// under cost_model.hpp (Dijkstra; edge costs depend on the local block size of the
+// layouts at both ends). Unlike DTensor's default greedy order it may slice first to
+// shrink what later collectives move, reduce-scatter instead of all-reduce, move an axis
+// between dimensions with an all-to-all, and merge steps of several axes into one
+// collective on a flattened group when that is cheaper.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tessera/core/config.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/layout/layout_spec.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/plan/collective.hpp>
+#include <tessera/plan/cost_model.hpp>
+#include <tessera/plan/detail/search.hpp>
+
+namespace tessera {
+
+enum class plan_error : std::uint8_t {
+  none,
+  invalid_layout,     ///< a layout is malformed (see layout_error)
+  rank_mismatch,      ///< source and target describe tensors of different rank
+  mesh_mismatch,      ///< source and target are on meshes of different rank
+  shard_to_partial,   ///< an axis goes from shard to partial
+  partial_op_change,  ///< an axis goes from partial(op1) to partial(op2)
+  too_many_steps,     ///< the plan does not fit max_plan_steps
+};
+
+constexpr std::string_view describe(plan_error e) noexcept {
+  switch (e) {
+    case plan_error::none: return "no error";
+    case plan_error::invalid_layout: return "a layout is malformed";
+    case plan_error::rank_mismatch: return "source and target layouts describe tensors of different rank";
+    case plan_error::mesh_mismatch: return "source and target layouts must be on the same mesh";
+    case plan_error::shard_to_partial:
+      return "shard -> partial on one axis is not a transition (DTensor forbids it too); "
+             "redistribute that axis to replicate first, then to partial";
+    case plan_error::partial_op_change:
+      return "partial(op1) -> partial(op2) on one axis is not a transition; reduce to replicate "
+             "or shard first";
+    case plan_error::too_many_steps: return "the plan needs more steps than tessera::max_plan_steps";
+  }
+  return "?";
+}
+
+/// Why a transition between two layouts is illegal (`none` when it is legal).
+constexpr plan_error check_transition(const layout_spec& src, const layout_spec& dst) noexcept {
+  if (validate(src) != layout_error::none || validate(dst) != layout_error::none)
+    return plan_error::invalid_layout;
+  if (src.rank != dst.rank) return plan_error::rank_mismatch;
+  if (src.mesh_ndim != dst.mesh_ndim) return plan_error::mesh_mismatch;
+  for (int a = 0; a < src.mesh_ndim; ++a) {
+    if (src.is_sharded(a) && dst.is_partial(a)) return plan_error::shard_to_partial;
+    if (src.is_partial(a) && dst.is_partial(a) && src.op != dst.op) return plan_error::partial_op_change;
+  }
+  return plan_error::none;
+}
+
+struct plan_result {
+  plan_value plan{};
+  plan_error error = plan_error::none;
+  double time_us = 0;           ///< modelled time of the plan
+  std::int64_t bus_bytes = 0;   ///< bytes each rank moves, summed over steps
+  int explored = 0;             ///< layouts the search settled (for the docs' budget)
+};
+
+/// Modelled time and traffic of a plan.
+constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p, const mesh_shape& m,
+                                    const shape_t& global, std::int64_t elem_bytes,
+                                    const cost_model& cm = {}) noexcept {
+  plan_result r;
+  r.plan = p;
+  layout_spec l = src;
+  for (int i = 0; i < p.n; ++i) {
+    const layout_spec next = apply(l, p[i]);
+    const step_cost c = cost_of(p[i], l, next, m, global, elem_bytes, cm);
+    r.time_us += c.time_us;
+    r.bus_bytes += c.bus_bytes;
+    l = next;
+  }
+  return r;
+}
+
+namespace detail {
+
+/// The search shared by make_plan (one target, A*) and make_plans (many targets,
+/// Dijkstra until every target is settled). Returns the node list; `found[i]` is the
+/// node of targets[i] or -1.
+struct search_result {
+  std::vector<search_node> nodes;
+  int explored = 0;
+};
+
+constexpr search_result search(const layout_spec& src, const layout_spec* targets, int n_targets, int* found,
+                               const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
+                               const cost_model& cm, bool use_heuristic) {
+  search_result res;
+  std::vector<search_node>& nodes = res.nodes;
+  const int R = src.rank, A = src.mesh_ndim;
+  goal gl;
+  std::vector<std::uint64_t> target_keys;  // (not vector(n): clang 14 rejects it in constexpr)
+  target_keys.reserve(static_cast<std::size_t>(n_targets));
+  for (int t = 0; t < n_targets; ++t) {
+    gl.add(targets[t]);
+    target_keys.push_back(pack(targets[t]));
+    found[t] = -1;
+  }
+  use_heuristic = use_heuristic && n_targets == 1;
+  // Open addressing from packed layout to node; doubled when half full.
+  int bits = table_bits;
+  std::vector<int> table(std::size_t{1} << bits, -1);
+  open_list open;
+  nodes.reserve(64);
+  open.h.reserve(64);
+  auto slot = [&](std::uint64_t key) {
+    std::uint64_t h = (key * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+    const std::uint64_t mask = (std::uint64_t{1} << bits) - 1;
+    while (table[static_cast<std::size_t>(h)] >= 0 && nodes[static_cast<std::size_t>(table[static_cast<std::size_t>(h)])].key != key)
+      h = (h + 1) & mask;
+    return static_cast<std::size_t>(h);
+  };
+  auto find_or_add = [&](std::uint64_t key, bool& added) {
+    added = false;
+    std::size_t h = slot(key);
+    if (table[h] >= 0) return table[h];
+    if (static_cast<int>(nodes.size()) >= max_nodes) return -1;
+    if (2 * (nodes.size() + 1) > table.size()) {
+      ++bits;
+      table.assign(std::size_t{1} << bits, -1);
+      for (std::size_t i = 0; i < nodes.size(); ++i) table[slot(nodes[i].key)] = static_cast<int>(i);
+      h = slot(key);
+    }
+    table[h] = static_cast<int>(nodes.size());
+    nodes.push_back(search_node{key, 0, 0, -1, 0, false});
+    added = true;
+    return static_cast<int>(nodes.size()) - 1;
+  };
+
+  double max_gbps = 0;
+  for (int a = 0; a < A; ++a) max_gbps = cm.GBps[static_cast<std::size_t>(a)] > max_gbps ? cm.GBps[static_cast<std::size_t>(a)] : max_gbps;
+  const view tv = make_view(target_keys[0], R, A, m, global);
+  bool added = false;
+  find_or_add(pack(src), added);
+  open.push({0.0, 0});
+  int remaining = n_targets;
+  while (!open.h.empty() && remaining > 0) {
+    const open_entry e = open.pop();
+    const int top = e.node;
+    search_node& cur = nodes[static_cast<std::size_t>(top)];
+    if (cur.settled || e.f > cur.f) continue;
+    cur.settled = true;
+    ++res.explored;
+    for (int t = 0; t < n_targets; ++t)
+      if (found[t] < 0 && cur.key == target_keys[static_cast<std::size_t>(t)]) {
+        found[t] = top;
+        --remaining;
+      }
+    if (remaining == 0) break;
+    const std::uint64_t cur_key = cur.key;
+    const double cur_cost = cur.cost;
+    const view v = make_view(cur_key, R, A, m, global);
+    for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
+      const double c = cur_cost + edge_time(ed, v.numel, elem_bytes, cm);
+      bool is_new = false;
+      const int idx = find_or_add(ed.key, is_new);
+      if (idx < 0) return;
+      search_node& nn = nodes[static_cast<std::size_t>(idx)];
+      if (!is_new && c >= nn.cost) return;
+      const double h = !use_heuristic ? 0.0
+                       : is_new       ? lower_bound(ed.key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                                      : nn.f - nn.cost;
+      nn.cost = c;
+      nn.f = c + h;
+      nn.parent = top;
+      nn.step = ed.step;
+      nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
+      open.push({nn.f, idx});
+    });
+  }
+  return res;
+}
+
+/// The plan that leads to node `found`, in canonical form, with its cost.
+constexpr plan_result extract(const search_result& s, int found, const layout_spec& src, const mesh_shape& m,
+                              const shape_t& global, std::int64_t elem_bytes, const cost_model& cm) {
+  plan_result res;
+  check(found >= 0, "tessera::make_plan: the search space was exhausted without reaching the target");
+  int len = 0;
+  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) ++len;
+  if (len > max_plan_steps) {
+    res.error = plan_error::too_many_steps;
+    return res;
+  }
+  plan_value p;
+  p.n = static_cast<std::int8_t>(len);
+  for (int i = found, k = len - 1; s.nodes[static_cast<std::size_t>(i)].parent >= 0;
+       i = s.nodes[static_cast<std::size_t>(i)].parent, --k)
+    p.steps[static_cast<std::size_t>(k)] = decode(s.nodes[static_cast<std::size_t>(i)].step);
+  res = evaluate_plan(src, merge_local_slices(p), m, global, elem_bytes, cm);
+  res.explored = s.explored;
+  return res;
+}
+
+}  // namespace detail
+
+/// The least-cost plan from `src` to `dst` for a tensor of shape `global` with elements of
+/// `elem_bytes` bytes on mesh `m`. Illegal transitions return an error and an empty plan.
+/// `use_heuristic = false` runs plain Dijkstra (the tests check that both agree on cost).
+constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
+                                const shape_t& global, std::int64_t elem_bytes,
+                                const cost_model& cm = {}, bool use_heuristic = true) {
+  plan_result res;
+  res.error = check_transition(src, dst);
+  if (res.error != plan_error::none) return res;
+  int found = -1;
+  const detail::search_result s = detail::search(src, &dst, 1, &found, m, global, elem_bytes, cm, use_heuristic);
+  return detail::extract(s, found, src, m, global, elem_bytes, cm);
+}
+
+/// Least-cost plans from one source to many targets with one search (what choosing among
+/// an op's candidate input layouts needs). Illegal pairs carry their error.
+template <std::size_t N>
+constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const std::array<layout_spec, N>& dsts,
+                                                const mesh_shape& m, const shape_t& global,
+                                                std::int64_t elem_bytes, const cost_model& cm = {}) {
+  std::array<plan_result, N> out{};
+  std::array<layout_spec, N> legal{};
+  std::array<int, N> index{};
+  int n = 0;
+  for (std::size_t i = 0; i < N; ++i) {
+    out[i].error = check_transition(src, dsts[i]);
+    if (out[i].error == plan_error::none) {
+      legal[static_cast<std::size_t>(n)] = dsts[i];
+      index[static_cast<std::size_t>(n++)] = static_cast<int>(i);
+    }
+  }
+  if (n == 0) return out;
+  std::array<int, N> found{};
+  const detail::search_result s = detail::search(src, legal.data(), n, found.data(), m, global, elem_bytes, cm, false);
+  for (int k = 0; k < n; ++k)
+    out[static_cast<std::size_t>(index[static_cast<std::size_t>(k)])] =
+        detail::extract(s, found[static_cast<std::size_t>(k)], src, m, global, elem_bytes, cm);
+  return out;
+}
+
+/// The plan DTensor's default order would take, for comparison: gather every sharded axis
+/// (innermost first), all-reduce every partial axis, then slice into the target and mark
+/// the target's partial axes. Valid for every legal transition; never cheaper than
+/// make_plan's.
+constexpr plan_value gather_first_plan(const layout_spec& src, const layout_spec& dst) noexcept {
+  plan_value p;
+  layout_spec l = src;
+  auto add = [&](plan_step s) {
+    l = apply(l, s);
+    p.push(s);
+  };
+  for (int d = 0; d < l.rank; ++d)
+    while (l.axes_of(d) > 0) {
+      plan_step s;
+      s.kind = step_kind::all_gather;
+      s.dim = static_cast<std::int8_t>(d);
+      s.group.push(l.axis_at(d, l.axes_of(d) - 1));
+      add(s);
+    }
+  for (int a = 0; a < l.mesh_ndim; ++a)
+    if (l.is_partial(a) && !dst.is_partial(a)) {
+      plan_step s;
+      s.kind = step_kind::all_reduce;
+      s.op = l.op;
+      s.group.push(a);
+      add(s);
+    }
+  for (int d = 0; d < dst.rank; ++d)
+    for (int i = 0; i < dst.axes_of(d); ++i) {
+      plan_step s;
+      s.kind = step_kind::local_slice;
+      s.dim = static_cast<std::int8_t>(d);
+      s.group.push(dst.axis_at(d, i));
+      add(s);
+    }
+  for (int a = 0; a < dst.mesh_ndim; ++a)
+    if (dst.is_partial(a) && !l.is_partial(a)) {
+      plan_step s;
+      s.kind = step_kind::local_partial;
+      s.op = dst.op;
+      s.group.push(a);
+      add(s);
+    }
+  return p;
+}
+
+/// As make_plan, but throws tessera::error naming the problem for an illegal transition.
+inline plan_result plan_or_throw(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
+                                 const shape_t& global, std::int64_t elem_bytes, const cost_model& cm = {}) {
+  plan_result r = make_plan(src, dst, m, global, elem_bytes, cm);
+  check(r.error == plan_error::none, std::string("tessera::plan: ") + std::string(describe(r.error)));
+  return r;
+}
+
+}  // namespace tessera

@@ -1,0 +1,6 @@
+// expect: the same mesh axis appears twice in the layout
+#include <tessera/tessera.hpp>
+using namespace tessera;
+using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
+using L = layout_t<M, 2, dim<0, "dp">, dim<1, "dp">>;
+int main() {}

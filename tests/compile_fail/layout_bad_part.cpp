@@ -1,0 +1,6 @@
+// expect: each part must be shard<D>, replicate, partial<Op>
+#include <tessera/tessera.hpp>
+using namespace tessera;
+using M = mesh<axis<"dp", 2>>;
+using L = layout_t<M, 2, int>;
+int main() {}

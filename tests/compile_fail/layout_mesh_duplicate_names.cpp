@@ -1,0 +1,5 @@
+// expect: two axes have the same name; give every axis its own name
+#include <tessera/tessera.hpp>
+using namespace tessera;
+constexpr int n = mesh<axis<"dp", 2>, axis<"dp", 4>>::ndim;
+int main() {}

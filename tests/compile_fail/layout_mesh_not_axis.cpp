@@ -1,0 +1,6 @@
+// expect: every argument must be a tessera::axis
+#include <tessera/tessera.hpp>
+using namespace tessera;
+mesh<axis<"dp", 2>, int>* m = nullptr;
+constexpr int n = mesh<axis<"dp", 2>, int>::ndim;
+int main() {}

@@ -1,0 +1,8 @@
+// expect: the extents must be tessera::extents<...> of the layouts' tensor rank
+#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
+using namespace tessera;
+using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
+using P = plan_t<layout_t<M, 2, shard<0>, replicate>, layout_t<M, 2, replicate, replicate>, float, extents<4>>;
+constexpr int n = P::size;
+int main() {}

@@ -1,0 +1,9 @@
+// expect: source and target layouts must be on the same mesh
+#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
+using namespace tessera;
+using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
+using M2 = mesh<axis<"dp", 2>, axis<"cp", 4>>;
+using P = plan_t<layout_t<M, 2, shard<0>, replicate>, layout_t<M2, 2, shard<0>, replicate>>;
+constexpr int n = P::size;
+int main() {}

@@ -1,0 +1,8 @@
+// expect: tessera::plan_t: the source and target must be tessera layouts
+#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
+using namespace tessera;
+using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
+using P = plan_t<int, layout_t<M, 2, shard<0>, replicate>>;
+constexpr int n = P::size;
+int main() {}

@@ -1,0 +1,66 @@
+// Run-time use of the planner (as the plan explorer uses it) and the cost model.
+#include <doctest/doctest.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include <tessera/layout/parse.hpp>
+#include <tessera/plan/planner.hpp>
+
+using namespace tessera;
+
+namespace {
+const std::array<std::string_view, 2> names{"dp", "tp"};
+const mesh_shape m24{2, {2, 4}};
+}  // namespace
+
+TEST_CASE("bus bytes follow nccl-tests' factors") {
+  // 8 ranks in one group; local buffers of 1 MiB.
+  const mesh_shape m{1, {8}};
+  const shape_t g{8 * 262144};  // f32: 8 MiB global
+  const layout_spec R = parse_layout("R", std::array<std::string_view, 1>{"x"}, 1);
+  const layout_spec S = parse_layout("S(0)", std::array<std::string_view, 1>{"x"}, 1);
+  const layout_spec P = parse_layout("P", std::array<std::string_view, 1>{"x"}, 1);
+  const std::int64_t full = 8 * 262144 * 4;
+  CHECK(make_plan(S, R, m, g, 4).bus_bytes == full * 7 / 8);      // all_gather: S (n-1)/n, S gathered
+  CHECK(make_plan(P, S, m, g, 4).bus_bytes == full * 7 / 8);      // reduce_scatter: S (n-1)/n, S input
+  CHECK(make_plan(P, R, m, g, 4).bus_bytes == 2 * full * 7 / 8);  // all_reduce: 2 S (n-1)/n
+}
+
+TEST_CASE("illegal transitions are reported with the fix") {
+  const layout_spec s0 = parse_layout("S(0),R", names, 2);
+  const layout_spec p = parse_layout("P(sum),R", names, 2);
+  const layout_spec pm = parse_layout("P(max),R", names, 2);
+  CHECK(make_plan(s0, p, m24, {8, 8}, 4).error == plan_error::shard_to_partial);
+  CHECK(make_plan(p, pm, m24, {8, 8}, 4).error == plan_error::partial_op_change);
+  CHECK_THROWS_WITH_AS(plan_or_throw(s0, p, m24, {8, 8}, 4), doctest::Contains("redistribute that axis to replicate first"), error);
+  // partial(sum) on dp -> partial(max) on tp is legal: reduce dp, then mark tp.
+  const plan_result r = make_plan(p, parse_layout("R,P(max)", names, 2), m24, {8, 8}, 4);
+  CHECK(r.error == plan_error::none);
+  CHECK(r.plan.n == 2);
+}
+
+TEST_CASE("a slow axis changes the plan") {
+  // Partial on both axes -> replicate. With equal links one all_reduce over (dp, tp)
+  // wins; when dp crosses hosts, reduce-scatter on the fast axis first so that the slow
+  // axis carries a quarter of the bytes.
+  const layout_spec pp = parse_layout("P,P", names, 2);
+  const layout_spec r = parse_layout("R,R", names, 2);
+  const shape_t g{4096, 4096};
+  const plan_result fast = make_plan(pp, r, m24, g, 2);
+  REQUIRE(fast.plan.n == 1);
+  const cost_model slow_dp = cost_model{}.with_axis(0, 87.7 * 0.22, 2.7);
+  const plan_result slow = make_plan(pp, r, m24, g, 2, slow_dp);
+  CHECK(slow.plan.n == 3);
+  CHECK(slow.plan[0].kind == step_kind::reduce_scatter);
+  CHECK(slow.time_us < evaluate_plan(pp, fast.plan, m24, g, 2, slow_dp).time_us);
+}
+
+TEST_CASE("merged steps on flattened groups") {
+  // Gathering a dim split by (dp, tp) is one all_gather on the flattened group.
+  const plan_result r = make_plan(parse_layout("S(0),S(0)", names, 2), parse_layout("R,R", names, 2), m24, {1024, 1024}, 4);
+  REQUIRE(r.plan.n == 1);
+  CHECK(r.plan[0].kind == step_kind::all_gather);
+  CHECK(r.plan[0].group.n == 2);
+}

@@ -20,7 +20,7 @@
 
 #include <concepts>
 #include <cstddef>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <tessera/comm/types.hpp>
@@ -37,7 +37,7 @@ concept request = requires(R& r) {
 template <class C>
 concept communicator = requires(C& c, const C& cc, const void* in, void* out, std::size_t n,
                                 dtype t, reduce_op op, int peer, int tag,
-                                std::span<const int> ranks, std::source_location loc) {
+                                std::span<const int> ranks, tessera::source_location loc) {
   { cc.rank() } -> std::convertible_to<int>;
   { cc.size() } -> std::convertible_to<int>;
   { cc.world_ranks() } -> std::convertible_to<std::span<const int>>;
@@ -70,7 +70,7 @@ class group {
 namespace detail {
 inline void check_size(bool ok, std::string_view call, std::size_t got, std::size_t want,
                        std::string_view what, int rank, std::span<const int> ranks,
-                       const std::source_location& loc) {
+                       const tessera::source_location& loc) {
   if (ok) return;
   throw error("tessera::comm: rank " + std::to_string(rank) + " of group " +
               group_string(ranks) + ": " + std::string(call) + " at " + where(loc) + ": " +
@@ -83,7 +83,7 @@ inline void check_size(bool ok, std::string_view call, std::size_t got, std::siz
 
 template <communicator C, element T>
 auto all_gather(C& c, std::span<const T> in, std::span<T> out,
-                std::source_location loc = std::source_location::current()) {
+                tessera::source_location loc = tessera::source_location::current()) {
   const auto n = static_cast<std::size_t>(c.size());
   detail::check_size(out.size() == in.size() * n, "all_gather", out.size(), in.size() * n,
                      "the output", c.rank(), c.world_ranks(), loc);
@@ -92,7 +92,7 @@ auto all_gather(C& c, std::span<const T> in, std::span<T> out,
 
 template <communicator C, element T>
 auto reduce_scatter(C& c, std::span<const T> in, std::span<T> out, reduce_op op = reduce_op::sum,
-                    std::source_location loc = std::source_location::current()) {
+                    tessera::source_location loc = tessera::source_location::current()) {
   const auto n = static_cast<std::size_t>(c.size());
   detail::check_size(in.size() == out.size() * n, "reduce_scatter", in.size(), out.size() * n,
                      "the input", c.rank(), c.world_ranks(), loc);
@@ -101,7 +101,7 @@ auto reduce_scatter(C& c, std::span<const T> in, std::span<T> out, reduce_op op 
 
 template <communicator C, element T>
 auto all_reduce(C& c, std::span<const T> in, std::span<T> out, reduce_op op = reduce_op::sum,
-                std::source_location loc = std::source_location::current()) {
+                tessera::source_location loc = tessera::source_location::current()) {
   detail::check_size(out.size() == in.size(), "all_reduce", out.size(), in.size(), "the output",
                      c.rank(), c.world_ranks(), loc);
   return c.all_reduce(in.data(), out.data(), in.size(), dtype_of<T>, op, loc);
@@ -110,13 +110,13 @@ auto all_reduce(C& c, std::span<const T> in, std::span<T> out, reduce_op op = re
 /// In-place all-reduce.
 template <communicator C, element T>
 auto all_reduce(C& c, std::span<T> buf, reduce_op op = reduce_op::sum,
-                std::source_location loc = std::source_location::current()) {
+                tessera::source_location loc = tessera::source_location::current()) {
   return c.all_reduce(buf.data(), buf.data(), buf.size(), dtype_of<T>, op, loc);
 }
 
 template <communicator C, element T>
 auto all_to_all(C& c, std::span<const T> in, std::span<T> out,
-                std::source_location loc = std::source_location::current()) {
+                tessera::source_location loc = tessera::source_location::current()) {
   const auto n = static_cast<std::size_t>(c.size());
   detail::check_size(in.size() % n == 0, "all_to_all", in.size(), in.size() / n * n,
                      "the input (a multiple of the group size)", c.rank(), c.world_ranks(), loc);
@@ -127,26 +127,26 @@ auto all_to_all(C& c, std::span<const T> in, std::span<T> out,
 
 template <communicator C, element T>
 auto broadcast(C& c, std::span<T> buf, int root,
-               std::source_location loc = std::source_location::current()) {
+               tessera::source_location loc = tessera::source_location::current()) {
   return c.broadcast(buf.data(), buf.size(), dtype_of<T>, root, loc);
 }
 
 template <communicator C, element T>
 auto send(C& c, std::span<const T> buf, int peer, int tag = 0,
-          std::source_location loc = std::source_location::current()) {
+          tessera::source_location loc = tessera::source_location::current()) {
   return c.send(buf.data(), buf.size(), dtype_of<T>, peer, tag, loc);
 }
 
 template <communicator C, element T>
 auto recv(C& c, std::span<T> buf, int peer, int tag = 0,
-          std::source_location loc = std::source_location::current()) {
+          tessera::source_location loc = tessera::source_location::current()) {
   return c.recv(buf.data(), buf.size(), dtype_of<T>, peer, tag, loc);
 }
 
 /// The sub-communicator of the given ranks of `c`, in that order.
 template <communicator C>
 C split(C& c, const std::vector<int>& ranks,
-        std::source_location loc = std::source_location::current()) {
+        tessera::source_location loc = tessera::source_location::current()) {
   return c.split(std::span<const int>(ranks), loc);
 }
 

@@ -16,7 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <tessera/comm/communicator.hpp>
@@ -212,7 +212,7 @@ class flight_recorder {
   C& inner() noexcept { return inner_; }
   std::string backend() const { return ring_->backend; }
 
-  using loc_t = std::source_location;
+  using loc_t = tessera::source_location;
   request_type all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     auto id = record({call_kind::all_gather, n, t}, l);
     return {inner_.all_gather(in, out, n, t, l), ring_, id};
@@ -279,7 +279,7 @@ class flight_recorder {
     return r >= 0 && r < inner_.size() ? inner_.world_ranks()[static_cast<std::size_t>(r)] : r;
   }
 
-  std::uint64_t record(const call_desc& d, const std::source_location& l) {
+  std::uint64_t record(const call_desc& d, const tessera::source_location& l) {
     std::lock_guard<std::mutex> lock(ring_->m);
     const std::uint64_t id = ring_->next_id++;
     auto& e = ring_->ring[id % ring_->ring.size()];

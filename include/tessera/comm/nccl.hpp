@@ -21,7 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <tessera/comm/communicator.hpp>

@@ -15,7 +15,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <tessera/comm/communicator.hpp>
@@ -289,7 +289,7 @@ class threads_request {
   std::uint64_t seq_ = 0;
   int rank_ = 0, grank_ = 0;
   call_desc desc_{};
-  std::source_location loc_{};
+  tessera::source_location loc_{};
   detail::clock::time_point deadline_{};
   bool active_ = false;
   detail::coll_plan plan_{};

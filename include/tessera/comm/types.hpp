@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <string_view>

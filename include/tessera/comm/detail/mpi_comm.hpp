@@ -24,7 +24,7 @@ class mpi_communicator {
   std::string backend() const { return "mpi"; }
   const mpi_options& opts() const noexcept { return opts_; }
 
-  using loc_t = std::source_location;
+  using loc_t = tessera::source_location;
   mpi_request all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_gather, n, t};
     auto r = start(d, l);

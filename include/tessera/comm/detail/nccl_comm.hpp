@@ -62,7 +62,7 @@ class nccl_communicator {
   cudaStream_t stream() const noexcept { return state_->stream; }
   int device() const noexcept { return state_->device; }
 
-  using loc_t = std::source_location;
+  using loc_t = tessera::source_location;
   nccl_request all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_gather, n, t};
     return launch(d, l, [&] { return ncclAllGather(in, out, n, detail::nccl_type(t), state_->comm, state_->stream); });

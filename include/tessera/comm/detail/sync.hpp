@@ -2,8 +2,8 @@
 //
 // A waiter first spins (cheap when every rank has its own core and messages are small),
 // then yields, then blocks on a condition variable with its deadline. Notifiers pay for
-// the mutex only when someone is blocked (a Dekker pair of seq_cst operations on the
-// state and on `waiters_` makes the wake-up impossible to lose).
+// the mutex only when someone is blocked: both sides make a read-modify-write on
+// `waiters_`, and the notifier then passes through the mutex, so a wake-up cannot be lost.
 #pragma once
 
 #include <atomic>
@@ -36,8 +36,9 @@ class waitset {
 
   /// Wakes every blocked waiter; call after changing state that a predicate reads.
   void notify() {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    // a read-modify-write, so that it reads the latest count and orders the state change
+    // before it (no fence: ThreadSanitizer does not model fences)
+    if (waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) {
       { std::lock_guard<std::mutex> lock(m_); }
       cv_.notify_all();
     }
@@ -63,7 +64,6 @@ class waitset {
       std::this_thread::yield();
     }
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
     bool ok = true;
     {
       std::unique_lock<std::mutex> lock(m_);

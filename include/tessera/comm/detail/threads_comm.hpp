@@ -32,35 +32,35 @@ class threads_communicator {
   std::string backend() const { return "threads"; }
 
   threads_request all_gather(const void* in, void* out, std::size_t count, dtype t,
-                             std::source_location loc = std::source_location::current()) {
+                             tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::all_gather, count, t}, in, out, loc);
   }
   threads_request reduce_scatter(const void* in, void* out, std::size_t count, dtype t,
                                  reduce_op op,
-                                 std::source_location loc = std::source_location::current()) {
+                                 tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::reduce_scatter, count, t, op}, in, out, loc);
   }
   threads_request all_reduce(const void* in, void* out, std::size_t count, dtype t, reduce_op op,
-                             std::source_location loc = std::source_location::current()) {
+                             tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::all_reduce, count, t, op}, in, out, loc);
   }
   threads_request all_to_all(const void* in, void* out, std::size_t count, dtype t,
-                             std::source_location loc = std::source_location::current()) {
+                             tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::all_to_all, count, t}, in, out, loc);
   }
   threads_request broadcast(void* buf, std::size_t count, dtype t, int root,
-                            std::source_location loc = std::source_location::current()) {
+                            tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::broadcast, count, t, reduce_op::sum, root}, buf, buf, loc);
   }
-  threads_request barrier(std::source_location loc = std::source_location::current()) {
+  threads_request barrier(tessera::source_location loc = tessera::source_location::current()) {
     return collective({call_kind::barrier}, nullptr, nullptr, loc);
   }
   threads_request send(const void* buf, std::size_t count, dtype t, int peer, int tag = 0,
-                       std::source_location loc = std::source_location::current()) {
+                       tessera::source_location loc = tessera::source_location::current()) {
     return p2p({call_kind::send, count, t, reduce_op::sum, peer, tag}, buf, nullptr, loc);
   }
   threads_request recv(void* buf, std::size_t count, dtype t, int peer, int tag = 0,
-                       std::source_location loc = std::source_location::current()) {
+                       tessera::source_location loc = tessera::source_location::current()) {
     return p2p({call_kind::recv, count, t, reduce_op::sum, peer, tag}, nullptr, buf, loc);
   }
 
@@ -75,7 +75,7 @@ class threads_communicator {
 
   /// The sub-communicator of `ranks` (ranks of this communicator, in the order given).
   threads_communicator split(std::span<const int> ranks,
-                             std::source_location loc = std::source_location::current()) const {
+                             tessera::source_location loc = tessera::source_location::current()) const {
     std::vector<int> wr;
     int me = -1;
     const std::string call = prefix() + ": split(" + group_string(ranks) + ") at " + where(loc);
@@ -106,7 +106,7 @@ class threads_communicator {
            group_string(group_->ranks);
   }
 
-  threads_request make_request(const call_desc& d, std::source_location loc) const {
+  threads_request make_request(const call_desc& d, tessera::source_location loc) const {
     threads_request r;
     r.world_ = world_;
     r.group_ = group_;
@@ -121,7 +121,7 @@ class threads_communicator {
   }
 
   void validate(const call_desc& d, const void* in, const void* out,
-                const std::source_location& loc) const {
+                const tessera::source_location& loc) const {
     auto bad = [&](const std::string& why) {
       throw error(prefix() + ": " + d.str() + " at " + where(loc) + ": " + why);
     };
@@ -138,7 +138,7 @@ class threads_communicator {
   }
 
   threads_request collective(const call_desc& d, const void* in, void* out,
-                             std::source_location loc) {
+                             tessera::source_location loc) {
     validate(d, in, out, loc);
     auto& local = *local_;
     const std::uint64_t seq = local.next_seq++;
@@ -191,7 +191,7 @@ class threads_communicator {
     return req;
   }
 
-  threads_request p2p(const call_desc& d, const void* in, void* out, std::source_location loc) {
+  threads_request p2p(const call_desc& d, const void* in, void* out, tessera::source_location loc) {
     validate(d, in, out, loc);
     threads_request req = make_request(d, loc);
     auto op = std::make_shared<detail::p2p_op>();

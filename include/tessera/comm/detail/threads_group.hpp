@@ -22,7 +22,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <source_location>
+#include <tessera/core/source_location.hpp>
 #include <string>
 #include <tessera/comm/detail/reduce.hpp>
 #include <tessera/comm/detail/sync.hpp>
@@ -44,7 +44,7 @@ struct alignas(64) rank_post {
   const void* src = nullptr;
   void* dst = nullptr;
   call_desc desc{};
-  std::source_location loc{};
+  tessera::source_location loc{};
 };
 
 struct coll_slot {
@@ -69,7 +69,7 @@ struct p2p_op {
   const void* src = nullptr;
   void* dst = nullptr;
   call_desc desc{};
-  std::source_location loc{};
+  tessera::source_location loc{};
   int rank = -1;  // world rank of the caller
   std::atomic<int> state{0};  // 0 pending, 1 done, 2 failed
   std::string error;          // written before state = 2

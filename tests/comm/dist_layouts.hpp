@@ -28,3 +28,12 @@ using L3 = dist_checks::layouts<
     layout_t<M3, 3, dim<1, "q", "p">, partial_on<reduce::sum, "r">>,
     layout_t<M3, 3, partial_on<reduce::sum, "p", "q", "r">>>;
 }  // namespace dist_layouts
+
+namespace dist_layouts {
+// a 2 x 2 mesh for the mpi tests (run with 4 processes)
+using M22 = mesh<axis<"a", 2>, axis<"b", 2>>;
+using L22 = dist_checks::layouts<
+    replicated_t<M22, 2>, layout_t<M22, 2, dim<0, "a", "b">>, layout_t<M22, 2, dim<0, "b", "a">>,
+    layout_t<M22, 2, dim<0, "a">, dim<1, "b">>, layout_t<M22, 2, dim<1, "a", "b">>,
+    layout_t<M22, 2, partial_on<reduce::sum, "a", "b">>, layout_t<M22, 2, dim<1, "a">, partial_on<reduce::sum, "b">>>;
+}  // namespace dist_layouts

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "checks.hpp"
+#include "dist_layouts.hpp"
 
 using namespace tessera::comm;
 using namespace std::chrono_literals;
@@ -93,6 +94,27 @@ TEST_CASE("mpi: the flight recorder decorates the mpi backend") {
   CHECK(es[0].state == "completed");
   CHECK(x[0] == static_cast<float>(c.size()));
   CHECK(rec.backend() == "mpi");
+}
+
+TEST_CASE("mpi: dist_tensor transitions on 1-D, 2-D and 3-D meshes, even and uneven, f32 and bf16") {
+  using namespace tessera;
+  mpi_communicator c;
+  if (c.size() == 4) {
+    device_mesh<dist_layouts::M1> d1(dist_layouts::M1{}, c);
+    device_mesh<dist_layouts::M22> d2(dist_layouts::M22{}, c);
+    for (shape_t g : {shape_t{8, 4}, shape_t{7, 5}}) {
+      CHECK_NOTHROW(dist_checks::all_pairs<float>(d1, g, dist_layouts::L1{}));
+      CHECK_NOTHROW(dist_checks::all_pairs<dist_checks::bf16>(d1, g, dist_layouts::L1{}));
+      CHECK_NOTHROW(dist_checks::all_pairs<float>(d2, g, dist_layouts::L22{}));
+      CHECK_NOTHROW(dist_checks::all_pairs<dist_checks::bf16>(d2, g, dist_layouts::L22{}));
+    }
+  } else if (c.size() == 8) {
+    device_mesh<dist_layouts::M3> d3(dist_layouts::M3{}, c);
+    for (shape_t g : {shape_t{8, 4, 4}, shape_t{5, 3, 7}}) {
+      CHECK_NOTHROW(dist_checks::all_pairs<float>(d3, g, dist_layouts::L3{}));
+      CHECK_NOTHROW(dist_checks::all_pairs<dist_checks::bf16>(d3, g, dist_layouts::L3{}));
+    }
+  }
 }
 
 int main(int argc, char** argv) {

@@ -9,6 +9,8 @@
 //   });
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -44,6 +46,16 @@ class device_mesh {
   const coords_t& coords() const noexcept { return coords_; }
   comm::any_communicator& world() noexcept { return world_; }
 
+  /// Scratch memory for `n` elements of T in slot `slot` (0..3), reused across calls (grows
+  /// only), so that collectives' staging buffers are not allocated and faulted in per call.
+  template <class T>
+  T* scratch(int slot, std::size_t n) {
+    auto& v = scratch_[static_cast<std::size_t>(slot)];
+    const std::size_t words = (n * sizeof(T) + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+    if (v.size() < words) v.resize(words);
+    return reinterpret_cast<T*>(v.data());
+  }
+
   /// The communicator of this rank's group along `g` (ranks in group order).
   comm::any_communicator& group(const axis_group& g) {
     for (auto& [key, c] : groups_)
@@ -59,6 +71,7 @@ class device_mesh {
   comm::any_communicator world_;
   coords_t coords_{};
   std::vector<std::pair<axis_group, comm::any_communicator>> groups_;
+  std::array<std::vector<std::max_align_t>, 4> scratch_;
 };
 
 }  // namespace tessera

@@ -111,12 +111,28 @@ class dist_tensor {
   template <class NewLayout>
   dist_tensor<T, NewLayout, Space> redistribute() const {
     using P = plan_t<Layout, NewLayout, T>;
-    std::vector<T> cur = local_;
-    box b = box_;
-    for (int i = 0; i < P::size; ++i)
-      cur = detail::run_step<T>(*dm_, P::value[i], P::layouts[static_cast<std::size_t>(i)],
-                                P::layouts[static_cast<std::size_t>(i + 1)], global_, std::move(cur), b);
-    return dist_tensor<T, NewLayout, Space>(*dm_, global_, b, std::move(cur));
+    if constexpr (P::size == 0) {
+      return dist_tensor<T, NewLayout, Space>(*dm_, global_, box_, local_);
+    } else {
+      // steps write into the device mesh's scratch slots 2 and 3, the last into the result
+      const T* in = local_.data();
+      box b = box_;
+      std::vector<T> result;
+      for (int i = 0; i < P::size; ++i) {
+        const auto& after = P::layouts[static_cast<std::size_t>(i + 1)];
+        const auto n = static_cast<std::size_t>(tessera::local_box(after, dm_->shape(), global_, dm_->coords()).numel());
+        T* out;
+        if (i + 1 == P::size) {
+          result.resize(n);
+          out = result.data();
+        } else {
+          out = dm_->template scratch<T>(2 + i % 2, n);
+        }
+        detail::run_step<T>(*dm_, P::value[i], P::layouts[static_cast<std::size_t>(i)], after, global_, in, b, out);
+        in = out;
+      }
+      return dist_tensor<T, NewLayout, Space>(*dm_, global_, b, std::move(result));
+    }
   }
 
   /// The whole tensor on every rank (a redistribute to replicated; collective).

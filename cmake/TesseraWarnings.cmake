@@ -13,3 +13,13 @@ function(tessera_add_subdirectories dir)
     add_subdirectory(${dir}/${_d})
   endforeach()
 endfunction()
+
+# tessera_add_cli_test(<name> RC <exit code> TEXT <expected text> COMMAND <cmd> <args...>)
+# A command-line test: the exit code must equal RC and the output contain TEXT.
+function(tessera_add_cli_test name)
+  cmake_parse_arguments(T "" "RC;TEXT" "COMMAND" ${ARGN})
+  add_test(NAME ${name}
+    COMMAND ${CMAKE_COMMAND} -DEXPECT_RC=${T_RC} "-DEXPECT_TEXT=${T_TEXT}"
+            -P ${PROJECT_SOURCE_DIR}/cmake/run_expect.cmake -- ${T_COMMAND})
+  set_tests_properties(${name} PROPERTIES LABELS cli)
+endfunction()

@@ -11,6 +11,8 @@
 #include <tessera/layout/layout.hpp>
 #include <tessera/layout/parse.hpp>
 
+#include "layouts.hpp"  // tests/support
+
 using namespace tessera;
 
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
@@ -72,44 +74,7 @@ TEST_CASE("nested sharding splits the piece the outer axes left") {
   CHECK(b3.size[0] == 1);
 }
 
-namespace {
-// All canonical layouts of a rank-R tensor on a mesh of A axes (every axis replicate,
-// partial or sharding some dim; every order of the axes within a dim).
-std::vector<layout_spec> all_layouts(int R, int A, reduce op) {
-  std::vector<layout_spec> out;
-  std::vector<int> state(static_cast<std::size_t>(A), 0);  // 0 R, 1 P, 2+d
-  const int K = 2 + R;
-  int total = 1;
-  for (int a = 0; a < A; ++a) total *= K;
-  for (int code = 0; code < total; ++code) {
-    int c = code;
-    for (int a = 0; a < A; ++a) {
-      state[static_cast<std::size_t>(a)] = c % K;
-      c /= K;
-    }
-    std::vector<std::vector<int>> dims(static_cast<std::size_t>(R));
-    for (int a = 0; a < A; ++a)
-      if (state[static_cast<std::size_t>(a)] >= 2) dims[static_cast<std::size_t>(state[static_cast<std::size_t>(a)] - 2)].push_back(a);
-    // every combination of permutations of each dim's axes
-    std::function<void(int, layout_spec)> rec = [&](int d, layout_spec s) {
-      if (d == R) {
-        for (int a = 0; a < A; ++a)
-          if (state[static_cast<std::size_t>(a)] == 1) s.set_partial(a, op);
-        out.push_back(s);
-        return;
-      }
-      auto axes = dims[static_cast<std::size_t>(d)];
-      do {
-        layout_spec t = s;
-        for (int a : axes) t.push_shard(d, a);
-        rec(d + 1, t);
-      } while (std::next_permutation(axes.begin(), axes.end()));
-    };
-    rec(0, replicated_spec(R, A));
-  }
-  return out;
-}
-}  // namespace
+using testing_layouts::all_layouts;
 
 TEST_CASE("the ranks' boxes tile the global tensor, each element held by the replicated and partial axes' ranks") {
   std::mt19937 rng(12345);

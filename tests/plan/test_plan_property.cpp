@@ -15,7 +15,7 @@
 #include <tessera/layout/print.hpp>
 #include <tessera/plan/planner.hpp>
 
-#include "layouts.hpp"
+#include "layouts.hpp"  // tests/support
 #include "simulate.hpp"
 
 using namespace tessera;

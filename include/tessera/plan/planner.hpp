@@ -254,10 +254,11 @@ constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const st
   return out;
 }
 
-/// The plan DTensor's default order would take, for comparison: gather every sharded axis
-/// (innermost first), all-reduce every partial axis, then slice into the target and mark
-/// the target's partial axes. Valid for every legal transition; never cheaper than
-/// make_plan's.
+/// A baseline for comparison: gather every sharded axis (innermost first), all-reduce
+/// every partial axis, then slice into the target and mark the target's partial axes
+/// (the order a planner without search falls back to; DTensor's greedy planner does this
+/// except that it uses all_to_all for shard(i) -> shard(j) where nesting allows). Valid for
+/// every legal transition; never cheaper than make_plan's.
 constexpr plan_value gather_first_plan(const layout_spec& src, const layout_spec& dst) noexcept {
   plan_value p;
   layout_spec l = src;

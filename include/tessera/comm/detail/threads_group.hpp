@@ -1,0 +1,226 @@
+// tessera/comm/detail/threads_group.hpp: shared state of one group of the threads backend.
+//
+// Data path (single copy): every rank posts pointers to its own send and receive buffers
+// in a slot; once all have arrived, the collective is cut into chunk tasks (256 KiB) that
+// any waiting rank takes from an atomic counter, reading peers' buffers directly and
+// writing into peers' buffers directly. No staging buffer; a chunk read once is written to
+// every destination while it is in cache. A rank that is still computing after issuing
+// its call does not hold the others up: the waiting ranks do its share.
+//
+// Slots: collective k of a group uses slot k % slots_per_group. The slot is recycled for
+// k + slots_per_group once every member has acknowledged k (in wait(), or implicitly when
+// it issues k + slots_per_group, helping to finish k first).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tessera/core/source_location.hpp>
+#include <string>
+#include <tessera/comm/detail/reduce.hpp>
+#include <tessera/comm/detail/sync.hpp>
+#include <tessera/comm/types.hpp>
+#include <tuple>
+#include <vector>
+
+namespace tessera::comm::detail {
+
+inline constexpr int slots_per_group = 8;
+inline constexpr std::size_t chunk_bytes = std::size_t{256} << 10;
+/// Outputs up to this size per rank are computed by their owner ("pull"): fewer shared
+/// counters, so less cache-line traffic for small messages.
+inline constexpr std::size_t pull_bytes = std::size_t{256} << 10;
+
+/// What one rank posts for one collective; each rank writes only its own (own cache line).
+struct alignas(64) rank_post {
+  std::atomic<std::uint64_t> posted{~std::uint64_t{0}};  // the collective posted here
+  const void* src = nullptr;
+  void* dst = nullptr;
+  call_desc desc{};
+  tessera::source_location loc{};
+};
+
+struct coll_slot {
+  alignas(64) std::atomic<std::uint64_t> seq{0};  // the collective this slot serves now
+  alignas(64) std::atomic<int> arrived{0};
+  alignas(64) std::atomic<std::size_t> next{0};
+  alignas(64) std::atomic<std::size_t> done{0};
+  alignas(64) std::atomic<int> leaving{0};
+  std::atomic<bool> failed{false};
+  std::mutex m;
+  std::string error;  // written under m before `failed` is set
+  std::unique_ptr<rank_post[]> posts;
+};
+
+/// How a collective is cut into tasks; every rank computes the same plan from the posts.
+struct coll_plan {
+  std::size_t count = 0, elem = 0, chunk = 0, per_block = 0, ntasks = 0;
+  bool pull = false;  // task q is rank q's own output, done by rank q
+};
+
+struct p2p_op {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  call_desc desc{};
+  tessera::source_location loc{};
+  int rank = -1;  // world rank of the caller
+  std::atomic<int> state{0};  // 0 pending, 1 done, 2 failed
+  std::string error;          // written before state = 2
+};
+
+struct p2p_channel {
+  std::deque<std::shared_ptr<p2p_op>> sends, recvs;
+};
+
+struct group_state {
+  explicit group_state(std::vector<int> world_ranks) : ranks(std::move(world_ranks)) {
+    for (int s = 0; s < slots_per_group; ++s) {
+      auto& sl = slots[static_cast<std::size_t>(s)];
+      sl.seq.store(static_cast<std::uint64_t>(s));
+      sl.posts = std::make_unique<rank_post[]>(ranks.size());
+    }
+  }
+  int size() const noexcept { return static_cast<int>(ranks.size()); }
+
+  std::vector<int> ranks;  // world ranks, in group order
+  std::array<coll_slot, slots_per_group> slots;
+  std::mutex p2p_m;
+  std::map<std::tuple<int, int, int>, p2p_channel> channels;  // (from, to, tag) group ranks
+};
+
+/// Cuts a collective whose ranks have all posted into tasks.
+inline coll_plan plan_tasks(const coll_slot& s, int n) {
+  coll_plan p;
+  const auto& d = s.posts[0].desc;
+  const auto nn = static_cast<std::size_t>(n);
+  p.count = d.count;
+  p.elem = size_of(d.type);
+  bool in_place = false;
+  for (std::size_t q = 0; q < nn; ++q) in_place = in_place || s.posts[q].src == s.posts[q].dst;
+  const std::size_t out_bytes =
+      p.count * p.elem * (d.kind == call_kind::all_gather || d.kind == call_kind::all_to_all ? nn : 1);
+  // pull: rank q computes its own output from the peers' inputs; not for an in-place
+  // all_reduce, whose inputs are the outputs that the owners overwrite
+  p.pull = out_bytes <= pull_bytes && !(d.kind == call_kind::all_reduce && in_place);
+  if (p.pull) {
+    p.chunk = std::max<std::size_t>(1, p.count);
+    p.per_block = 1;
+    p.ntasks = (d.kind == call_kind::barrier) ? 0 : nn;
+    return p;
+  }
+  p.chunk = std::max<std::size_t>(1, chunk_bytes / std::max<std::size_t>(1, p.elem));
+  p.per_block = (d.count + p.chunk - 1) / p.chunk;
+  switch (d.kind) {
+    case call_kind::all_gather:
+    case call_kind::reduce_scatter:
+    case call_kind::all_to_all: p.ntasks = nn * p.per_block; break;
+    case call_kind::all_reduce: p.ntasks = p.per_block; break;
+    case call_kind::broadcast: p.ntasks = n > 1 ? p.per_block : 0; break;
+    default: p.ntasks = 0; break;
+  }
+  return p;
+}
+
+/// Pull task of rank q: computes q's whole output, reading the peers' inputs directly.
+inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
+  const auto nn = static_cast<std::size_t>(n);
+  const auto& d = s.posts[0].desc;
+  const std::size_t es = p.elem, cnt = p.count, bytes = cnt * es;
+  if (bytes == 0) return;
+  auto in = [&](std::size_t r, std::size_t elems) { return static_cast<const char*>(s.posts[r].src) + elems * es; };
+  char* out = static_cast<char*>(s.posts[q].dst);
+  switch (d.kind) {
+    case call_kind::all_gather:
+      for (std::size_t r = 0; r < nn; ++r)
+        if (out + r * bytes != in(r, 0)) std::memcpy(out + r * bytes, in(r, 0), bytes);
+      break;
+    case call_kind::all_to_all:
+      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, q * cnt), bytes);
+      break;
+    case call_kind::reduce_scatter:
+    case call_kind::all_reduce: {
+      thread_local std::vector<const void*> srcs;
+      srcs.resize(nn);
+      const std::size_t off = d.kind == call_kind::reduce_scatter ? q * cnt : 0;
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = in(r, off);
+      reduce(out, srcs.data(), n, cnt, d.type, d.op, n);
+      break;
+    }
+    case call_kind::broadcast:
+      if (q != static_cast<std::size_t>(d.peer))
+        std::memcpy(out, s.posts[static_cast<std::size_t>(d.peer)].dst, bytes);
+      break;
+    default: break;
+  }
+}
+
+/// Chunk task t: reads peers' buffers, writes peers' buffers.
+inline void run_task(const coll_slot& s, const coll_plan& p, int n, std::size_t t) {
+  const auto nn = static_cast<std::size_t>(n);
+  const auto& d = s.posts[0].desc;
+  const std::size_t es = p.elem, cnt = p.count;
+  const std::size_t j = t % p.per_block;
+  const std::size_t off = j * p.chunk;
+  const std::size_t len = std::min(p.chunk, cnt - off);
+  const std::size_t bytes = len * es;
+  auto src = [&](std::size_t r, std::size_t elems) {
+    return static_cast<const char*>(s.posts[r].src) + elems * es;
+  };
+  auto dst = [&](std::size_t r, std::size_t elems) { return static_cast<char*>(s.posts[r].dst) + elems * es; };
+  switch (d.kind) {
+    case call_kind::all_gather: {
+      const std::size_t r = t / p.per_block;
+      const char* from = src(r, off);
+      for (std::size_t k = 0; k < nn; ++k) {
+        const std::size_t q = (r + k) % nn;
+        char* to = dst(q, r * cnt + off);
+        if (to != from) std::memcpy(to, from, bytes);
+      }
+      break;
+    }
+    case call_kind::reduce_scatter: {
+      const std::size_t q = t / p.per_block;
+      thread_local std::vector<const void*> srcs;
+      srcs.resize(nn);
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = src(r, q * cnt + off);
+      reduce(dst(q, off), srcs.data(), n, len, d.type, d.op, n);
+      break;
+    }
+    case call_kind::all_reduce: {
+      const std::size_t o = j % nn;
+      thread_local std::vector<const void*> srcs;
+      srcs.resize(nn);
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = src(r, off);
+      char* home = dst(o, off);
+      reduce(home, srcs.data(), n, len, d.type, d.op, n);
+      for (std::size_t q = 0; q < nn; ++q)
+        if (q != o) std::memcpy(dst(q, off), home, bytes);
+      break;
+    }
+    case call_kind::all_to_all: {
+      const std::size_t r = t / p.per_block;
+      for (std::size_t k = 0; k < nn; ++k) {
+        const std::size_t q = (r + k) % nn;
+        std::memcpy(dst(q, r * cnt + off), src(r, q * cnt + off), bytes);
+      }
+      break;
+    }
+    case call_kind::broadcast: {
+      const auto root = static_cast<std::size_t>(d.peer);
+      const char* from = dst(root, off);
+      for (std::size_t q = 0; q < nn; ++q)
+        if (q != root) std::memcpy(dst(q, off), from, bytes);
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace tessera::comm::detail

@@ -1,0 +1,301 @@
+// tessera/comm/threads.hpp: the `threads` backend: ranks are threads of one process and
+// collectives go through shared memory with a single copy (peers read and write each
+// other's buffers directly). The embedded default of tests, examples and the trainer.
+//
+//   tessera::comm::run_threads(8, [](tessera::comm::threads_communicator& c) {
+//     std::vector<float> x(1024, 1.0f);
+//     tessera::comm::all_reduce(c, std::span(x)).wait();   // x[i] == 8 on every rank
+//   });
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tessera/core/source_location.hpp>
+#include <span>
+#include <string>
+#include <tessera/comm/communicator.hpp>
+#include <tessera/comm/detail/threads_group.hpp>
+#include <tessera/comm/types.hpp>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace tessera::comm {
+
+/// The shared state of one threads job: its ranks, their groups, abort and timeout.
+class threads_world {
+ public:
+  threads_world(int ranks, options opts = {})
+      : n_(ranks), opts_(opts),
+        ws_(static_cast<unsigned>(ranks) > std::max(1u, std::thread::hardware_concurrency())),
+        instances_(static_cast<std::size_t>(std::max(ranks, 0))) {
+    if (ranks < 1)
+      throw error("tessera::comm::threads_world: ranks must be at least 1, got " +
+                  std::to_string(ranks));
+  }
+  int size() const noexcept { return n_; }
+  const options& opts() const noexcept { return opts_; }
+  detail::waitset& waits() noexcept { return ws_; }
+
+  /// Makes every waiting and future call fail with comm::aborted(`why`).
+  void abort(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(m_);
+      if (aborted_.load()) return;
+      why_ = why;
+      aborted_.store(true, std::memory_order_seq_cst);
+    }
+    ws_.notify();
+  }
+  bool is_aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+  std::string abort_reason() {
+    std::lock_guard<std::mutex> lock(m_);
+    return why_;
+  }
+
+  /// The group state of the `i`-th split over `ranks` made by `world_rank`: every member's
+  /// i-th split of the same list meets the same state.
+  std::shared_ptr<detail::group_state> group(int world_rank, const std::vector<int>& ranks) {
+    std::lock_guard<std::mutex> lock(m_);
+    const int i = instances_[static_cast<std::size_t>(world_rank)][ranks]++;
+    auto& g = groups_[{ranks, i}];
+    if (!g) g = std::make_shared<detail::group_state>(ranks);
+    return g;
+  }
+
+ private:
+  int n_;
+  options opts_;
+  detail::waitset ws_;
+  std::mutex m_;
+  std::atomic<bool> aborted_{false};
+  std::string why_;
+  std::vector<std::map<std::vector<int>, int>> instances_;
+  std::map<std::pair<std::vector<int>, int>, std::shared_ptr<detail::group_state>> groups_;
+};
+
+class threads_communicator;
+
+namespace detail {
+/// What one rank keeps about one group: its next collective number and what it acked.
+struct threads_local {
+  std::uint64_t next_seq = 0;
+  std::array<std::uint64_t, slots_per_group> acked{};  // acked[s] = last acked seq + 1
+  int group_depth = 0;
+};
+}  // namespace detail
+
+/// The waitable handle of a threads call. Waiting is also how a rank lends its thread to
+/// the data movement of the collective. A request not waited on is waited by its
+/// destructor (errors are then left to the other ranks to report).
+class threads_request {
+ public:
+  threads_request() = default;
+  threads_request(threads_request&& o) noexcept { *this = std::move(o); }
+  threads_request& operator=(threads_request&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      world_ = std::move(o.world_); group_ = std::move(o.group_); local_ = std::move(o.local_);
+      p2p_ = std::move(o.p2p_); seq_ = o.seq_; rank_ = o.rank_; grank_ = o.grank_;
+      desc_ = o.desc_; loc_ = o.loc_; deadline_ = o.deadline_; active_ = std::exchange(o.active_, false);
+      plan_ = o.plan_; planned_ = o.planned_; pulled_ = o.pulled_;
+    }
+    return *this;
+  }
+  ~threads_request() { finish_quietly(); }
+
+  /// Blocks until the call completed on this rank; throws comm::error on failure/timeout.
+  void wait() {
+    if (!active_) return;
+    if (p2p_) wait_p2p(); else wait_coll(true);
+    active_ = false;
+  }
+  /// True when complete (acknowledging it); never blocks; throws on failure.
+  bool test() {
+    if (!active_) return true;
+    if (p2p_) {
+      const int st = p2p_->state.load(std::memory_order_acquire);
+      if (st == 2) fail_p2p();
+      if (st == 1) active_ = false;
+    } else if (wait_coll(false)) {
+      active_ = false;
+    }
+    return !active_;
+  }
+
+ private:
+  friend class threads_communicator;
+
+  void finish_quietly() noexcept {
+    try { wait(); } catch (...) { active_ = false; }
+  }
+  detail::coll_slot& slot() const {
+    return group_->slots[static_cast<std::size_t>(seq_ % detail::slots_per_group)];
+  }
+  std::string who() const {
+    return "tessera::comm(threads): rank " + std::to_string(rank_) + " of group " +
+           group_string(group_->ranks) + ": " + desc_.str() + " at " + where(loc_);
+  }
+  [[noreturn]] void throw_aborted() const {
+    throw aborted(who() + ": aborted: " + world_->abort_reason());
+  }
+
+  [[noreturn]] void throw_failed(detail::coll_slot& s) const {
+    std::lock_guard<std::mutex> lock(s.m);
+    throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + s.error);
+  }
+
+  /// Every rank has posted: checks that all called the same collective.
+  void verify(detail::coll_slot& s) const {
+    const auto& d0 = s.posts[0].desc;
+    for (int q = 1; q < group_->size(); ++q)
+      if (!(s.posts[static_cast<std::size_t>(q)].desc == d0)) {
+        try {
+          fail_mismatch(*world_, *group_, s, seq_, q, 0);
+        } catch (const error& e) {
+          throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + e.what());
+        }
+      }
+  }
+
+ public:
+  /// Records a mismatch between group ranks a and b of collective `seq` and throws it.
+  [[noreturn]] static void fail_mismatch(threads_world& w, const detail::group_state& g, detail::coll_slot& s,
+                                         std::uint64_t seq, int a, int b) {
+    const auto& pa = s.posts[static_cast<std::size_t>(a)];
+    const auto& pb = s.posts[static_cast<std::size_t>(b)];
+    std::string msg = "mismatched collective #" + std::to_string(seq) + " of group " + group_string(g.ranks) +
+                      ": rank " + std::to_string(g.ranks[static_cast<std::size_t>(a)]) + " called " +
+                      pa.desc.str() + " at " + where(pa.loc) + ", but rank " +
+                      std::to_string(g.ranks[static_cast<std::size_t>(b)]) + " called " + pb.desc.str() +
+                      " at " + where(pb.loc);
+    {
+      std::lock_guard<std::mutex> lock(s.m);
+      if (!s.failed.load(std::memory_order_relaxed)) {
+        s.error = msg;
+        s.failed.store(true, std::memory_order_release);
+      }
+    }
+    w.waits().notify();
+    throw error(std::move(msg));
+  }
+
+ private:
+  // Collective: do this rank's share of the data movement until it is complete, then
+  // leave. Returns false if !block and not complete yet.
+  bool wait_coll(bool block) {
+    auto& local = *local_;
+    const auto si = static_cast<std::size_t>(seq_ % detail::slots_per_group);
+    if (local.acked[si] > seq_) return true;  // finished at a later issue
+    auto& s = slot();
+    const int n = group_->size();
+    auto& ws = world_->waits();
+    for (;;) {
+      if (s.failed.load(std::memory_order_acquire)) throw_failed(s);
+      if (s.arrived.load(std::memory_order_acquire) == n) {
+        if (!planned_) {
+          verify(s);
+          plan_ = detail::plan_tasks(s, n);
+          planned_ = true;
+        }
+        if (plan_.pull) {
+          if (!pulled_) {
+            detail::run_pull(s, plan_, n, static_cast<std::size_t>(grank_));
+            pulled_ = true;
+            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
+          }
+        } else {
+          std::size_t t;
+          while ((t = s.next.fetch_add(1, std::memory_order_relaxed)) < plan_.ntasks) {
+            detail::run_task(s, plan_, n, t);
+            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
+          }
+        }
+        if (s.done.load(std::memory_order_acquire) >= plan_.ntasks) break;
+      }
+      if (!block) return false;
+      if (world_->is_aborted()) throw_aborted();
+      const bool ok = ws.wait_until(
+          [&] {
+            if (s.failed.load(std::memory_order_acquire) || world_->is_aborted()) return true;
+            if (s.arrived.load(std::memory_order_acquire) != n) return false;
+            if (!planned_) return true;
+            return s.done.load(std::memory_order_acquire) >= plan_.ntasks ||
+                   (!plan_.pull && s.next.load(std::memory_order_relaxed) < plan_.ntasks);
+          },
+          deadline_);
+      if (!ok) throw_timeout(s);
+    }
+    leave(*world_, *group_, local, seq_);
+    return true;
+  }
+
+  [[noreturn]] void throw_timeout(detail::coll_slot& s) const {
+    std::string missing;
+    for (int g = 0; g < group_->size(); ++g)
+      if (s.posts[static_cast<std::size_t>(g)].posted.load(std::memory_order_acquire) != seq_) {
+        if (!missing.empty()) missing += ',';
+        missing += std::to_string(group_->ranks[static_cast<std::size_t>(g)]);
+      }
+    throw error(who() + " (collective #" + std::to_string(seq_) + " of the group) timed out after " +
+                std::to_string(world_->opts().timeout.count()) + " ms: " +
+                (missing.empty() ? std::string("every rank arrived but the data movement did not finish")
+                                 : "rank(s) " + missing + " did not join this call"));
+  }
+
+ public:
+  /// Member `local` leaves the completed collective `seq`; the last one recycles the slot.
+  static void leave(threads_world& w, detail::group_state& g, detail::threads_local& local, std::uint64_t seq) {
+    const auto si = static_cast<std::size_t>(seq % detail::slots_per_group);
+    local.acked[si] = seq + 1;
+    auto& s = g.slots[si];
+    if (s.leaving.fetch_add(1, std::memory_order_acq_rel) + 1 == g.size()) {
+      s.arrived.store(0, std::memory_order_relaxed);
+      s.next.store(0, std::memory_order_relaxed);
+      s.done.store(0, std::memory_order_relaxed);
+      s.leaving.store(0, std::memory_order_relaxed);
+      s.seq.store(seq + detail::slots_per_group, std::memory_order_release);
+      w.waits().notify();
+    }
+  }
+
+ private:
+  void wait_p2p() {
+    auto& ws = world_->waits();
+    const bool ok = ws.wait_until(
+        [&] { return p2p_->state.load(std::memory_order_acquire) != 0 || world_->is_aborted(); },
+        deadline_);
+    const int st = p2p_->state.load(std::memory_order_acquire);
+    if (st == 2) fail_p2p();
+    if (st == 1) return;
+    if (world_->is_aborted()) throw_aborted();
+    (void)ok;
+    const bool is_send = desc_.kind == call_kind::send;
+    throw error(who() + " timed out after " + std::to_string(world_->opts().timeout.count()) +
+                " ms: rank " + std::to_string(group_->ranks[static_cast<std::size_t>(desc_.peer)]) +
+                " posted no matching " + (is_send ? "recv" : "send"));
+  }
+  [[noreturn]] void fail_p2p() const { throw error("tessera::comm(threads): " + p2p_->error); }
+
+  std::shared_ptr<threads_world> world_;
+  std::shared_ptr<detail::group_state> group_;
+  std::shared_ptr<detail::threads_local> local_;
+  std::shared_ptr<detail::p2p_op> p2p_;
+  std::uint64_t seq_ = 0;
+  int rank_ = 0, grank_ = 0;
+  call_desc desc_{};
+  tessera::source_location loc_{};
+  detail::clock::time_point deadline_{};
+  bool active_ = false;
+  detail::coll_plan plan_{};
+  bool planned_ = false, pulled_ = false;
+};
+
+}  // namespace tessera::comm
+
+#include <tessera/comm/detail/threads_comm.hpp>

@@ -1,0 +1,74 @@
+// tessera/tensor/detail/box_copy.hpp: copies between row-major blocks of a global tensor.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <tessera/layout/local_shape.hpp>
+
+namespace tessera::detail {
+
+/// The intersection of two boxes (size 0 along a dim where they do not overlap).
+constexpr box intersect(const box& a, const box& b) noexcept {
+  box r;
+  r.rank = a.rank;
+  for (int d = 0; d < a.rank; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    const std::int64_t lo = std::max(a.offset[u], b.offset[u]);
+    const std::int64_t hi = std::min(a.offset[u] + a.size[u], b.offset[u] + b.size[u]);
+    r.offset[u] = lo;
+    r.size[u] = hi > lo ? hi - lo : 0;
+  }
+  return r;
+}
+
+/// Copies `region` (global coordinates, inside both blocks) from block `src` (row-major over
+/// box `sb`) to block `dst` (row-major over box `db`): one memcpy per contiguous run.
+template <class T>
+void copy_region(const T* src, const box& sb, T* dst, const box& db, const box& region) {
+  const int r = region.rank;
+  if (region.numel() == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  std::array<std::int64_t, max_tensor_rank> ss{}, ds{};
+  std::int64_t s = 1, t = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const auto u = static_cast<std::size_t>(d);
+    ss[u] = s;
+    ds[u] = t;
+    s *= sb.size[u];
+    t *= db.size[u];
+  }
+  // merge trailing dims that the region covers fully in both blocks into one run
+  int inner = r - 1;
+  std::int64_t run = region.size[static_cast<std::size_t>(inner)];
+  while (inner > 0) {
+    const auto u = static_cast<std::size_t>(inner);
+    if (region.size[u] != sb.size[u] || region.size[u] != db.size[u]) break;
+    --inner;
+    run *= region.size[static_cast<std::size_t>(inner)];
+  }
+  std::array<std::int64_t, max_tensor_rank> idx{};  // position within region, dims < inner
+  for (;;) {
+    std::int64_t so = 0, doff = 0;
+    for (int d = 0; d < r; ++d) {
+      const auto u = static_cast<std::size_t>(d);
+      const std::int64_t g = region.offset[u] + (d < inner ? idx[u] : 0);
+      so += (g - sb.offset[u]) * ss[u];
+      doff += (g - db.offset[u]) * ds[u];
+    }
+    std::memcpy(dst + doff, src + so, static_cast<std::size_t>(run) * sizeof(T));
+    int d = inner - 1;
+    for (; d >= 0; --d) {
+      const auto u = static_cast<std::size_t>(d);
+      if (++idx[u] < region.size[u]) break;
+      idx[u] = 0;
+    }
+    if (d < 0) return;
+  }
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,137 @@
+// tessera/tensor/detail/redistribute.hpp: executes one plan step (collective.hpp's
+// semantics) on a rank's block. Uneven shards are padded to the group's largest block for
+// the collective and unpadded after; where blocks are even and contiguous in group order
+// the collective reads and writes the blocks directly (no packing copy).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <tessera/comm/any_communicator.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/plan/collective.hpp>
+#include <tessera/tensor/detail/box_copy.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+#include <vector>
+
+namespace tessera::detail {
+
+constexpr comm::reduce_op to_comm(reduce op) noexcept {
+  switch (op) {
+    case reduce::sum: return comm::reduce_op::sum;
+    case reduce::avg: return comm::reduce_op::avg;
+    case reduce::max: return comm::reduce_op::max;
+    case reduce::min: return comm::reduce_op::min;
+  }
+  return comm::reduce_op::sum;
+}
+
+/// True when every dimension before `d` has extent 1 in `b`: blocks split along d are then
+/// contiguous, in order, in the row-major block.
+constexpr bool outer_trivial(const box& b, int d) noexcept {
+  for (int e = 0; e < d; ++e)
+    if (b.size[static_cast<std::size_t>(e)] != 1) return false;
+  return true;
+}
+
+/// Runs step `s` (layouts `before` -> `after`) on this rank's block `in` (box `b`),
+/// writing the new block to `out` (`out_n` elements, the after-box) and setting `b` to
+/// its box. Staging buffers come from the device mesh's scratch slots 0 and 1.
+template <class T, class Mesh>
+void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& before, const layout_spec& after,
+              const shape_t& global, const T* in, box& b, T* out) {
+  const mesh_shape& m = dm.shape();
+  const coords_t& me = dm.coords();
+  const box b1 = local_box(after, m, global, me);
+  const auto n_out = static_cast<std::size_t>(b1.numel());
+  if (s.kind == step_kind::local_slice) {
+    copy_region(in, b, out, b1, b1);
+    b = b1;
+    return;
+  }
+  if (s.kind == step_kind::local_partial) {
+    if (s.op == reduce::sum && group_index(m, s.group, me) != 0) std::fill(out, out + n_out, T{});
+    else if (n_out) std::memcpy(out, in, n_out * sizeof(T));
+    b = b1;
+    return;
+  }
+  auto& c = dm.group(s.group);
+  const auto members = group_ranks(m, s.group, dm.rank());
+  const auto n = members.size();
+  std::array<box, 64> small0, small1;  // the group's boxes (heap only for groups over 64)
+  std::vector<box> big0, big1;
+  box* b0k = small0.data();
+  box* b1k = small1.data();
+  if (n > small0.size()) {
+    big0.resize(n), big1.resize(n);
+    b0k = big0.data(), b1k = big1.data();
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    const coords_t ck = coords_of(m, members[k]);
+    b0k[k] = local_box(before, m, global, ck);
+    b1k[k] = local_box(after, m, global, ck);
+  }
+  constexpr auto dt = comm::dtype_of<T>;
+  switch (s.kind) {
+    case step_kind::all_gather: {
+      std::int64_t maxn = 0;
+      bool even = true;
+      for (std::size_t k = 0; k < n; ++k) maxn = std::max(maxn, b0k[k].numel());
+      for (std::size_t k = 0; k < n; ++k) even = even && b0k[k].numel() == maxn;
+      const auto mx = static_cast<std::size_t>(maxn);
+      if (even && outer_trivial(b1, s.dim)) {  // blocks land in place
+        c.all_gather(in, out, mx, dt).wait();
+        break;
+      }
+      T* send = dm.template scratch<T>(0, mx);
+      T* recv = dm.template scratch<T>(1, mx * n);
+      if (b.numel()) std::memcpy(send, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+      c.all_gather(send, recv, mx, dt).wait();
+      for (std::size_t k = 0; k < n; ++k) copy_region(recv + k * mx, b0k[k], out, b1, b0k[k]);
+      break;
+    }
+    case step_kind::reduce_scatter: {
+      std::int64_t maxn = 0;
+      bool even = true;
+      for (std::size_t k = 0; k < n; ++k) maxn = std::max(maxn, b1k[k].numel());
+      for (std::size_t k = 0; k < n; ++k) even = even && b1k[k].numel() == maxn;
+      const auto mx = static_cast<std::size_t>(maxn);
+      if (even && outer_trivial(b, s.dim)) {  // pieces are in place in the block
+        c.reduce_scatter(in, out, mx, dt, to_comm(s.op)).wait();
+        break;
+      }
+      T* send = dm.template scratch<T>(0, mx * n);
+      T* recv = dm.template scratch<T>(1, mx);
+      for (std::size_t k = 0; k < n; ++k) copy_region(in, b, send + k * mx, b1k[k], b1k[k]);
+      c.reduce_scatter(send, recv, mx, dt, to_comm(s.op)).wait();
+      if (n_out) std::memcpy(out, recv, n_out * sizeof(T));
+      break;
+    }
+    case step_kind::all_reduce:
+      c.all_reduce(in, out, n_out, dt, to_comm(s.op)).wait();
+      break;
+    case step_kind::all_to_all: {
+      std::int64_t maxn = 0;
+      for (std::size_t p = 0; p < n; ++p)
+        for (std::size_t q = 0; q < n; ++q) maxn = std::max(maxn, intersect(b0k[p], b1k[q]).numel());
+      const auto mx = static_cast<std::size_t>(maxn);
+      T* send = dm.template scratch<T>(0, mx * n);
+      T* recv = dm.template scratch<T>(1, mx * n);
+      for (std::size_t q = 0; q < n; ++q) {
+        const box x = intersect(b, b1k[q]);
+        copy_region(in, b, send + q * mx, x, x);
+      }
+      c.all_to_all(send, recv, mx, dt).wait();
+      for (std::size_t p = 0; p < n; ++p) {
+        const box x = intersect(b0k[p], b1);
+        copy_region(recv + p * mx, x, out, b1, x);
+      }
+      break;
+    }
+    default: break;
+  }
+  b = b1;
+}
+
+}  // namespace tessera::detail

@@ -1,0 +1,170 @@
+// tessera/tensor/dist_tensor.hpp: a tensor distributed over a device mesh with a layout
+// known at compile time. Each rank holds its block (local_box of the layout) in memory
+// space `Space` (host now; CUDA buffers slot in as another space).
+//
+//   using M = tessera::mesh<tessera::axis<"dp", 2>, tessera::axis<"tp", 2>>;
+//   using RowSharded = tessera::layout_t<M, 2, tessera::dim<0, "dp", "tp">>;
+//   using ColSharded = tessera::layout_t<M, 2, tessera::dim<1, "tp">>;
+//   auto x = tessera::dist_tensor<float, RowSharded>::distribute(dm, {6, 5},
+//                [](const auto& i) { return float(i[0] * 5 + i[1]); });
+//   auto y = x.redistribute<ColSharded>();   // the constexpr plan's collectives, nothing else
+//   std::vector<float> all = y.full_tensor();
+//
+// redistribute<L>() runs tessera::plan_t<Layout, L, T>: the plan is a constant of the
+// program, so a call does no planning, only its steps.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <tessera/comm/types.hpp>
+#include <tessera/layout/layout.hpp>
+#include <tessera/plan/plan.hpp>
+#include <tessera/tensor/detail/box_copy.hpp>
+#include <tessera/tensor/detail/redistribute.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tessera {
+
+/// Memory space of host (CPU) buffers.
+struct host {};
+
+/// A global index: index[d] for d < the tensor's rank.
+using index_t = std::array<std::int64_t, max_tensor_rank>;
+
+template <class T, class Layout, class Space = host>
+class dist_tensor {
+  static_assert(is_layout_v<Layout>, "tessera::dist_tensor: the second argument must be a layout (tessera::layout_t<...>)");
+  static_assert(comm::element<T>,
+                "tessera::dist_tensor: the element type has no comm::dtype; use float, double, int32_t, int64_t, "
+                "uint8_t or a bf16 type with a comm::dtype_traits specialization");
+  static_assert(std::is_same_v<Space, host>,
+                "tessera::dist_tensor: only the host memory space is implemented; use tessera::host");
+
+ public:
+  using value_type = T;
+  using layout_type = Layout;
+  using mesh_type = typename Layout::mesh_type;
+  using space_type = Space;
+  static constexpr layout_spec spec = Layout::spec;
+  static constexpr int rank = spec.rank;
+
+  /// Wraps this rank's block (its size must be the layout's local block of `global`).
+  static dist_tensor from_local(device_mesh<mesh_type>& dm, const shape_t& global, std::vector<T> local) {
+    check_shape(global);
+    const box b = tessera::local_box(spec, dm.shape(), global, dm.coords());
+    if (static_cast<std::int64_t>(local.size()) != b.numel())
+      throw error("tessera::dist_tensor::from_local: rank " + std::to_string(dm.rank()) + " holds " +
+                  std::to_string(local.size()) + " elements, but its block of layout " + Layout::str() +
+                  " has " + std::to_string(b.numel()) + "; give each rank its local_box of the global shape");
+    return dist_tensor(dm, global, b, std::move(local));
+  }
+
+  /// Every rank passes the same function of the global index; each keeps its block. A
+  /// partial layout is made as a replicated tensor turned partial: for sum, the rank at
+  /// index 0 of the partial axes keeps the values and the others hold zero; for avg,
+  /// max, min every rank keeps them.
+  template <class F>
+    requires std::is_invocable_v<F&, const index_t&>
+  static dist_tensor distribute(device_mesh<mesh_type>& dm, const shape_t& global, F&& init) {
+    check_shape(global);
+    const box b = tessera::local_box(spec, dm.shape(), global, dm.coords());
+    std::vector<T> v(static_cast<std::size_t>(b.numel()));
+    bool zero = false;
+    if (spec.has_partial() && spec.op == reduce::sum)
+      for (int a = 0; a < spec.mesh_ndim; ++a)
+        zero = zero || (spec.is_partial(a) && dm.coords()[static_cast<std::size_t>(a)] != 0);
+    if (!zero && b.numel() > 0) {
+      index_t idx{};
+      for (int d = 0; d < b.rank; ++d) idx[static_cast<std::size_t>(d)] = b.offset[static_cast<std::size_t>(d)];
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        v[k] = static_cast<T>(init(static_cast<const index_t&>(idx)));
+        for (int d = b.rank - 1; d >= 0; --d) {
+          const auto u = static_cast<std::size_t>(d);
+          if (++idx[u] < b.offset[u] + b.size[u]) break;
+          idx[u] = b.offset[u];
+        }
+      }
+    }
+    return dist_tensor(dm, global, b, std::move(v));
+  }
+
+  /// Every rank passes the whole global tensor (row-major); each keeps its block.
+  static dist_tensor distribute(device_mesh<mesh_type>& dm, const shape_t& global, std::span<const T> full) {
+    check_shape(global);
+    if (static_cast<std::int64_t>(full.size()) != global.numel())
+      throw error("tessera::dist_tensor::distribute: the global tensor has " + std::to_string(full.size()) +
+                  " elements, but its shape says " + std::to_string(global.numel()));
+    return distribute(dm, global, [&](const index_t& i) {
+      std::int64_t f = 0;
+      for (int d = 0; d < global.rank; ++d) f = f * global[d] + i[static_cast<std::size_t>(d)];
+      return full[static_cast<std::size_t>(f)];
+    });
+  }
+
+  /// The tensor in layout `NewLayout`: runs the compile-time plan's steps (collective on
+  /// every rank of the mesh: all ranks must call it).
+  template <class NewLayout>
+  dist_tensor<T, NewLayout, Space> redistribute() const {
+    using P = plan_t<Layout, NewLayout, T>;
+    if constexpr (P::size == 0) {
+      return dist_tensor<T, NewLayout, Space>(*dm_, global_, box_, local_);
+    } else {
+      // steps write into the device mesh's scratch slots 2 and 3, the last into the result
+      const T* in = local_.data();
+      box b = box_;
+      std::vector<T> result;
+      for (int i = 0; i < P::size; ++i) {
+        const auto& after = P::layouts[static_cast<std::size_t>(i + 1)];
+        const auto n = static_cast<std::size_t>(tessera::local_box(after, dm_->shape(), global_, dm_->coords()).numel());
+        T* out;
+        if (i + 1 == P::size) {
+          result.resize(n);
+          out = result.data();
+        } else {
+          out = dm_->template scratch<T>(2 + i % 2, n);
+        }
+        detail::run_step<T>(*dm_, P::value[i], P::layouts[static_cast<std::size_t>(i)], after, global_, in, b, out);
+        in = out;
+      }
+      return dist_tensor<T, NewLayout, Space>(*dm_, global_, b, std::move(result));
+    }
+  }
+
+  /// The whole tensor on every rank (a redistribute to replicated; collective).
+  std::vector<T> full_tensor() const {
+    return redistribute<replicated_t<mesh_type, rank>>().local_;
+  }
+
+  const shape_t& global_shape() const noexcept { return global_; }
+  const box& local_box() const noexcept { return box_; }
+  std::span<const T> local() const noexcept { return local_; }
+  std::span<T> local() noexcept { return local_; }
+  device_mesh<mesh_type>& mesh() const noexcept { return *dm_; }
+
+ private:
+  template <class, class, class>
+  friend class dist_tensor;
+
+  dist_tensor(device_mesh<mesh_type>& dm, const shape_t& global, const box& b, std::vector<T> local)
+      : dm_(&dm), global_(global), box_(b), local_(std::move(local)) {}
+
+  static void check_shape(const shape_t& global) {
+    if (global.rank != rank)
+      throw error("tessera::dist_tensor: the global shape has " + std::to_string(global.rank) +
+                  " dimensions, but layout " + Layout::str() + " is for " + std::to_string(rank));
+    for (int d = 0; d < global.rank; ++d)
+      if (global[d] < 0) throw error("tessera::dist_tensor: a global extent is negative");
+  }
+
+  device_mesh<mesh_type>* dm_;
+  shape_t global_;
+  box box_;
+  std::vector<T> local_;
+};
+
+}  // namespace tessera

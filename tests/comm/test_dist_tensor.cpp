@@ -1,0 +1,55 @@
+#include <doctest/doctest.h>
+
+#include <tessera/comm/threads.hpp>
+
+#include "dist_layouts.hpp"
+
+using namespace tessera;
+
+TEST_CASE("dist_tensor: every transition on a 1-D mesh, even and uneven, f32 and bf16") {
+  comm::run_threads(4, [](comm::threads_communicator& c) {
+    device_mesh<dist_layouts::M1> dm(dist_layouts::M1{}, c);
+    int n = 0;
+    for (shape_t g : {shape_t{8, 12}, shape_t{7, 5}, shape_t{3, 2}}) {
+      n += dist_checks::all_pairs<float>(dm, g, dist_layouts::L1{});
+      n += dist_checks::all_pairs<dist_checks::bf16>(dm, g, dist_layouts::L1{});
+    }
+    CHECK(n > 0);
+  });
+}
+
+TEST_CASE("dist_tensor: every transition on a 2-D mesh (2 x 3), even and uneven, f32 and bf16") {
+  comm::run_threads(6, [](comm::threads_communicator& c) {
+    device_mesh<dist_layouts::M2> dm(dist_layouts::M2{}, c);
+    for (shape_t g : {shape_t{12, 6}, shape_t{7, 5}}) {
+      dist_checks::all_pairs<float>(dm, g, dist_layouts::L2{});
+      dist_checks::all_pairs<dist_checks::bf16>(dm, g, dist_layouts::L2{});
+    }
+  });
+}
+
+TEST_CASE("dist_tensor: transitions on a 3-D mesh (2 x 2 x 2), even and uneven, f32 and bf16") {
+  comm::run_threads(8, [](comm::threads_communicator& c) {
+    device_mesh<dist_layouts::M3> dm(dist_layouts::M3{}, c);
+    for (shape_t g : {shape_t{8, 4, 4}, shape_t{5, 3, 7}}) {
+      dist_checks::all_pairs<float>(dm, g, dist_layouts::L3{});
+      dist_checks::all_pairs<dist_checks::bf16>(dm, g, dist_layouts::L3{});
+    }
+  });
+}
+
+TEST_CASE("dist_tensor: bad input is named") {
+  comm::run_threads(4, [](comm::threads_communicator& c) {
+    using M = dist_layouts::M1;
+    device_mesh<M> dm(M{}, c);
+    using D = dist_tensor<float, layout_t<M, 2, dim<0, "x">>>;
+    CHECK_THROWS_WITH(D::from_local(dm, {8, 2}, std::vector<float>(3)),
+                      doctest::Contains("holds 3 elements, but its block of layout"));
+    CHECK_THROWS_WITH(D::distribute(dm, {8}, [](const index_t&) { return 1.0f; }),
+                      doctest::Contains("the global shape has 1 dimensions"));
+  });
+  CHECK_THROWS_WITH(comm::run_threads(3, [](comm::threads_communicator& c) {
+                      device_mesh<dist_layouts::M1> dm(dist_layouts::M1{}, c);
+                    }),
+                    doctest::Contains("has 4 ranks but the communicator has 3"));
+}

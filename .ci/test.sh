@@ -1,18 +1,35 @@
 #!/usr/bin/env bash
-# Builds and runs every test of tessera: g++ and clang builds, each running all ctest tests.
+# Builds and runs every test of tessera:
+#   1. g++: everything (library tests, examples, benchmarks), then all ctest tests
+#      (including the mpirun tests and the compile-fail tests);
+#   2. clang++: the tests and examples (benchmarks are built once, by g++), all ctest tests;
+#   3. ThreadSanitizer (clang++): the threads backend's tests.
 # Usage: bash .ci/test.sh            (from anywhere; installs what is missing first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/.ci/setup.sh"
 jobs=$(nproc)
 status=0
+start=$(date +%s)
 for cc in gcc clang; do
-  if [ "$cc" = gcc ]; then cxx=g++; else cxx=clang++; fi
+  if [ "$cc" = gcc ]; then cxx=g++; bench=ON; else cxx=clang++; bench=OFF; fi
   dir="$root/build/$cc"
   echo "== tessera: configure and build with $cxx"
-  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=$bench >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "== tessera: tests ($cxx)"
-  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 600) || status=1
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1
 done
+echo "== tessera: ThreadSanitizer (threads backend)"
+tsan="$root/build/tsan"
+cmake -S "$root" -B "$tsan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DTESSERA_SANITIZE=thread \
+  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$tsan" -j "$jobs" --target test_comm_threads
+if TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/comm/test_comm_threads"; then
+  echo "ThreadSanitizer: clean"
+else
+  echo "ThreadSanitizer: FAILED"
+  status=1
+fi
+echo "== tessera: all tests took $(( $(date +%s) - start )) s"
 exit $status

@@ -24,8 +24,18 @@
 #include <tessera/plan/plan.hpp>
 #include <tessera/plan/planner.hpp>
 
+// comm (the mpi and nccl backends need their components: comm/mpi.hpp, comm/nccl.hpp)
+#include <tessera/comm/any_communicator.hpp>
+#include <tessera/comm/communicator.hpp>
+#include <tessera/comm/flight_analyzer.hpp>
+#include <tessera/comm/flight_recorder.hpp>
+#include <tessera/comm/threads.hpp>
+#include <tessera/comm/types.hpp>
+
 // tensor
 #include <tessera/tensor/arena.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+#include <tessera/tensor/dist_tensor.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/memory.hpp>
 #include <tessera/tensor/tensor.hpp>

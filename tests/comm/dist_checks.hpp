@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 #include <tessera/plan/planner.hpp>
-#include <tessera/tensor/detail/bf16_storage.hpp>
+#include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/dist_tensor.hpp>
 #include <vector>
 
@@ -116,6 +116,6 @@ int all_pairs(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g, layouts
   return count;
 }
 
-using bf16 = tessera::detail::bf16_storage;
+using bf16 = tessera::bf16;
 
 }  // namespace dist_checks

@@ -24,6 +24,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include <tessera/comm/types.hpp>
+
 namespace tessera {
 
 /// The element types of tessera tensors.
@@ -232,3 +234,17 @@ void convert(float* out, const T* in, std::size_t n) noexcept {
 }
 
 }  // namespace tessera
+
+// The communicators move (and, for bf16, reduce) these types.
+template <>
+struct tessera::comm::dtype_traits<tessera::bf16> {
+  static constexpr dtype value = dtype::bf16;
+};
+template <>
+struct tessera::comm::dtype_traits<tessera::f8_e4m3fn> {
+  static constexpr dtype value = dtype::f8e4m3;
+};
+template <>
+struct tessera::comm::dtype_traits<tessera::f8_e5m2> {
+  static constexpr dtype value = dtype::f8e5m2;
+};

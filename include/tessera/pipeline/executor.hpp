@@ -102,6 +102,14 @@ class executor {
 
 namespace detail {
 
+/// The request type of C's send (declval only: clang 14 cannot mangle a default
+/// source_location argument inside a dependent decltype).
+template <class C>
+struct request_of {
+  using type = decltype(std::declval<C&>().send(std::declval<const void*>(), std::size_t{}, comm::dtype::f32, 0, 0,
+                                                std::declval<tessera::source_location>()));
+};
+
 template <class Req>
 struct in_flight {
   std::vector<float> buf;  // declared before req: the request is destroyed (waited) first
@@ -133,7 +141,7 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
                           std::to_string(batch_out.size()) + " floats, expected microbatches * boundary(stages) = " +
                           std::to_string(Mz * sizes_.back()) + " (or pass an empty span)");
 
-  using req_t = decltype(comm.send(nullptr, std::size_t{}, comm::dtype::f32, 0, 0, tessera::source_location::current()));
+  using req_t = typename detail::request_of<C>::type;
   const std::size_t pairs = static_cast<std::size_t>(S_) * Mz;
   auto idx = [&](int st, int mb) { return static_cast<std::size_t>(st) * Mz + static_cast<std::size_t>(mb); };
   // act[idx(s, mb)]: the input of F(s, mb); grad[idx(s, mb)]: the gradient of stage s's output.

@@ -173,3 +173,49 @@ TEST_CASE("executor: bad schedules and sizes are reported with rank, step and ac
   CHECK(has(mismatch, "RECV_F"));
   CHECK(has(mismatch, "does not match"));
 }
+
+namespace {
+/// The toy MLP with FSDP hooks that record when they run.
+struct mlp_with_hooks : toy::mlp {
+  using toy::mlp::mlp;
+  std::vector<int> unshards = std::vector<int>(8, 0), reshards = std::vector<int>(8, 0), reduces = std::vector<int>(8, 0);
+  std::vector<int> w_at_reduce = std::vector<int>(8, -1);
+  void unshard(int s) { ++unshards[static_cast<std::size_t>(s)]; }
+  void reshard(int s) { ++reshards[static_cast<std::size_t>(s)]; }
+  void reduce_grad(int s) {
+    ++reduces[static_cast<std::size_t>(s)];
+    w_at_reduce[static_cast<std::size_t>(s)] = calls_w;
+  }
+};
+}  // namespace
+
+TEST_CASE("executor: FSDP actions call the stage's hooks, REDUCE_GRAD after its last backward") {
+  const schedule s = zbv_zero_bubble(2, 3);
+  toy::config c;
+  c.stages = s.stages;
+  c.microbatches = s.microbatches;
+  const toy::mlp want = toy::sequential(c);
+  lower_options opt;
+  opt.fsdp = true;
+  const executor ex(lower(s, opt), sizes_of(c));
+  std::vector<std::string> problems;
+  std::mutex m;
+  comm::run_threads(2, [&](comm::threads_communicator& cm) {
+    mlp_with_hooks mine(c);
+    ex.run(cm, mine, toy::batch_input(c), {});
+    std::lock_guard<std::mutex> lock(m);
+    for (int st = 0; st < c.stages; ++st) {
+      const auto si = static_cast<std::size_t>(st);
+      const int n = s.rank_of(st) == cm.rank() ? 1 : 0;
+      if (mine.unshards[si] != n || mine.reshards[si] != n || mine.reduces[si] != n)
+        problems.push_back("stage " + std::to_string(st) + ": hooks not called once on its rank");
+      if (n == 1 && !toy::same_grads(mine, want, st)) problems.push_back("stage " + std::to_string(st) + ": gradients");
+    }
+    // The rank's last REDUCE_GRAD comes after all its W: every microbatch of both stages.
+    int last = 0;
+    for (int v : mine.w_at_reduce) last = v > last ? v : last;
+    if (last != 2 * c.microbatches) problems.push_back("a REDUCE_GRAD before the last backward");
+  });
+  for (const auto& why : problems) CHECK_MESSAGE(false, why);
+  CHECK(problems.empty());
+}

@@ -17,7 +17,14 @@
 //
 // Optional hooks for FSDP actions: unshard(s), reshard(s), reduce_grad(s); a callbacks
 // type without them treats UNSHARD/RESHARD/REDUCE_GRAD as nothing to do (its stages hold
-// their full parameters). Every failure is a tessera::error naming rank, step and action.
+// their full parameters). Every failure of the executor is a tessera::error naming rank,
+// step and action (exceptions of the callbacks themselves pass through unchanged).
+// run() is const: the rank threads of one process may share one executor.
+//
+// Messages: SEND posts an asynchronous send and goes on (its buffer is freed once the send
+// completes, at the latest at the end of run()); RECV waits for its tensor. Each tensor has
+// its own tag (boundary, microbatch, direction; mod 32768, MPI's smallest tag limit):
+// tags repeat only in very large schedules, where the verified order keeps them matched.
 #pragma once
 
 #include <algorithm>

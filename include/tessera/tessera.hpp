@@ -50,6 +50,7 @@
 #include <tessera/kernels/cpu/rope.hpp>
 
 // pipeline
+#include <tessera/pipeline/executor.hpp>
 #include <tessera/pipeline/pipeline.hpp>
 
 // model (model/llama.hpp needs OpenBLAS)

@@ -13,6 +13,8 @@ using namespace tessera::comm;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
+#include "failure.hpp"  // tests/support
+
 namespace {
 using recorder = flight_recorder<threads_communicator>;
 
@@ -50,7 +52,7 @@ flight_report run_and_analyze(int ranks, const std::string& name, F body) {
   return analyze_flight(dumps);
 }
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using testing_support::has;
 std::string first(const flight_report& r) { return r.problems.empty() ? "" : r.problems.front(); }
 }  // namespace
 

@@ -14,17 +14,11 @@
 using namespace tessera::comm;
 using namespace std::chrono_literals;
 
+#include "failure.hpp"  // tests/support
+
 namespace {
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-template <class F>
-std::string failure_of(F f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_support::has;
+using testing_support::failure_of;
 }  // namespace
 
 TEST_CASE("mpi: every collective, all sizes, dtypes and ops") {

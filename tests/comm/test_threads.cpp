@@ -10,6 +10,8 @@
 using namespace tessera::comm;
 using namespace std::chrono_literals;
 
+#include "failure.hpp"  // tests/support
+
 namespace {
 std::string failure_of(int ranks, auto fn, std::chrono::milliseconds timeout = 2000ms) {
   try {
@@ -19,7 +21,7 @@ std::string failure_of(int ranks, auto fn, std::chrono::milliseconds timeout = 2
   }
   return "";
 }
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using testing_support::has;
 }  // namespace
 
 TEST_CASE("threads: every collective on 1 to 8 ranks, all sizes, dtypes and ops") {

@@ -15,18 +15,15 @@
 using namespace tessera::pipeline;
 namespace comm = tessera::comm;
 
+#include "failure.hpp"  // tests/support
+
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using testing_support::has;
 
 template <class F>
 std::string failure_of(F f) {
-  try {
-    f();
-  } catch (const tessera::error& e) {
-    return e.what();
-  }
-  return "";
+  return testing_support::failure_of<tessera::error>(f);
 }
 
 std::vector<std::size_t> sizes_of(const toy::config& c) {

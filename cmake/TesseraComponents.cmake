@@ -1,4 +1,4 @@
-# Finds tessera's optional dependencies and defines one INTERFACE target per component.
+# Finds tessera's optional dependencies (MPI, CUDA, NCCL, OpenBLAS, SentencePiece) and defines one INTERFACE target per component.
 # Used both by the build tree and by the installed package config. None is required:
 # a component whose dependency is missing is simply absent (TESSERA_HAS_<C> is OFF).
 
@@ -23,6 +23,14 @@ macro(tessera_find_components)
   find_library(TESSERA_OPENBLAS_LIBRARY NAMES openblas)
   if(TESSERA_OPENBLAS_INCLUDE_DIR AND TESSERA_OPENBLAS_LIBRARY)
     set(TESSERA_HAS_OPENBLAS ON)
+  endif()
+
+  set(TESSERA_HAS_SENTENCEPIECE OFF)
+  find_path(TESSERA_SENTENCEPIECE_INCLUDE_DIR sentencepiece_processor.h)
+  find_library(TESSERA_SENTENCEPIECE_LIBRARY sentencepiece)
+  find_library(TESSERA_SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train)
+  if(TESSERA_SENTENCEPIECE_INCLUDE_DIR AND TESSERA_SENTENCEPIECE_LIBRARY AND TESSERA_SENTENCEPIECE_TRAIN_LIBRARY)
+    set(TESSERA_HAS_SENTENCEPIECE ON)
   endif()
 endmacro()
 
@@ -53,5 +61,13 @@ function(tessera_define_component_targets core)
     target_link_libraries(tessera_openblas INTERFACE ${core} ${TESSERA_OPENBLAS_LIBRARY})
     target_compile_definitions(tessera_openblas INTERFACE TESSERA_HAS_OPENBLAS=1)
     add_library(tessera::openblas ALIAS tessera_openblas)
+  endif()
+  if(TESSERA_HAS_SENTENCEPIECE AND NOT TARGET tessera::sentencepiece)
+    add_library(tessera_sentencepiece INTERFACE)
+    target_include_directories(tessera_sentencepiece SYSTEM INTERFACE ${TESSERA_SENTENCEPIECE_INCLUDE_DIR})
+    target_link_libraries(tessera_sentencepiece INTERFACE ${core} ${TESSERA_SENTENCEPIECE_LIBRARY}
+                          ${TESSERA_SENTENCEPIECE_TRAIN_LIBRARY})
+    target_compile_definitions(tessera_sentencepiece INTERFACE TESSERA_HAS_SENTENCEPIECE=1)
+    add_library(tessera::sentencepiece ALIAS tessera_sentencepiece)
   endif()
 endfunction()

@@ -1,7 +1,8 @@
 // tessera/train/tokenizer.hpp: SentencePiece tokenizer and the default fortunes corpus.
+// tessera-requires: sentencepiece
 //
-// Needs libsentencepiece (Debian libsentencepiece-dev): link `sentencepiece` (and
-// `sentencepiece_train` to train a model). Not part of the umbrella header.
+// Needs libsentencepiece (Debian libsentencepiece-dev): link tessera::sentencepiece.
+// Not part of the umbrella header.
 #pragma once
 
 #include <algorithm>

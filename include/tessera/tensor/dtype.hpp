@@ -161,37 +161,29 @@ struct f8_base {
   }
 };
 
-/// OCP FP8 E4M3 (no inf; torch.float8_e4m3fn). The float constructor saturates.
-struct f8_e4m3fn {
-  using format = f8_base<4, 3, false>;
+/// An OCP FP8 value of format F (an f8_base). The float constructor saturates.
+template <class F>
+struct f8 {
+  using format = F;
   std::uint8_t bits = 0;
-  static constexpr f8_e4m3fn from_bits(std::uint8_t b) noexcept {
-    f8_e4m3fn r;
+  static constexpr f8 from_bits(std::uint8_t b) noexcept {
+    f8 r;
     r.bits = b;
     return r;
   }
-  constexpr f8_e4m3fn() noexcept = default;
-  constexpr explicit f8_e4m3fn(float f) noexcept : bits(format::from_f32(f, true)) {}
+  constexpr f8() noexcept = default;
+  constexpr explicit f8(float f) noexcept : bits(format::from_f32(f, true)) {}
   constexpr explicit operator float() const noexcept { return format::to_f32(bits); }
-  static constexpr float max_finite = 448.0f;
-  friend constexpr bool operator==(f8_e4m3fn a, f8_e4m3fn b) noexcept { return a.bits == b.bits; }
+  /// 448 for e4m3fn, 57344 for e5m2.
+  static constexpr float max_finite = format::to_f32(static_cast<std::uint8_t>(format::max_code));
+  friend constexpr bool operator==(f8 a, f8 b) noexcept { return a.bits == b.bits; }
 };
 
-/// OCP FP8 E5M2 (IEEE-like; torch.float8_e5m2). The float constructor saturates.
-struct f8_e5m2 {
-  using format = f8_base<5, 2, true>;
-  std::uint8_t bits = 0;
-  static constexpr f8_e5m2 from_bits(std::uint8_t b) noexcept {
-    f8_e5m2 r;
-    r.bits = b;
-    return r;
-  }
-  constexpr f8_e5m2() noexcept = default;
-  constexpr explicit f8_e5m2(float f) noexcept : bits(format::from_f32(f, true)) {}
-  constexpr explicit operator float() const noexcept { return format::to_f32(bits); }
-  static constexpr float max_finite = 57344.0f;
-  friend constexpr bool operator==(f8_e5m2 a, f8_e5m2 b) noexcept { return a.bits == b.bits; }
-};
+/// OCP FP8 E4M3 (no inf; torch.float8_e4m3fn).
+using f8_e4m3fn = f8<f8_base<4, 3, false>>;
+/// OCP FP8 E5M2 (IEEE-like; torch.float8_e5m2).
+using f8_e5m2 = f8<f8_base<5, 2, true>>;
+static_assert(f8_e4m3fn::max_finite == 448.0f && f8_e5m2::max_finite == 57344.0f);
 
 /// Explicit conversions, named by overflow behaviour.
 template <class F8>

@@ -22,7 +22,7 @@
 #include <tessera/layout/layout.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/detail/box_copy.hpp>
-#include <tessera/tensor/detail/redistribute.hpp>
+#include <tessera/tensor/redistribute.hpp>
 #include <tessera/tensor/device_mesh.hpp>
 #include <type_traits>
 #include <utility>
@@ -110,29 +110,10 @@ class dist_tensor {
   /// every rank of the mesh: all ranks must call it).
   template <class NewLayout>
   dist_tensor<T, NewLayout, Space> redistribute() const {
-    using P = plan_t<Layout, NewLayout, T>;
-    if constexpr (P::size == 0) {
-      return dist_tensor<T, NewLayout, Space>(*dm_, global_, box_, local_);
-    } else {
-      // steps write into the device mesh's scratch slots 2 and 3, the last into the result
-      const T* in = local_.data();
-      box b = box_;
-      std::vector<T> result;
-      for (int i = 0; i < P::size; ++i) {
-        const auto& after = P::layouts[static_cast<std::size_t>(i + 1)];
-        const auto n = static_cast<std::size_t>(tessera::local_box(after, dm_->shape(), global_, dm_->coords()).numel());
-        T* out;
-        if (i + 1 == P::size) {
-          result.resize(n);
-          out = result.data();
-        } else {
-          out = dm_->template scratch<T>(2 + i % 2, n);
-        }
-        detail::run_step<T>(*dm_, P::value[i], P::layouts[static_cast<std::size_t>(i)], after, global_, in, b, out);
-        in = out;
-      }
-      return dist_tensor<T, NewLayout, Space>(*dm_, global_, b, std::move(result));
-    }
+    std::vector<T> result(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
+    redistribute_local<Layout, NewLayout>(*dm_, global_, local_.data(), result.data());
+    return dist_tensor<T, NewLayout, Space>(*dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()),
+                                            std::move(result));
   }
 
   /// The whole tensor on every rank (a redistribute to replicated; collective).

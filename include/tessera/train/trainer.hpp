@@ -1,11 +1,14 @@
-// tessera/train/trainer.hpp: the single-rank training loop (TorchTitan's train step).
+// tessera/train/trainer.hpp: the training loop (TorchTitan's train step), for one rank
+// (`trainer`, over a llama_model) or a recipe on a mesh (`basic_trainer<parallel_llama<R>>`).
 // tessera-requires: openblas
 //
 // One step: zero the gradients; for each of `accum` micro-batches take the next llm.c
 // window, forward and backward with loss scale 1/accum (so the gradient is that of the mean
 // loss over the whole step); global gradient norm, clipping to max_norm (0 = off); the
-// scheduled learning rate; AdamW over the whole parameter arena. A NaN or infinite loss
-// stops the run with an error naming the step.
+// scheduled learning rate; AdamW over the whole parameter arena (a parallel model's arena is
+// this rank's stored blocks, so the optimizer states are sharded as the parameters are). A
+// NaN or infinite loss stops the run with an error naming the step. Under data parallel
+// every rank reads the same global batch and the model keeps its rows.
 #pragma once
 
 #include <chrono>
@@ -35,10 +38,11 @@ struct optimizer_options {
   std::string schedule = "linear";
 };
 
-class trainer {
+template <class Model>
+class basic_trainer {
  public:
   /// `peak_flops` is the measured sgemm rate used for MFU (0: MFU reported as 0).
-  trainer(llama_model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
+  basic_trainer(Model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
           optimizer_options opt, double peak_flops = 0)
       : model_(model), loader_(loader), steps_(steps), accum_(accum), opt_(opt),
         peak_flops_(peak_flops), m_(model.params().layout()), v_(model.params().layout()) {
@@ -73,7 +77,12 @@ class trainer {
       throw error("training diverged: the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                   " at step " + std::to_string(step1) + "; lower --lr or set --max-norm");
     auto& g = model_.grads();
-    const float norm = cpu::clip_grad_norm(g.data(), g.size(), static_cast<float>(opt_.max_norm));
+    float norm;
+    if constexpr (requires { model_.grad_norm(); })  // across ranks, each element counted once
+      norm = static_cast<float>(model_.grad_norm());
+    else
+      norm = cpu::global_norm(g.data(), g.size());
+    if (opt_.max_norm > 0) cpu::clip_by_norm(g.data(), g.size(), norm, static_cast<float>(opt_.max_norm));
     const double lr = sched_.at(step_);
     cpu::adamw_config ac;
     ac.lr = static_cast<float>(lr);
@@ -97,7 +106,7 @@ class trainer {
   }
 
  private:
-  llama_model& model_;
+  Model& model_;
   batch_loader& loader_;
   std::int64_t steps_, accum_;
   optimizer_options opt_;
@@ -107,5 +116,8 @@ class trainer {
   std::int64_t step_ = 0;
   std::vector<std::int32_t> inputs_, targets_;
 };
+
+/// The single-rank trainer.
+using trainer = basic_trainer<llama_model>;
 
 }  // namespace tessera::train

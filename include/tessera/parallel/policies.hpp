@@ -1,0 +1,238 @@
+// tessera/parallel/policies.hpp: parallelism policies as types, resolved to one value.
+//
+//   using P = tessera::parallelize<
+//       tessera::fsdp<"dp", tessera::reshard_after_forward<tessera::reshard::always>>,
+//       tessera::tensor_parallel<"tp", tessera::sequence_parallel, tessera::loss_parallel>>;
+//
+// A policy names mesh axes and options; `parallelize<...>` lists them. Against a mesh the
+// list resolves (constexpr) to a `parallel_spec`: which axis shards parameters (FSDP, or
+// HSDP's shard axis), which replicates them (HSDP), which splits the math (TP), and the
+// options. Everything downstream -- each parameter's and activation's layout, and so every
+// collective -- is a function of that value (tessera/parallel/layouts.hpp).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include <tessera/core/fixed_string.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/tensor/dtype.hpp>
+
+namespace tessera {
+
+/// When FSDP frees the gathered parameters of a block after its forward (FSDP2's
+/// reshard_after_forward): always (re-gathered for backward), never (kept from forward to
+/// backward), all_but_last (the last block, whose backward comes first, stays gathered).
+enum class reshard : std::uint8_t { always, never, all_but_last };
+
+/// FSDP option: when to free gathered parameters after forward (default: always).
+template <reshard R>
+struct reshard_after_forward {
+  static constexpr reshard value = R;
+};
+/// FSDP option: the dtype parameters are gathered and computed in, and the dtype gradients
+/// are reduced in (FSDP2's MixedPrecisionPolicy). Master weights and optimizer states stay
+/// f32 and sharded. Supported: <bf16, float> and <float, float> (the default).
+template <class Param, class Reduce>
+struct mixed_precision {
+  using param_type = Param;
+  using reduce_type = Reduce;
+};
+/// TP option: norms and residual stream sharded over the sequence (Megatron-SP): all-gather
+/// in front of each column-parallel region and reduce-scatter after each row-parallel one
+/// instead of all-reduces.
+struct sequence_parallel {};
+/// TP option: logits stay sharded over the vocabulary and the cross-entropy reduces its row
+/// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
+struct loss_parallel {};
+
+enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel };
+
+/// A policy as a value: its axes by name and its options.
+struct policy_desc {
+  policy_kind kind = policy_kind::fsdp;
+  std::string_view axis0;  ///< fsdp: the axis; hsdp: the replicate axis; tp: the axis
+  std::string_view axis1;  ///< hsdp: the shard axis
+  reshard reshard_mode = reshard::always;
+  bool bf16_params = false;
+  bool sequence_parallel = false;
+  bool loss_parallel = false;
+};
+
+namespace detail {
+template <class O>
+struct is_reshard_option : std::false_type {};
+template <reshard R>
+struct is_reshard_option<reshard_after_forward<R>> : std::true_type {};
+template <class O>
+struct is_mp_option : std::false_type {};
+template <class P, class R>
+struct is_mp_option<mixed_precision<P, R>> : std::true_type {
+  static constexpr bool supported = (std::is_same_v<P, tessera::bf16> || std::is_same_v<P, float>)&&std::is_same_v<R, float>;
+  static constexpr bool is_bf16 = std::is_same_v<P, tessera::bf16>;
+};
+
+template <class... O>
+constexpr policy_desc fsdp_options(policy_desc d) {
+  static_assert(((is_reshard_option<O>::value || is_mp_option<O>::value) && ...),
+                "tessera::fsdp / hsdp: unknown option; the options are reshard_after_forward<reshard::...> and "
+                "mixed_precision<Param, Reduce>");
+  static_assert((int{is_reshard_option<O>::value} + ... + 0) <= 1 && (int{is_mp_option<O>::value} + ... + 0) <= 1,
+                "tessera::fsdp / hsdp: an option is given twice; give each option at most once");
+  if constexpr ((is_mp_option<O>::value || ...)) {
+    static_assert(((!is_mp_option<O>::value || is_mp_option<O>::supported) && ...),
+                  "tessera::fsdp / hsdp: mixed_precision supports <tessera::bf16, float> and <float, float> "
+                  "(parameters in bf16 or f32, gradients reduced in f32)");
+  }
+  ([&] {
+    if constexpr (is_reshard_option<O>::value) d.reshard_mode = O::value;
+    if constexpr (is_mp_option<O>::value) d.bf16_params = is_mp_option<O>::is_bf16;
+  }(), ...);
+  return d;
+}
+}  // namespace detail
+
+/// Fully sharded data parallel over `Axis` (FSDP2): every parameter sharded over the axis
+/// (after TP: dp splits the TP-local shard), gathered per block before use with the next
+/// block prefetched, gradients reduce-scattered.
+template <fixed_string Axis, class... Options>
+struct fsdp {
+  static constexpr policy_desc desc =
+      detail::fsdp_options<Options...>(policy_desc{policy_kind::fsdp, Axis.view(), {}, {}, false, false, false});
+};
+
+/// Hybrid sharded data parallel: parameters sharded over `Shard`, replicated over
+/// `Replicate`; gradients reduce-scattered within a replica and all-reduced across.
+template <fixed_string Replicate, fixed_string Shard, class... Options>
+struct hsdp {
+  static constexpr policy_desc desc = detail::fsdp_options<Options...>(
+      policy_desc{policy_kind::hsdp, Replicate.view(), Shard.view(), {}, false, false, false});
+};
+
+namespace detail {
+template <class O>
+inline constexpr bool is_tp_option = std::is_same_v<O, sequence_parallel> || std::is_same_v<O, loss_parallel>;
+}
+
+/// Tensor parallel over `Axis` with TorchTitan's Llama plan: wq/wk/wv and w1/w3
+/// column-wise, wo and w2 row-wise, embedding sharded over the vocabulary, output
+/// column-wise; options sequence_parallel and loss_parallel.
+template <fixed_string Axis, class... Options>
+struct tensor_parallel {
+  static_assert((detail::is_tp_option<Options> && ...),
+                "tessera::tensor_parallel: unknown option; the options are sequence_parallel and loss_parallel");
+  static constexpr policy_desc desc{policy_kind::tensor_parallel, Axis.view(), {}, reshard::always, false,
+                                    (std::is_same_v<Options, sequence_parallel> || ...),
+                                    (std::is_same_v<Options, loss_parallel> || ...)};
+};
+
+namespace detail {
+template <class P>
+concept policy = requires {
+  { P::desc } -> std::convertible_to<policy_desc>;
+};
+}  // namespace detail
+
+/// The list of policies of a recipe.
+template <class... Policies>
+struct parallelize {
+  static_assert((detail::policy<Policies> && ...),
+                "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>)");
+  static constexpr int size = static_cast<int>(sizeof...(Policies));
+  static constexpr std::array<policy_desc, sizeof...(Policies)> policies{Policies::desc...};
+};
+
+template <class T>
+inline constexpr bool is_parallelize_v = false;
+template <class... P>
+inline constexpr bool is_parallelize_v<parallelize<P...>> = true;
+
+/// What went wrong when policies met a mesh.
+enum class policy_error : std::uint8_t {
+  none,
+  unknown_axis,     ///< a policy names an axis the mesh lacks
+  axis_twice,       ///< two policies (or hsdp's two axes) claim one axis
+  unclaimed_axis,   ///< a mesh axis no policy uses
+  two_data_parallel,///< more than one fsdp / hsdp
+  two_tensor_parallel,
+};
+
+/// The policies resolved against a mesh: axis indices (-1: none) and options.
+struct parallel_spec {
+  int dp_shard = -1;      ///< FSDP's axis, or HSDP's shard axis
+  int dp_replicate = -1;  ///< HSDP's replicate axis
+  int tp = -1;
+  int mesh_ndim = 0;
+  reshard reshard_mode = reshard::always;
+  bool bf16_params = false;
+  bool sequence_parallel = false;
+  bool loss_parallel = false;
+  policy_error error = policy_error::none;
+  int error_policy = -1;  ///< index of the offending policy (or axis for unclaimed_axis)
+
+  constexpr bool fsdp() const { return dp_shard >= 0; }
+  /// Axes the batch is split over (replicate axis first), as a mask.
+  constexpr unsigned batch_mask() const {
+    return (dp_shard >= 0 ? 1u << dp_shard : 0u) | (dp_replicate >= 0 ? 1u << dp_replicate : 0u);
+  }
+};
+
+template <std::size_t N, std::size_t P>
+constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& names,
+                                         const std::array<policy_desc, P>& policies) {
+  parallel_spec s;
+  s.mesh_ndim = static_cast<int>(N);
+  bool claimed[N > 0 ? N : 1] = {};
+  auto fail = [&](policy_error e, int i) {
+    if (s.error == policy_error::none) s.error = e, s.error_policy = i;
+  };
+  auto claim = [&](std::string_view name, int i) {
+    for (std::size_t a = 0; a < N; ++a)
+      if (names[a] == name) {
+        if (claimed[a]) fail(policy_error::axis_twice, i);
+        claimed[a] = true;
+        return static_cast<int>(a);
+      }
+    fail(policy_error::unknown_axis, i);
+    return -1;
+  };
+  for (std::size_t i = 0; i < P; ++i) {
+    const policy_desc& p = policies[i];
+    const int pi = static_cast<int>(i);
+    if (p.kind == policy_kind::tensor_parallel) {
+      if (s.tp >= 0) fail(policy_error::two_tensor_parallel, pi);
+      s.tp = claim(p.axis0, pi);
+      s.sequence_parallel = p.sequence_parallel;
+      s.loss_parallel = p.loss_parallel;
+    } else {
+      if (s.dp_shard >= 0) fail(policy_error::two_data_parallel, pi);
+      if (p.kind == policy_kind::hsdp) {
+        s.dp_replicate = claim(p.axis0, pi);
+        s.dp_shard = claim(p.axis1, pi);
+      } else {
+        s.dp_shard = claim(p.axis0, pi);
+      }
+      s.reshard_mode = p.reshard_mode;
+      s.bf16_params = p.bf16_params;
+    }
+  }
+  for (std::size_t a = 0; a < N; ++a)
+    if (!claimed[a]) fail(policy_error::unclaimed_axis, static_cast<int>(a));
+  return s;
+}
+
+constexpr std::string_view describe(policy_error e) noexcept {
+  switch (e) {
+    case policy_error::none: return "no error";
+    case policy_error::unknown_axis: return "a policy names an axis that is not in the mesh";
+    case policy_error::axis_twice: return "two policies claim the same mesh axis";
+    case policy_error::unclaimed_axis: return "a mesh axis is used by no policy";
+    case policy_error::two_data_parallel: return "more than one fsdp / hsdp policy";
+    case policy_error::two_tensor_parallel: return "more than one tensor_parallel policy";
+  }
+  return "?";
+}
+
+}  // namespace tessera

@@ -1,0 +1,55 @@
+// tessera/tensor/redistribute.hpp: run a compile-time plan on raw local blocks.
+//
+//   tessera::redistribute_local<Src, Dst>(dm, global, in, out);
+//
+// `in` is this rank's block of a tensor of shape `global` in layout Src, `out` receives
+// its block in layout Dst (sized tessera::local_box(Dst::spec, ...).numel(); it must not
+// overlap `in`). The steps are those of tessera::plan_t<Src, Dst, T>, a constant of the
+// program: a call runs collectives and local copies, never the planner. This is what
+// dist_tensor::redistribute and the parallel model runtime call. Collective: every rank
+// of the mesh calls it with the same global shape.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include <tessera/layout/layout.hpp>
+#include <tessera/plan/plan.hpp>
+#include <tessera/tensor/detail/redistribute.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+
+namespace tessera {
+
+template <class Src, class Dst, class T, class Mesh>
+void redistribute_local(device_mesh<Mesh>& dm, const shape_t& global, const T* in, T* out) {
+  using P = plan_t<Src, Dst, T>;
+  static_assert(std::is_same_v<typename Src::mesh_type, Mesh>,
+                "tessera::redistribute_local: the layouts must be on the device mesh's mesh");
+  box b = tessera::local_box(Src::spec, dm.shape(), global, dm.coords());
+  if constexpr (P::size == 0) {
+    if (in != out && b.numel() > 0) std::memcpy(out, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+  } else {
+    // intermediate blocks alternate between the device mesh's scratch slots 2 and 3 (run_step
+    // stages through slots 0 and 1); the last step writes `out`
+    const T* src = in;
+    for (int i = 0; i < P::size; ++i) {
+      const auto& after = P::layouts[static_cast<std::size_t>(i + 1)];
+      T* dst = out;
+      if (i + 1 < P::size) {
+        const auto n = static_cast<std::size_t>(tessera::local_box(after, dm.shape(), global, dm.coords()).numel());
+        dst = dm.template scratch<T>(2 + i % 2, n);
+      }
+      detail::run_step<T>(dm, P::value[i], P::layouts[static_cast<std::size_t>(i)], after, global, src, b, dst);
+      src = dst;
+    }
+  }
+}
+
+/// The number of elements of this rank's block of `global` in layout L.
+template <class L, class Mesh>
+std::int64_t local_numel(const device_mesh<Mesh>& dm, const shape_t& global) {
+  return tessera::local_box(L::spec, dm.shape(), global, dm.coords()).numel();
+}
+
+}  // namespace tessera

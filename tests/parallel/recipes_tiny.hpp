@@ -1,0 +1,52 @@
+// Small recipes over a tiny Llama for the parallel tests (fast on 2 cores, every code path:
+// GQA, a vocabulary that splits unevenly, FFN width divisible by 2).
+#pragma once
+
+#include <tessera/parallel/policies.hpp>
+#include <tessera/train/recipe.hpp>
+
+namespace tiny_recipes {
+using namespace tessera;
+
+struct tiny {
+  static constexpr llama_config config{.name = "tiny", .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                                       .vocab_size = 97, .multiple_of = 32};
+};
+struct fsdp_dyn {
+  static constexpr std::string_view name = "tiny_fsdp";
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp">>;
+};
+struct fsdp_never {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", reshard_after_forward<reshard::never>>>;
+};
+struct hsdp_2x2 {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp_replicate", 2>, axis<"dp_shard", 2>>;
+  using parallelize = tessera::parallelize<hsdp<"dp_replicate", "dp_shard">>;
+};
+struct tp_sp_lp {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct tp_plain {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp">>;
+};
+struct fsdp_tp_2d {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", reshard_after_forward<reshard::all_but_last>>,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct fsdp_tp_bf16 {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, tensor_parallel<"tp", loss_parallel>>;
+};
+}  // namespace tiny_recipes

@@ -1,6 +1,12 @@
-// train_llama: train a Llama 3 model on one rank (the CPU), as TorchTitan's train.py does.
+// train_llama: train a Llama 3 model, as TorchTitan's train.py does: on one rank (the CPU),
+// or with a recipe's parallelism on in-process ranks (threads) or MPI ranks.
 //
 //   train_llama --model debugmodel --steps 20 --batch 8 --seq-len 256 --metrics m.jsonl
+//   train_llama --recipe debug_2d --ranks 4 --steps 20          (4 threads: FSDP x TP)
+//   mpirun -np 4 train_llama --recipe debug_2d --backend mpi    (4 processes)
+//
+// In recipe mode --batch is the global batch (sequences per step over all data-parallel
+// ranks), so that a recipe and one rank see the same data and give the same loss curve.
 //
 // Data: --tokens FILE.bin (raw little-endian int32), or text (--data FILE, default: the
 // English fortunes of Debian's `fortunes` package) tokenized with a SentencePiece model
@@ -30,6 +36,11 @@
 #include <tessera/train/tokenizer.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include "parallel_run.hpp"
+#ifdef TESSERA_HAS_MPI
+#include <tessera/comm/mpi.hpp>
+#endif
+
 namespace {
 namespace fs = std::filesystem;
 using namespace tessera;
@@ -50,6 +61,8 @@ struct options {
   std::string save_dtype = "f32";
   int threads = 0;
   bool no_shuffle = false;
+  std::string recipe, backend = "threads";
+  std::int64_t ranks = 0;
 };
 
 std::string default_cache_dir() {
@@ -95,6 +108,8 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
   return toks;
 }
 
+int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& argv);
+
 int run(int argc, char** argv) {
   options o;
   train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU).");
@@ -124,7 +139,10 @@ int run(int argc, char** argv) {
       .add_choice("save-dtype", &o.save_dtype, {"f32", "bf16"}, "dtype of --save-weights")
       .add("metrics", &o.metrics, "JSONL file, one object per step")
       .add("threads", &o.threads, "CPU threads (default: TESSERA_NUM_THREADS or all cores)")
-      .add_flag("no-shuffle", &o.no_shuffle, "visit the data windows in file order");
+      .add_flag("no-shuffle", &o.no_shuffle, "visit the data windows in file order")
+      .add("recipe", &o.recipe, "train with a shipped recipe's parallelism: " + recipes::names())
+      .add("ranks", &o.ranks, "ranks of a --recipe run (threads backend; default: the recipe's mesh size)")
+      .add_choice("backend", &o.backend, {"threads", "mpi"}, "ranks as threads of this process, or MPI processes (mpirun)");
   try {
     if (!cli.parse(argc, argv)) {
       std::cout << cli.help();
@@ -137,6 +155,9 @@ int run(int argc, char** argv) {
     check(o.lr > 0, "--lr must be positive");
     check(o.max_norm >= 0, "--max-norm must be >= 0 (0 turns clipping off)");
     check(o.threads >= 0, "--threads must be >= 0");
+    check(o.ranks >= 0, "--ranks must be >= 0");
+    check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
+          "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;
@@ -147,6 +168,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   if (o.threads > 0) cpu::set_num_threads(o.threads);
+  if (!o.recipe.empty()) return run_recipe(o, *cfg, argc, argv);
 
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
@@ -205,6 +227,68 @@ int run(int argc, char** argv) {
     std::printf("saved weights to %s\n", o.save_weights.c_str());
   }
   return 0;
+}
+train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::int32_t>& tokens) {
+  train_llama_cli::run_inputs in;
+  in.steps = o.steps, in.batch = o.batch, in.seq_len = o.seq_len, in.accum = o.accum, in.seed = o.seed;
+  in.shuffle = !o.no_shuffle;
+  in.opt.lr = o.lr, in.opt.weight_decay = o.weight_decay, in.opt.max_norm = o.max_norm, in.opt.warmup = o.warmup;
+  in.opt.schedule = o.lr_schedule;
+  in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
+  in.tokens = &tokens;
+  return in;
+}
+
+int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& argv) {
+  int status = 2;
+  const bool known = recipes::visit(o.recipe, [&]<class R>() {
+    constexpr llama_config rc = recipe_traits<R>::config;
+    if (o.model != rc.name) {
+      std::cerr << "train_llama: error: recipe " << R::name << " compiles in model " << rc.name << ", not --model "
+                << o.model << "; drop --model or write a recipe for it (docs/recipes.md)\n";
+      return;
+    }
+    (void)cfg;
+    if (o.backend == "mpi") {
+#ifdef TESSERA_HAS_MPI
+      comm::mpi_environment env(argc, argv);
+      comm::mpi_communicator world;
+      if (o.ranks != 0 && o.ranks != world.size())
+        throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
+                    " MPI processes; under mpirun the rank count is mpirun's -np");
+      const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
+      auto tokens = load_tokens(o, rc);
+      auto in = inputs_of(o, tokens);
+      in.peak_flops = train::measure_sgemm_flops(512);
+      train_llama_cli::run_rank<R>(world, mesh, in);
+      status = 0;
+#else
+      std::cerr << "train_llama: error: this build has no MPI (install libopenmpi-dev and reconfigure); use "
+                   "--backend threads\n";
+#endif
+      return;
+    }
+    using M = typename R::mesh;
+    std::int64_t ranks = o.ranks;
+    if (ranks == 0) {
+      if constexpr (M::is_always_static()) ranks = tessera::world_size(M::static_shape);
+      else throw error("recipe " + std::string(R::name) + " has a dynamic mesh axis; give --ranks N");
+    }
+    const auto mesh = train_llama_cli::bind_mesh<R>(ranks);
+    (void)mesh;
+    auto tokens = load_tokens(o, rc);
+    if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
+    auto in = inputs_of(o, tokens);
+    in.peak_flops = train::measure_sgemm_flops(512);
+    train_llama_cli::run_threads<R>(ranks, in);
+    status = 0;
+  });
+  if (!known) {
+    std::cerr << "train_llama: error: unknown --recipe '" << o.recipe << "'; choose one of " << recipes::names()
+              << "\n";
+    return 2;
+  }
+  return status;
 }
 }  // namespace
 

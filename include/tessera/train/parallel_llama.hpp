@@ -85,7 +85,7 @@ class parallel_llama {
     box whole;
     whole.rank = g.rank;
     whole.size = g.extent;
-    detail::copy_region(full, whole, stored(i), b, b);
+    tessera::detail::copy_region(full, whole, stored(i), b, b);
   }
   /// The whole parameter i on every rank (collective).
   std::vector<float> full_param(std::int64_t i) {

@@ -1,0 +1,77 @@
+// tessera/train/recipes.hpp: the recipes tessera ships, and lookup by name.
+//
+// A recipe is a struct: a model config type, a mesh, and the policies (docs/recipes.md).
+// The debug recipes train TorchTitan's debugmodel; `train_llama --recipe NAME --ranks N`
+// runs any of them:
+//   debug_fsdp   FSDP over every rank (dp = N)
+//   debug_hsdp   HSDP: 2 replicas x N/2 shards
+//   debug_tp     tensor parallel over 2 ranks with sequence and loss parallel
+//   debug_2d     FSDP dp = 2 x TP tp = 2 with sequence and loss parallel (4 ranks)
+// llama3_8b_fsdp (FSDP over 8 ranks) is the paper's 8B configuration, for the memory
+// estimator; it is far too large for a CPU.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/policies.hpp>
+
+namespace tessera::recipes {
+
+struct debug_fsdp {
+  static constexpr std::string_view name = "debug_fsdp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp">>;
+};
+
+struct debug_hsdp {
+  static constexpr std::string_view name = "debug_hsdp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp_replicate", 2>, axis<"dp_shard">>;
+  using parallelize = tessera::parallelize<hsdp<"dp_replicate", "dp_shard">>;
+};
+
+struct debug_tp {
+  static constexpr std::string_view name = "debug_tp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
+struct debug_2d {
+  static constexpr std::string_view name = "debug_2d";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
+struct llama3_8b_fsdp {
+  static constexpr std::string_view name = "llama3_8b_fsdp";
+  using model = llama3_8b;
+  using mesh = tessera::mesh<axis<"dp", 8>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>>;
+};
+
+/// Calls `f.template operator()<R>()` with the shipped recipe called `name` that a CPU can
+/// run; returns false when there is none.
+template <class F>
+bool visit(std::string_view name, F&& f) {
+  bool found = false;
+  auto one = [&]<class R>() {
+    if (!found && R::name == name) {
+      found = true;
+      f.template operator()<R>();
+    }
+  };
+  one.template operator()<debug_fsdp>();
+  one.template operator()<debug_hsdp>();
+  one.template operator()<debug_tp>();
+  one.template operator()<debug_2d>();
+  return found;
+}
+
+inline std::string names() { return "debug_fsdp|debug_hsdp|debug_tp|debug_2d"; }
+
+}  // namespace tessera::recipes

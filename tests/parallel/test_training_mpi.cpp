@@ -1,0 +1,31 @@
+// Equivalence under mpirun: debug_2d and debug_fsdp over MPI processes train like one rank.
+#include <cstdio>
+#include <string>
+
+#include <tessera/comm/mpi.hpp>
+
+#include "training_check.hpp"
+
+using namespace tessera;
+namespace tc = training_check;
+
+template <class R>
+bool check(comm::mpi_communicator& world, const std::vector<double>& ref, const std::vector<std::int32_t>& toks) {
+  const auto got = tc::recipe_curve<R>(world, typename R::mesh(world.size()), toks);
+  const double dev = tc::deviation(ref, got);
+  if (world.rank() == 0)
+    std::printf("%s on %d MPI ranks: max relative deviation from one rank %.2e (tolerance %.0e)\n",
+                std::string(R::name).c_str(), world.size(), dev, tc::tolerance);
+  return dev <= tc::tolerance;
+}
+
+int main(int argc, char** argv) {
+  comm::mpi_environment env(argc, argv);
+  comm::mpi_communicator world;
+  const auto toks = tc::tokens();
+  const auto ref = tc::serial_curve(toks);
+  bool ok = check<recipes::debug_fsdp>(world, ref, toks);
+  if (world.size() == 4) ok = check<recipes::debug_2d>(world, ref, toks) && ok;
+  if (world.rank() == 0) std::printf(ok ? "PASSED\n" : "FAILED\n");
+  return ok ? 0 : 1;
+}

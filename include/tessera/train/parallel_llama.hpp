@@ -25,6 +25,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/layout/print.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/tensor/arena.hpp>
 #include <tessera/tensor/device_mesh.hpp>
@@ -164,6 +165,34 @@ class parallel_llama {
       });
     }
     return std::sqrt(total);
+  }
+
+  /// What the recipe compiled to: per TP style, the parameter layouts and the plans that
+  /// unshard a parameter and reduce its gradient; the activation plans of a TP region.
+  static std::string summary() {
+    const std::span<const std::string_view> names(mesh_type::names);
+    auto steps = [&]<class P>() {
+      std::string t;
+      for (int k = 0; k < P::size; ++k) t += (k ? ", " : "") + to_string(P::value[k], mesh_type::names);
+      return P::size ? t : std::string("nothing");
+    };
+    std::string out;
+    auto style_line = [&]<tp_style S, int R>(std::string_view what) {
+      using L = style_layouts<S, R>;
+      out += std::string(what) + ": stored " + to_canonical_string(L::storage::spec, names) + ", computed " +
+             to_canonical_string(L::compute::spec, names) + "; unshard = " +
+             steps.template operator()<plan_t<typename L::storage, typename L::compute, float>>() +
+             "; gradient " + to_canonical_string(L::grad::spec, names) + " -> stored = " +
+             steps.template operator()<plan_t<typename L::grad, typename L::storage, float>>() + "\n";
+    };
+    style_line.template operator()<tp_style::colwise, 2>("column-wise (wq wk wv w1 w3)");
+    style_line.template operator()<tp_style::rowwise, 2>("row-wise (wo w2)");
+    style_line.template operator()<tp_style::vocab, 2>("vocabulary (embedding, output)");
+    style_line.template operator()<tp_style::replicated, 1>("norms");
+    out += "activations [B, T, D]: residual " + to_canonical_string(residual_l::spec, names) + "; into a column-parallel "
+           "region = " + steps.template operator()<plan_t<residual_l, replicated_l, float>>() +
+           "; out of a row-parallel region = " + steps.template operator()<plan_t<partial_l, residual_l, float>>() + "\n";
+    return out;
   }
 
   /// Bytes of this rank's stored parameters and gradients.

@@ -227,7 +227,7 @@ TEST_CASE("config errors: wrong types and bad values name file, line and key") {
     const char* toml;
     const char* expect;
   };
-  for (const auto& [toml, expect] : std::vector<bad>{
+  for (const bad& x : std::vector<bad>{
            {"[training]\nsteps = \"ten\"\n", ":2:9: training.steps must be an integer, not a string"},
            {"[training]\nsteps = 10.5\n", "training.steps must be an integer, not a float"},
            {"[optimizer]\nlr = \"fast\"\n", "optimizer.lr must be a number, not a string"},
@@ -238,12 +238,12 @@ TEST_CASE("config errors: wrong types and bad values name file, line and key") {
            {"[lr_scheduler]\ndecay_type = \"step\"\n", "'step' is not one of constant|linear|cosine"},
            {"[job]\nthreads = 9999999999\n", "is not a 32-bit integer"},
        }) {
-    CAPTURE(toml);
+    CAPTURE(x.toml);
     bound b;
-    const std::string f = write("type.toml", toml);
+    const std::string f = write("type.toml", x.toml);
     const std::string m = b.load_error(f);
     CHECK(has(m, f + ":"));
-    CHECK(has(m, expect));
+    CHECK(has(m, x.expect));
   }
 }
 

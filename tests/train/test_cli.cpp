@@ -88,9 +88,9 @@ TEST_CASE("unknown keys name the nearest known key") {
 TEST_CASE("forbidden keys fail with the program's message, as keys or whole sections") {
   fields f;
   auto o = make(f);
-  o.forbid("mesh.tp", "mesh.tp is fixed").forbid("policy.*", "policies are fixed");
+  o.forbid("mesh.tp", "is fixed").forbid("policy.*", "is a policy, fixed");
   CHECK(failure_of<error>([&] { parse(o, {"--mesh.tp", "2"}); }) == "mesh.tp is fixed");
-  CHECK(failure_of<error>([&] { o.set("policy.anything", "1"); }) == "policies are fixed");
+  CHECK(failure_of<error>([&] { o.set("policy.anything", "1"); }) == "policy.anything is a policy, fixed");
   CHECK(failure_of<error>([&] { o.set("mesh.tp", "1"); }) == "mesh.tp is fixed");
   CHECK(has(failure_of<error>([&] { o.set("mesh.dp", "1"); }), "unknown option --mesh.dp"));
   CHECK(o.forbidden("policy.x"));

@@ -105,8 +105,8 @@ class option_set {
     aliases_.push_back({std::move(short_key), std::move(long_key)});
     return *this;
   }
-  /// Setting `key` fails with `message`. `key` is a dotted key, or `section.*` for every
-  /// key of a section not otherwise defined.
+  /// Setting `key` fails with the error "<the key given> <message>". `key` is a dotted key,
+  /// or `section.*` for every key of a section not otherwise defined.
   option_set& forbid(std::string key, std::string message) {
     check(find(key) == nullptr, "option_set: --" + key + " is both an option and forbidden");
     forbidden_.push_back({std::move(key), std::move(message)});
@@ -124,14 +124,14 @@ class option_set {
       if (a.name == key) return a.target;
     return "";
   }
-  /// The message of a forbidden key, or nullopt when `key` may be set.
+  /// The error for setting forbidden key `key`, or nullopt when it is not forbidden.
   std::optional<std::string> forbidden(std::string_view key) const {
     for (const auto& f : forbidden_) {
       const std::string_view p = f.key;
       const bool section = p.size() > 2 && p.substr(p.size() - 2) == ".*";
       const std::string_view prefix = p.substr(0, p.size() - 1);  // "section." when a section
       if (p == key || (section && key.size() > prefix.size() && key.substr(0, prefix.size()) == prefix))
-        return f.message;
+        return std::string(key) + " " + f.message;
     }
     return std::nullopt;
   }
@@ -157,8 +157,9 @@ class option_set {
   /// The error text for an unknown key, with the nearest known key when there is one.
   std::string unknown_message(std::string_view key, bool keys_only = false) const {
     const std::string near = nearest(key, keys_only);
-    return "unknown option --" + std::string(key) + (near.empty() ? "" : " (did you mean --" + near + "?)") +
-           "; run " + program_ + " --help";
+    std::string m = std::string("unknown option --").append(key);
+    if (!near.empty()) m += " (did you mean --" + near + "?)";
+    return m + "; run " + program_ + " --help";
   }
 
   /// Sets option `key` (without dashes; an alias works too) from text. Throws on a

@@ -117,21 +117,24 @@ inline constexpr compiled_in_key compiled_in_keys[] = {
     {"model.name", "the model template (Llama 3)"},
 };
 
-/// The error text for setting compiled-in key `key` (its table entry `what`).
-inline std::string compiled_in_message(std::string_view key, std::string_view what) {
-  return std::string(key) + " (" + std::string(what) +
-         ") is compiled into the recipe (mesh axes and policies are types); choose another recipe "
-         "with --recipe, or write one (docs/recipes.md)";
+/// What follows a compiled-in key in its error (`what`: its table entry's).
+inline std::string compiled_in_message(std::string_view what) {
+  return std::string("(").append(what).append(
+      ") is compiled into the recipe (mesh axes and policies are types); choose another recipe "
+      "with --recipe, or write one (docs/recipes.md)");
 }
 
-void load_toml(const std::string& path, option_set& options);
+inline void load_toml(const std::string& path, option_set& options);
 
 /// Registers every key of run_config on `options`, with help, train_llama's short flags as
 /// aliases, `job.config_file` (alias `config`) as an early option that loads a TOML file,
 /// and the compiled-in keys as forbidden. `c` must outlive `options`.
 inline void bind(option_set& options, run_config& c) {
   std::string models;
-  for (const llama_config* m : named_configs) models += (models.empty() ? "" : "|") + std::string(m->name);
+  for (const llama_config* m : named_configs) {
+    if (!models.empty()) models += '|';
+    models += m->name;
+  }
   options
       .add_early("job.config_file", &c.job.config_file, "TOML file of these keys, read before the other flags",
                  [](option_set& o, const std::string& path) { load_toml(path, o); })
@@ -195,7 +198,7 @@ inline void bind(option_set& options, run_config& c) {
       .alias("save-weights", "checkpoint.save_weights")
       .alias("save-dtype", "checkpoint.export_dtype")
       .alias("metrics", "metrics.file");
-  for (const auto& k : compiled_in_keys) options.forbid(std::string(k.key), compiled_in_message(k.key, k.what));
+  for (const auto& k : compiled_in_keys) options.forbid(std::string(k.key), compiled_in_message(k.what));
 }
 
 /// Checks the ranges train_llama requires; the message names the key and its flag.

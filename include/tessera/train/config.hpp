@@ -12,7 +12,7 @@
 // before every other flag wherever it stands) < the other flags. What a recipe compiles
 // in (mesh axes, parallel policies) is no option: the keys of `compiled_in_keys` fail with
 // a message saying so, from TOML and from the command line alike. docs/training.md has
-// the table of keys.
+// the table of keys. Needs toml++ (Debian libtomlplusplus-dev): link tessera::tomlplusplus.
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-# Finds tessera's optional dependencies (MPI, CUDA, NCCL, OpenBLAS, SentencePiece) and defines one INTERFACE target per component.
+# Finds tessera's optional dependencies (MPI, CUDA, NCCL, OpenBLAS, SentencePiece, toml++) and defines one INTERFACE target per component.
 # Used both by the build tree and by the installed package config. None is required:
 # a component whose dependency is missing is simply absent (TESSERA_HAS_<C> is OFF).
 
@@ -31,6 +31,24 @@ macro(tessera_find_components)
   find_library(TESSERA_SENTENCEPIECE_TRAIN_LIBRARY sentencepiece_train)
   if(TESSERA_SENTENCEPIECE_INCLUDE_DIR AND TESSERA_SENTENCEPIECE_LIBRARY AND TESSERA_SENTENCEPIECE_TRAIN_LIBRARY)
     set(TESSERA_HAS_SENTENCEPIECE ON)
+  endif()
+
+  # toml++ (train/config.hpp): its CMake package (Debian ships one, building a shared
+  # library), else its pkg-config file.
+  set(TESSERA_HAS_TOMLPLUSPLUS OFF)
+  find_package(tomlplusplus QUIET)
+  if(TARGET tomlplusplus::tomlplusplus)
+    set(TESSERA_HAS_TOMLPLUSPLUS ON)
+    set(TESSERA_TOMLPLUSPLUS_TARGET tomlplusplus::tomlplusplus)
+  else()
+    find_package(PkgConfig QUIET)
+    if(PKG_CONFIG_FOUND)
+      pkg_check_modules(TESSERA_TOMLPLUSPLUS QUIET IMPORTED_TARGET tomlplusplus)
+      if(TESSERA_TOMLPLUSPLUS_FOUND)
+        set(TESSERA_HAS_TOMLPLUSPLUS ON)
+        set(TESSERA_TOMLPLUSPLUS_TARGET PkgConfig::TESSERA_TOMLPLUSPLUS)
+      endif()
+    endif()
   endif()
 endmacro()
 
@@ -69,5 +87,11 @@ function(tessera_define_component_targets core)
                           ${TESSERA_SENTENCEPIECE_TRAIN_LIBRARY})
     target_compile_definitions(tessera_sentencepiece INTERFACE TESSERA_HAS_SENTENCEPIECE=1)
     add_library(tessera::sentencepiece ALIAS tessera_sentencepiece)
+  endif()
+  if(TESSERA_HAS_TOMLPLUSPLUS AND NOT TARGET tessera::tomlplusplus)
+    add_library(tessera_tomlplusplus INTERFACE)
+    target_link_libraries(tessera_tomlplusplus INTERFACE ${core} ${TESSERA_TOMLPLUSPLUS_TARGET})
+    target_compile_definitions(tessera_tomlplusplus INTERFACE TESSERA_HAS_TOMLPLUSPLUS=1)
+    add_library(tessera::tomlplusplus ALIAS tessera_tomlplusplus)
   endif()
 endfunction()

@@ -9,4 +9,4 @@ bash "$root/.ci/setup.sh"
 dir="$root/build/main"
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
 cmake --build "$dir" -j "$(nproc)" --target train_llama
-exec "$dir/examples/train/train_llama" --recipe debug_2d --ranks 4 --steps 20 --batch 8 --seq-len 128 "$@"
+exec "$dir/examples/train/train_llama" --recipe debug_2d --ranks 4 --steps 20 --batch 4 --seq-len 128 "$@"

@@ -40,6 +40,15 @@ typename R::mesh bind_mesh(std::int64_t ranks) {
   }
 }
 
+/// The global batch: `global` when set (> 0), else `local` per data-parallel rank.
+template <class R>
+std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::int64_t global) {
+  std::int64_t dp = 1;
+  for (int a = 0; a < R::mesh::ndim; ++a)
+    if ((recipe_traits<R>::spec.batch_mask() >> a) & 1u) dp *= m.size(a);
+  return global > 0 ? global : local * dp;
+}
+
 /// One rank's run of recipe R on communicator `c`; rank 0 prints and writes files.
 template <class R, class C>
 void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {

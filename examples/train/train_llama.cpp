@@ -5,8 +5,10 @@
 //   train_llama --recipe debug_2d --ranks 4 --steps 20          (4 threads: FSDP x TP)
 //   mpirun -np 4 train_llama --recipe debug_2d --backend mpi    (4 processes)
 //
-// In recipe mode --batch is the global batch (sequences per step over all data-parallel
-// ranks), so that a recipe and one rank see the same data and give the same loss curve.
+// As in TorchTitan, --batch (training.local_batch_size) is per data-parallel rank and the
+// global batch is local x the recipe's dp degree unless training.global_batch_size is set;
+// a recipe and one rank given the same global batch see the same data and give the same
+// loss curve (e.g. --recipe debug_2d --batch 4 and a single rank with --batch 8).
 //
 // Data: --tokens FILE.bin (raw little-endian int32), or text (--data FILE, default: the
 // English fortunes of Debian's `fortunes` package) tokenized with a SentencePiece model
@@ -29,6 +31,7 @@
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/cli.hpp>
+#include <tessera/train/config.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
 #include <tessera/train/metrics.hpp>
@@ -52,7 +55,8 @@ struct options {
   std::int64_t batch = 8;
   std::int64_t seq_len = 256;
   std::int64_t accum = 1;
-  double lr = 8e-4;
+  std::int64_t global_batch = -1;
+  double lr = 8e-4, beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
   std::int64_t warmup = 2;
   std::string lr_schedule = "linear";
   double weight_decay = 0.1;
@@ -110,44 +114,42 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
 
 int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& argv);
 
+/// The run's options from the configuration (defaults < TOML file < command line).
+void from_config(options& o, const train::run_config& c) {
+  o.model = c.model.flavor, o.steps = c.training.steps, o.seed = c.training.seed;
+  o.batch = c.training.local_batch_size, o.global_batch = c.training.global_batch_size;
+  o.seq_len = c.training.seq_len, o.accum = c.training.gradient_accumulation_steps;
+  o.lr = c.optimizer.lr, o.beta1 = c.optimizer.beta1, o.beta2 = c.optimizer.beta2, o.eps = c.optimizer.eps;
+  o.warmup = c.lr_scheduler.warmup_steps, o.lr_schedule = c.lr_scheduler.decay_type;
+  o.weight_decay = c.optimizer.weight_decay, o.max_norm = c.training.max_norm;
+  o.data = c.training.dataset_path, o.tokens = c.training.tokens_file, o.tokenizer = c.model.tokenizer_path;
+  o.cache_dir = c.model.tokenizer_cache_dir, o.init_from = c.checkpoint.initial_load_path;
+  o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
+  o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
+  o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle;
+}
+
 int run(int argc, char** argv) {
   options o;
-  train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU).");
+  train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU) or with a recipe on many.");
   std::string models;
   for (const llama_config* c : named_configs) {
     if (!models.empty()) models += '|';
     models += c->name;
   }
-  cli.add("model", &o.model, "model configuration: " + models)
-      .add("steps", &o.steps, "optimizer steps")
-      .add("seed", &o.seed, "seed of the initialization and of the data order")
-      .add("batch", &o.batch, "sequences per micro-batch (B)")
-      .add("seq-len", &o.seq_len, "tokens per sequence (T)")
-      .add("grad-accum", &o.accum, "micro-batches per optimizer step (gradient accumulation)")
-      .add("lr", &o.lr, "peak learning rate")
-      .add("warmup", &o.warmup, "linear warmup steps")
-      .add_choice("lr-schedule", &o.lr_schedule, {"constant", "linear", "cosine"}, "decay after warmup")
-      .add("weight-decay", &o.weight_decay, "AdamW weight decay (betas 0.9, 0.95, eps 1e-8)")
-      .add("max-norm", &o.max_norm, "clip the global gradient norm to this (0 = off)")
-      .add("data", &o.data, "text file to train on (default: Debian's fortunes)")
-      .add("tokens", &o.tokens, "pre-tokenized file of raw little-endian int32 ids")
-      .add("tokenizer", &o.tokenizer, "SentencePiece .model file (default: train a BPE once)")
-      .add("cache-dir", &o.cache_dir, "where trained tokenizers are cached (default ~/.cache/tessera)")
-      .add("save-tokens", &o.save_tokens, "write the tokenized corpus as int32 .bin and continue")
-      .add("init-from", &o.init_from, "Hugging Face safetensors checkpoint to start from")
-      .add("save-weights", &o.save_weights, "write the trained weights as HF safetensors")
-      .add_choice("save-dtype", &o.save_dtype, {"f32", "bf16"}, "dtype of --save-weights")
-      .add("metrics", &o.metrics, "JSONL file, one object per step")
-      .add("threads", &o.threads, "CPU threads (default: TESSERA_NUM_THREADS or all cores)")
-      .add_flag("no-shuffle", &o.no_shuffle, "visit the data windows in file order")
-      .add("recipe", &o.recipe, "train with a shipped recipe's parallelism: " + recipes::names())
+  train::run_config rc;
+  train::bind(cli, rc);
+  cli.add("recipe", &o.recipe, "train with a shipped recipe's parallelism: " + recipes::names())
       .add("ranks", &o.ranks, "ranks of a --recipe run (threads backend; default: the recipe's mesh size)")
-      .add_choice("backend", &o.backend, {"threads", "mpi"}, "ranks as threads of this process, or MPI processes (mpirun)");
+      .add_choice("backend", &o.backend, {"threads", "mpi"},
+                  "ranks as threads of this process, or MPI processes (mpirun)");
   try {
     if (!cli.parse(argc, argv)) {
       std::cout << cli.help();
       return 0;
     }
+    train::validate(rc);
+    from_config(o, rc);
     check(o.steps > 0, "--steps must be positive");
     check(o.batch > 0 && o.seq_len > 0, "--batch and --seq-len must be positive");
     check(o.accum > 0, "--grad-accum must be positive");
@@ -184,6 +186,7 @@ int run(int argc, char** argv) {
 
   auto tokens = load_tokens(o, *cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
+  if (o.global_batch > 0) o.batch = o.global_batch;
   train::batch_loader loader(tokens, o.batch, o.seq_len, o.seed, !o.no_shuffle);
 
   llama_model model(*cfg);
@@ -209,6 +212,7 @@ int run(int argc, char** argv) {
 
   train::optimizer_options opt;
   opt.lr = o.lr;
+  opt.beta1 = o.beta1, opt.beta2 = o.beta2, opt.eps = o.eps;
   opt.weight_decay = o.weight_decay;
   opt.max_norm = o.max_norm;
   opt.warmup = o.warmup;
@@ -234,6 +238,7 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   in.shuffle = !o.no_shuffle;
   in.opt.lr = o.lr, in.opt.weight_decay = o.weight_decay, in.opt.max_norm = o.max_norm, in.opt.warmup = o.warmup;
   in.opt.schedule = o.lr_schedule;
+  in.opt.beta1 = o.beta1, in.opt.beta2 = o.beta2, in.opt.eps = o.eps;
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
   in.tokens = &tokens;
   return in;
@@ -259,6 +264,7 @@ int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& arg
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
+      in.batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
       in.peak_flops = train::measure_sgemm_flops(512);
       train_llama_cli::run_rank<R>(world, mesh, in);
       status = 0;
@@ -275,10 +281,10 @@ int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& arg
       else throw error("recipe " + std::string(R::name) + " has a dynamic mesh axis; give --ranks N");
     }
     const auto mesh = train_llama_cli::bind_mesh<R>(ranks);
-    (void)mesh;
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
     auto in = inputs_of(o, tokens);
+    in.batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
     in.peak_flops = train::measure_sgemm_flops(512);
     train_llama_cli::run_threads<R>(ranks, in);
     status = 0;

@@ -63,7 +63,8 @@ struct run_config {
   } lr_scheduler;
   struct training_section {
     std::int64_t steps = 20;                       ///< training.steps: optimizer steps
-    std::int64_t local_batch_size = 8;             ///< training.local_batch_size: B per micro-batch
+    std::int64_t local_batch_size = 8;             ///< training.local_batch_size: B per data-parallel rank
+    std::int64_t global_batch_size = -1;           ///< training.global_batch_size: -1 = local x dp degree
     std::int64_t seq_len = 256;                    ///< training.seq_len: T
     std::int64_t gradient_accumulation_steps = 1;  ///< micro-batches per optimizer step
     double max_norm = 1.0;                         ///< training.max_norm: clip (0 = off)
@@ -155,7 +156,10 @@ inline void bind(option_set& options, run_config& c) {
       .add_choice("lr_scheduler.decay_type", &c.lr_scheduler.decay_type, {"constant", "linear", "cosine"},
                   "decay after warmup")
       .add("training.steps", &c.training.steps, "optimizer steps")
-      .add("training.local_batch_size", &c.training.local_batch_size, "sequences per micro-batch (B)")
+      .add("training.local_batch_size", &c.training.local_batch_size,
+           "sequences per micro-batch per data-parallel rank (B)")
+      .add("training.global_batch_size", &c.training.global_batch_size,
+           "sequences per micro-batch over all data-parallel ranks (-1: local_batch_size x dp degree)")
       .add("training.seq_len", &c.training.seq_len, "tokens per sequence (T)")
       .add("training.gradient_accumulation_steps", &c.training.gradient_accumulation_steps,
            "micro-batches per optimizer step")

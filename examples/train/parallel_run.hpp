@@ -9,6 +9,7 @@
 
 #include <tessera/comm/threads.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/metrics.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
@@ -71,6 +72,10 @@ void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
     std::printf("recipe %s: mesh %s, %s; rank 0 stores %.2f MiB of parameters and gradients\n",
                 std::string(R::name).c_str(), dm.mesh().str().c_str(), c.size() == 1 ? "1 rank" : "ranks in step",
                 static_cast<double>(pm.stored_bytes()) / (1 << 20));
+  if (lead)
+    std::printf("memory estimate for rank 0 (batch %lld x seq %lld):\n%s", static_cast<long long>(in.batch),
+                static_cast<long long>(in.seq_len),
+                estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, in.steps, in.accum, in.opt, in.peak_flops);
   train::jsonl_writer jsonl;

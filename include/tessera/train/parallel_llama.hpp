@@ -44,7 +44,7 @@ class parallel_llama {
   static constexpr llama_config cfg = traits::config;
 
   explicit parallel_llama(device_mesh<mesh_type>& dm)
-      : dm_(dm), model_(cfg, shard_of(dm), false), hooks_(*this) {
+      : dm_(dm), model_(cfg, shard_of(dm), false), hooks_{*this} {
     traits::check_mesh(dm.shape());
     const std::int64_t n = model_.n_tensors();
     arena_layout layout;

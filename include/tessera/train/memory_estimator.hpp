@@ -1,0 +1,218 @@
+// tessera/train/memory_estimator.hpp: per-rank memory of a recipe's training step, as a
+// constexpr function of the model config, the resolved policies, the mesh, the batch and
+// the sequence length.
+//
+//   constexpr auto e = tessera::estimate_memory(tessera::llama3_8b::config, spec, mesh, 8, 8192);
+//   std::puts(e.to_string().c_str());
+//   constexpr auto r = tessera::estimate_memory<my_recipe>(mesh, global_batch, seq_len);
+//
+// It follows tessera::train::parallel_llama and llama_model step by step (see docs/memory.md):
+//   parameters     the stored f32 master blocks (storage_spec: TP, then FSDP), one arena
+//                  whose slots are padded to 16 elements;
+//   gradients      the stored gradient blocks, an arena of the same layout;
+//   optimizer      AdamW's m and v, two more arenas of that layout (basic_trainer);
+//   activations    exactly the buffers llama_model::prepare allocates for the rank's local
+//                  batch, the full (or TP-local) heads / FFN / vocabulary and, under
+//                  sequence parallel, its part of the sequence;
+//   gathered       the unsharded parameters (f32 tensors) of the FSDP units alive at the peak;
+//   grad_buffers   the compute-layout gradient tensors alive at the peak (the root's, kept for
+//                  the whole backward, and the block's in backward);
+//   staging        communication buffers: device_mesh scratch slots 0-3 (run_step staging
+//                  of uneven or non-contiguous all-gathers / reduce-scatters, and the
+//                  intermediate block of two-step plans), parallel_llama's stage_ vector and
+//                  its bf16 staging under mixed precision. These are std::vectors that grow
+//                  and stay; the tracking allocator does not see them, and the estimate
+//                  assumes the planner's plans for these layouts are one all-gather /
+//                  reduce-scatter / all-reduce (two steps -- reduce-scatter, then
+//                  all-reduce -- for HSDP's gradients and for sequence-parallel norms under
+//                  FSDP). Not exact; an upper bound for the cases listed.
+// The peak: everything persistent (parameters, gradients, optimizer states, activations,
+// staging) plus the largest transient set, which is reached in the backward of the last
+// block: the root unit gathered with its gradient buffers (both held from the start to the
+// end of backward), the block being differentiated gathered with its gradient buffers,
+// and the next block prefetched -- every block, under reshard::never.
+// Not counted: small std::vectors (ids, pointers, the attention kernel's per-thread tile,
+// a few KiB), the communicator's own buffers, and the allocator's rounding.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_params.hpp>
+#include <tessera/parallel/layouts.hpp>
+#include <tessera/parallel/policies.hpp>
+#include <tessera/train/recipe.hpp>
+
+namespace tessera {
+
+/// Per-rank bytes of one training step (see the header comment for each item).
+struct memory_estimate {
+  std::int64_t parameters = 0;
+  std::int64_t gradients = 0;
+  std::int64_t optimizer = 0;
+  std::int64_t activations = 0;
+  std::int64_t gathered = 0;      ///< unsharded parameters alive at the peak
+  std::int64_t grad_buffers = 0;  ///< compute-layout gradient tensors alive at the peak
+  std::int64_t staging = 0;       ///< communication buffers (untracked std::vectors; approximate)
+  /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
+  std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
+  std::int64_t local_batch = 0, local_seq = 0;
+
+  /// The peak of what tessera's tracking allocator counts (tensors and arenas).
+  constexpr std::int64_t tracked_peak() const {
+    return parameters + gradients + optimizer + activations + gathered + grad_buffers;
+  }
+  constexpr std::int64_t peak() const { return tracked_peak() + staging; }
+
+  std::string to_string() const {
+    auto line = [](const char* what, std::int64_t b) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "  %-34s %12.3f GiB  (%lld B)\n", what, static_cast<double>(b) / (1 << 30),
+                    static_cast<long long>(b));
+      return std::string(buf);
+    };
+    std::string s = "memory per rank (local batch " + std::to_string(local_batch) + " x seq " +
+                    std::to_string(local_seq) + "):\n";
+    s += line("parameters (f32 master blocks)", parameters);
+    s += line("gradients (stored blocks)", gradients);
+    s += line("optimizer states (AdamW m, v)", optimizer);
+    s += line("activations (kept for backward)", activations);
+    s += line("gathered parameters at the peak", gathered);
+    s += line("gradient buffers at the peak", grad_buffers);
+    s += line("communication staging (approx.)", staging);
+    s += line("peak", peak());
+    return s;
+  }
+};
+
+namespace detail {
+
+constexpr std::int64_t arena_slot_elems(std::int64_t n) { return (n + 15) / 16 * 16; }
+
+/// One FSDP-unit's sizes and the staging its collectives need (elements / bytes).
+struct unit_sizes {
+  std::int64_t stored = 0;      ///< arena elements (padded)
+  std::int64_t gathered = 0;    ///< bytes of gathered f32 tensors
+  std::int64_t grad_buf = 0;    ///< bytes of gradient tensors
+  std::int64_t slot01 = 0;      ///< bytes: device_mesh scratch slots 0 + 1 for one call
+  std::int64_t slot2 = 0;       ///< bytes: the intermediate of a two-step plan
+  std::int64_t stage = 0;       ///< bytes: parallel_llama::stage_
+  std::int64_t half = 0;        ///< bytes: bf16 staging (stored + gathered block)
+};
+
+constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape& m, const coords_t& c,
+                         const param_entry& e) {
+  const bool vec = e.shape.is_vector();
+  const tp_style s = vec ? tp_style::replicated : tp_style_of(e.role);
+  const int r = vec ? 1 : 2;
+  const shape_t g = vec ? shape_t{e.shape.cols} : shape_t{e.shape.rows, e.shape.cols};
+  const layout_spec cs = parallel::compute_spec(p, s, r), ss = parallel::storage_spec(p, s, r),
+                    gs = parallel::grad_spec(p, s, r);
+  const std::int64_t stored = local_box(ss, m, g, c).numel(), compute = local_box(cs, m, g, c).numel();
+  u.stored += arena_slot_elems(stored);
+  const bool direct_param = cs == ss && !p.bf16_params, direct_grad = gs == ss;
+  if (!direct_param) u.gathered += compute * 4;
+  if (!(direct_param && direct_grad)) {
+    u.grad_buf += compute * 4;
+    u.stage = std::max(u.stage, stored * 4);
+  }
+  if (p.bf16_params && !direct_param) u.half = std::max(u.half, (stored + compute) * 2);
+  // FSDP's all-gather / reduce-scatter along dim 0 of the TP-local block is staged (slot 0:
+  // one block, slot 1: n blocks) when the blocks are uneven.
+  if (p.dp_shard >= 0) {
+    const std::int64_t n = m[p.dp_shard];
+    const std::int64_t rows = local_box(cs, m, g, c).size[0], inner = compute / (rows > 0 ? rows : 1);
+    const std::int64_t mx = split_max(rows, n) * inner;
+    if (rows % n != 0) {
+      u.slot01 = std::max(u.slot01, (n + 1) * mx * (p.bf16_params ? 2 : 4));  // the gather
+      u.slot01 = std::max(u.slot01, (n + 1) * mx * 4);                        // the reduce-scatter
+    }
+    const bool two_step = p.dp_replicate >= 0 || parallel::grad_partial_over_tp(p, s);
+    if (two_step) u.slot2 = std::max(u.slot2, stored * 4);
+  }
+}
+
+constexpr unit_sizes block_unit(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                                const coords_t& c) {
+  unit_sizes u;
+  for (param_role role : block_roles) add_param(u, p, m, c, param_entry{role, 0, shape_of(cfg, role)});
+  return u;
+}
+constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                               const coords_t& c) {
+  unit_sizes u;
+  add_param(u, p, m, c, param_at(cfg, 0));
+  for (std::int64_t i = 1 + cfg.n_layers * n_block_params; i < param_tensor_count(cfg); ++i)
+    add_param(u, p, m, c, param_at(cfg, i));
+  return u;
+}
+
+}  // namespace detail
+
+/// Per-rank memory of forward + backward + an AdamW step for `global_batch` sequences of
+/// `seq_len` tokens, for the rank at mesh coordinates `coords` (default: rank 0, which holds
+/// the largest block of every uneven split).
+constexpr memory_estimate estimate_memory(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                                          std::int64_t global_batch, std::int64_t seq_len,
+                                          const coords_t& coords = {}) {
+  memory_estimate e;
+  const detail::unit_sizes blk = detail::block_unit(cfg, p, m, coords), root = detail::root_unit(cfg, p, m, coords);
+  const std::int64_t L = cfg.n_layers;
+  const std::int64_t stored = L * blk.stored + root.stored;
+  e.parameters = e.gradients = stored * 4;
+  e.optimizer = 2 * stored * 4;
+  e.block_gathered = blk.gathered, e.root_gathered = root.gathered;
+  e.block_grad_buffers = blk.grad_buf, e.root_grad_buffers = root.grad_buf;
+  // Backward of the last block: the root (gathered since forward, its gradients allocated
+  // by its backward_begin) + block L-1 with its gradients + block L-2 prefetched; under
+  // reshard::never every block is still gathered from forward.
+  const std::int64_t live_blocks = p.reshard_mode == reshard::never ? L : std::min<std::int64_t>(2, L);
+  e.gathered = root.gathered + live_blocks * blk.gathered;
+  e.grad_buffers = root.grad_buf + blk.grad_buf;
+
+  // Activations: llama_model::prepare for this rank's rows.
+  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, tr = p.tp >= 0 ? coords[static_cast<std::size_t>(p.tp)] : 0;
+  const bool split_seq = P > 1 && p.sequence_parallel;
+  const std::int64_t B = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords).size[0];
+  const std::int64_t T = seq_len, Tl = split_seq ? split_size(T, P, tr) : T;
+  e.local_batch = B, e.local_seq = Tl;
+  const std::int64_t heads = cfg.n_heads / P, kv = cfg.n_kv_heads / P, F = ffn_hidden_dim(cfg) / P;
+  const std::int64_t V = cfg.vocab_size, Vl = split_size(V, P, tr), D = cfg.dim, hd = head_dim(cfg);
+  const std::int64_t N = B * T, Nr = B * Tl, Hq = heads * hd, Hk = kv * hd, full_rows = split_seq ? N : 0;
+  const bool lp = Vl < V && p.loss_parallel, gather_logits = Vl < V && !p.loss_parallel;
+  const std::int64_t per_layer = Nr * D + Nr + full_rows * D + N * Hq + 2 * N * Hk + N * Hq + B * heads * T +
+                                 2 * Nr * D + Nr + full_rows * D + 3 * N * F;
+  std::int64_t act = L * per_layer;
+  act += (L + 1) * Nr * D + Nr * D + full_rows * D + Nr;               // res_, xf_, xf_full_, rstdf_
+  act += N * Vl + (gather_logits ? N * V : 0) + (lp ? 3 * N : 0);     // logits, logits_full_, rowmax_, stats_
+  act += N * D + Nr * D + (P > 1 ? Nr * D : 0) + N * D + full_rows * D;  // proj_, dres_, dtmp_, dfull_, dgath_
+  act += 2 * N * Hq + 2 * N * Hk + 2 * N * F + T * hd;                  // datt_, dq_, dk_, dv_, ffn scratch, cos/sin
+  e.activations = act * 4;
+
+  // Staging: the largest call of each buffer (they grow and stay).
+  std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);
+  std::int64_t stage = std::max(blk.stage, root.stage);
+  if (split_seq) {  // SP gather / reduce-scatter over the sequence: staged unless B = 1 and T splits evenly
+    const std::int64_t mx = B * split_max(T, P) * D;
+    if (B > 1 || T % P != 0) slot01 = std::max(slot01, (P + 1) * mx * 4);
+  }
+  if (gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(V, P) * 4);
+  if (lp) stage = std::max(stage, 2 * N * 4);
+  e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half);
+  return e;
+}
+
+/// The estimate for a recipe on a mesh of `shape` (e.g. device_mesh::shape()).
+template <class Recipe>
+constexpr memory_estimate estimate_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                          const coords_t& coords = {}) {
+  using R = recipe_traits<Recipe>;
+  return estimate_memory(R::config, R::spec, shape, global_batch, seq_len, coords);
+}
+
+}  // namespace tessera

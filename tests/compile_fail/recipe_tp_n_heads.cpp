@@ -1,0 +1,13 @@
+// expect: tessera recipe: tensor_parallel's axis size does not divide n_heads; each rank needs whole attention heads
+#include <tessera/train/recipe.hpp>
+using namespace tessera;
+// TP 4: n_heads 6 fails; n_kv_heads 4 and the FFN width 256 divide (only the recipe check runs here, so the config need not be a valid llama<>).
+struct cfg {
+  static constexpr llama_config config{.name = "h6", .dim = 96, .n_layers = 1, .n_heads = 6, .n_kv_heads = 4, .vocab_size = 97, .multiple_of = 32};
+};
+struct r {
+  using model = cfg;
+  using mesh = tessera::mesh<axis<"tp", 4>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp">>;
+};
+constexpr bool ok = recipe_traits<r>::ok;

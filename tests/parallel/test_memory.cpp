@@ -1,0 +1,122 @@
+// The memory estimator against the peak the tracking allocator measures on each rank.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <tessera/comm/threads.hpp>
+#include <tessera/tensor/memory.hpp>
+#include <tessera/train/memory_estimator.hpp>
+#include <tessera/train/parallel_llama.hpp>
+
+#include "recipes_tiny.hpp"
+
+using namespace tessera;
+
+namespace {
+
+// memory_tracker<host_space> is process-wide, but its hook runs on the allocating thread:
+// thread-local counters give each rank (one thread on the threads backend) its own peak.
+thread_local std::int64_t rank_current = 0, rank_peak = 0;
+void count(std::string_view, std::int64_t delta, std::int64_t, void*) {
+  rank_current += delta;
+  rank_peak = std::max(rank_peak, rank_current);
+}
+struct hook_guard {
+  hook_guard() { memory_tracker<host_space>::set_hook(&count); }
+  ~hook_guard() { memory_tracker<host_space>::set_hook(nullptr); }
+};
+
+struct debug_2d {
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct debug_never {  // 6 blocks: every block stays gathered from forward to backward
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", reshard_after_forward<reshard::never>>>;
+};
+struct debug_fsdp {
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp">>;
+};
+
+/// Runs forward + backward of recipe R with AdamW's two arenas on `world` thread ranks and
+/// compares each rank's measured peak with estimate_memory for its coordinates.
+template <class R>
+void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int64_t T, const char* what) {
+  std::vector<std::int32_t> in, tg;
+  std::mt19937 g(5);
+  const auto V = static_cast<std::uint32_t>(recipe_traits<R>::config.vocab_size);
+  for (std::int64_t i = 0; i < B * T; ++i) {
+    in.push_back(static_cast<std::int32_t>(g() % V));
+    tg.push_back(static_cast<std::int32_t>(g() % V));
+  }
+  hook_guard hook;
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    rank_current = 0, rank_peak = 0;
+    {
+      device_mesh<typename R::mesh> dm(mesh_value, c);
+      train::parallel_llama<R> pm(dm);
+      arena<float> m(pm.params().layout()), v(pm.params().layout());  // AdamW's m and v
+      pm.init_weights(3);
+      pm.zero_grad();
+      (void)pm.forward(in, tg, B, T);
+      pm.backward();
+      const memory_estimate e = estimate_memory<R>(dm.shape(), B, T, dm.coords());
+      const auto measured = rank_peak;
+      // the persistent parts are exact
+      CHECK(e.parameters + e.gradients == pm.stored_bytes());
+      CHECK(e.activations == pm.model().activation_bytes());
+      const double ratio = static_cast<double>(e.tracked_peak()) / static_cast<double>(measured);
+      if (dm.rank() == 0)
+        std::printf("memory %-28s rank 0: estimated %lld B, measured peak %lld B (ratio %.4f), staging %lld B\n",
+                    what, static_cast<long long>(e.tracked_peak()), static_cast<long long>(measured), ratio,
+                    static_cast<long long>(e.staging));
+      CHECK_MESSAGE(std::abs(ratio - 1.0) <= 0.10, what, " rank ", dm.rank(), ": estimated ", e.tracked_peak(),
+                    " B, measured ", measured, " B");
+    }
+    CHECK(rank_current == 0);  // everything counted was released
+  });
+}
+
+}  // namespace
+
+TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipes)") {
+  using namespace tiny_recipes;
+  check_peak<fsdp_dyn>(2, fsdp_dyn::mesh(2), 4, 8, "tiny fsdp x2");
+  check_peak<fsdp_dyn>(3, fsdp_dyn::mesh(3), 6, 8, "tiny fsdp x3 (uneven)");
+  check_peak<fsdp_never>(2, fsdp_never::mesh(), 4, 8, "tiny fsdp never-reshard");
+  check_peak<hsdp_2x2>(4, hsdp_2x2::mesh(), 4, 8, "tiny hsdp 2x2");
+  check_peak<tp_sp_lp>(2, tp_sp_lp::mesh(), 2, 8, "tiny tp+sp+lp");
+  check_peak<tp_plain>(2, tp_plain::mesh(), 2, 8, "tiny tp");
+  check_peak<fsdp_tp_2d>(4, fsdp_tp_2d::mesh(), 4, 8, "tiny fsdp x tp (2-D)");
+  check_peak<fsdp_tp_bf16>(4, fsdp_tp_bf16::mesh(), 4, 8, "tiny fsdp x tp bf16");
+}
+
+TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)") {
+  check_peak<debug_fsdp>(2, debug_fsdp::mesh(2), 4, 64, "debugmodel fsdp x2");
+  check_peak<debug_never>(2, debug_never::mesh(), 4, 64, "debugmodel fsdp never-reshard");
+  check_peak<debug_2d>(4, debug_2d::mesh(), 4, 64, "debugmodel fsdp x tp");
+}
+
+TEST_CASE("estimate_memory: constexpr, and the parts scale as the layouts say") {
+  using R = recipe_traits<debug_fsdp>;
+  constexpr mesh_shape one{1, {1}}, eight{1, {8}};
+  constexpr memory_estimate a = estimate_memory(R::config, R::spec, one, 8, 256);
+  constexpr memory_estimate b = estimate_memory(R::config, R::spec, eight, 8, 256);
+  // 8-way FSDP: stored blocks and optimizer states shrink ~8x; activations of 1 of 8 sequences
+  static_assert(a.parameters > 7 * b.parameters && a.parameters < 9 * b.parameters);
+  static_assert(a.optimizer == 2 * a.parameters && b.gradients == b.parameters);
+  static_assert(a.activations > 7 * b.activations && a.activations < 8 * b.activations);  // (RoPE tables do not scale)
+  // the gathered root + two blocks and their gradient buffers
+  static_assert(b.gathered == b.root_gathered + 2 * b.block_gathered);
+  static_assert(b.grad_buffers == b.root_grad_buffers + b.block_grad_buffers);
+  CHECK(b.to_string().find("peak") != std::string::npos);
+}

@@ -214,9 +214,11 @@ constexpr schedule generate(schedule_kind k, int p, int v, int m, const costs& c
       offer(cand, budget);
     }
   }
-  // The fixed ZB-V order for the V shapes.
+  // The fixed ZB-V order for the V shapes, its cool-down W's deferred by r or by 2r I's
+  // on rank r (the first is the better at F=1, B=2, I=W=1; the second wins some cases
+  // when I costs more than W or messages have a latency).
   if (place == placement::v_shape && only_variant < 0) {
-    for (int lag : {0, 2 * m}) {
+    for (int lag : {1, 2}) {
       schedule cand = detail::v_order(p, m, lag);
       offer(cand, budget);
     }

@@ -2,14 +2,19 @@
 // backward), offered to the V-shaped generators next to the list scheduler.
 //
 // Rank r holds chunk 0 (stage r) and chunk 1 (stage 2p-1-r). It runs
-//   warm-up:  min(m, 2(p-1-r)+1) forwards of chunk 0, then forwards of chunk 1 and
-//             chunk 0 alternately until r+1 forwards of chunk 1 are done;
-//   then:     I and W of chunk 1, and p-1-r times (F, I, W) of chunk 1;
-//   steady:   F of chunk 0, I+W of chunk 0, F of chunk 1, I+W of chunk 1, ... skipping
-//             what is used up, until everything ran.
-// Each I is followed by its W (W of microbatch j right after I of j), which keeps the
-// activations of 1F1B; once all forwards ran, a W may lag `cooldown_lag` I's behind. The generator keeps this order only when it runs and fits the
-// memory budget.
+//   warm-up:   min(m, 2(p-1-r)+1) forwards of chunk 0, then forwards of chunk 1 and
+//              chunk 0 alternately until r+1 forwards of chunk 1 are done;
+//   then:      I and W of chunk 1, and p-1-r times (F, I, W) of chunk 1;
+//   steady:    F of chunk 0, I+W of chunk 0, F of chunk 1, I+W of chunk 1, ... skipping
+//              what is used up, until all forwards ran;
+//   cool-down: the I's left, chunk 0 then chunk 1 alternately, each W deferred until
+//              `w_lag_per_rank` * r later I's have run, then the W's left.
+// Until the cool-down each I is followed by its W, which keeps the activations of 1F1B.
+// In the cool-down an I of rank r is what ranks below it wait for (the chunk-0 chain runs
+// down to rank 0), a W only delays this rank: rank 0 feeds nobody and runs each W at once,
+// higher ranks push their W's back in proportion to the ranks that wait on them.
+// The generator keeps this order only when it fits the memory budget and no other
+// candidate is faster.
 #pragma once
 
 #include <tessera/pipeline/schedule.hpp>
@@ -17,7 +22,7 @@
 
 namespace tessera::pipeline::detail {
 
-constexpr schedule v_order(int p, int m, int cooldown_lag) {
+constexpr schedule v_order(int p, int m, int w_lag_per_rank) {
   schedule s = make_empty(p, 2 * p, m, placement::v_shape);
   for (int r = 0; r < p; ++r) {
     const int a = r, b = 2 * p - 1 - r;
@@ -56,24 +61,24 @@ constexpr schedule v_order(int p, int m, int cooldown_lag) {
       F1();
       IW1();
     }
-    // Cool-down: the I's feed the rank below, the W's only this one, so a W may wait
-    // until `cooldown_lag` later I's have run.
+    // Cool-down: W's wait in `ws` until `lag` later I's have run.
     std::vector<action> ws;
+    ws.reserve(static_cast<std::size_t>(2 * m));
     std::size_t wnext = 0;
+    const auto lag = static_cast<std::size_t>(w_lag_per_rank * r);
     auto flush = [&](std::size_t keep) {
       while (ws.size() - wnext > keep) out.push_back(ws[wnext++]);
     };
+    auto I = [&](int stage, int& i) {
+      if (i < m) {
+        out.push_back(action{op::I, stage, i});
+        ws.push_back(action{op::W, stage, i++});
+        flush(lag);
+      }
+    };
     while (i0 < m || i1 < m) {
-      if (i1 < m) {
-        out.push_back(action{op::I, b, i1});
-        ws.push_back(action{op::W, b, i1++});
-        flush(static_cast<std::size_t>(cooldown_lag));
-      }
-      if (i0 < m) {
-        out.push_back(action{op::I, a, i0});
-        ws.push_back(action{op::W, a, i0++});
-        flush(static_cast<std::size_t>(cooldown_lag));
-      }
+      I(a, i0);
+      I(b, i1);
     }
     flush(0);
   }

@@ -38,6 +38,7 @@
 #include <tessera/tensor/dist_tensor.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/memory.hpp>
+#include <tessera/tensor/redistribute.hpp>
 #include <tessera/tensor/tensor.hpp>
 
 // kernels (those that need OpenBLAS: kernels/cpu/{matmul,attention,swiglu}.hpp)
@@ -48,6 +49,7 @@
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/vocab_parallel.hpp>
 
 // pipeline
 #include <tessera/pipeline/executor.hpp>
@@ -55,6 +57,9 @@
 
 // model (model/llama.hpp needs OpenBLAS)
 #include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_params.hpp>
+#include <tessera/parallel/layouts.hpp>
+#include <tessera/parallel/policies.hpp>
 
 // train (train/trainer.hpp and train/sgemm_peak.hpp need OpenBLAS, train/tokenizer.hpp
 // SentencePiece)
@@ -62,5 +67,8 @@
 #include <tessera/train/data.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
 #include <tessera/train/lr_schedule.hpp>
+#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/metrics.hpp>
+#include <tessera/train/recipe.hpp>
+#include <tessera/train/recipes.hpp>
 #include <tessera/train/safetensors.hpp>

@@ -89,7 +89,6 @@ std::string with_commas(std::int64_t n) { return train::group_thousands(std::to_
 
 std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
   if (!o.tokens.empty()) {
-    if (!o.data.empty()) throw error("give either --data or --tokens, not both");
     return train::read_token_file(o.tokens, c.vocab_size);
   }
   const auto docs = o.data.empty() ? train::read_fortunes() : train::read_text_documents(o.data);
@@ -112,7 +111,7 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
   return toks;
 }
 
-int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& argv);
+int run_recipe(const options& o, int& argc, char**& argv);
 
 /// The run's options from the configuration (defaults < TOML file < command line).
 void from_config(options& o, const train::run_config& c) {
@@ -148,15 +147,8 @@ int run(int argc, char** argv) {
       std::cout << cli.help();
       return 0;
     }
-    train::validate(rc);
+    train::validate(rc);  // ranges of every configured value, in "key (--flag)" words
     from_config(o, rc);
-    check(o.steps > 0, "--steps must be positive");
-    check(o.batch > 0 && o.seq_len > 0, "--batch and --seq-len must be positive");
-    check(o.accum > 0, "--grad-accum must be positive");
-    check(o.warmup >= 0, "--warmup must be >= 0");
-    check(o.lr > 0, "--lr must be positive");
-    check(o.max_norm >= 0, "--max-norm must be >= 0 (0 turns clipping off)");
-    check(o.threads >= 0, "--threads must be >= 0");
     check(o.ranks >= 0, "--ranks must be >= 0");
     check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
           "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
@@ -170,7 +162,7 @@ int run(int argc, char** argv) {
     return 2;
   }
   if (o.threads > 0) cpu::set_num_threads(o.threads);
-  if (!o.recipe.empty()) return run_recipe(o, *cfg, argc, argv);
+  if (!o.recipe.empty()) return run_recipe(o, argc, argv);
 
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
@@ -244,7 +236,7 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   return in;
 }
 
-int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& argv) {
+int run_recipe(const options& o, int& argc, char**& argv) {
   int status = 2;
   const bool known = recipes::visit(o.recipe, [&]<class R>() {
     constexpr llama_config rc = recipe_traits<R>::config;
@@ -253,7 +245,6 @@ int run_recipe(const options& o, const llama_config& cfg, int& argc, char**& arg
                 << o.model << "; drop --model or write a recipe for it (docs/recipes.md)\n";
       return;
     }
-    (void)cfg;
     if (o.backend == "mpi") {
 #ifdef TESSERA_HAS_MPI
       comm::mpi_environment env(argc, argv);

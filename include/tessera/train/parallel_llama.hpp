@@ -45,7 +45,6 @@ class parallel_llama {
 
   explicit parallel_llama(device_mesh<mesh_type>& dm)
       : dm_(dm), model_(cfg, shard_of(dm), false), hooks_{*this} {
-    traits::check_mesh(dm.shape());
     const std::int64_t n = model_.n_tensors();
     arena_layout layout;
     for (std::int64_t i = 0; i < n; ++i) {
@@ -88,27 +87,9 @@ class parallel_llama {
     whole.size = g.extent;
     tessera::detail::copy_region(full, whole, stored(i), b, b);
   }
-  /// The whole parameter i on every rank (collective).
-  std::vector<float> full_param(std::int64_t i) {
-    std::vector<float> out(static_cast<std::size_t>(model_.entry(i).shape.numel()));
-    with_style(i, [&]<tp_style S, int R>() {
-      using L = style_layouts<S, R>;
-      redistribute_local<typename L::storage, layout<mesh_type, replicated_spec(R, mesh_type::ndim)>>(
-          dm_, global_shape(i), stored(i), out.data());
-    });
-    return out;
-  }
-
-  /// The whole gradient of parameter i on every rank (collective).
-  std::vector<float> full_grad(std::int64_t i) {
-    std::vector<float> out(static_cast<std::size_t>(model_.entry(i).shape.numel()));
-    with_style(i, [&]<tp_style S, int R>() {
-      using L = style_layouts<S, R>;
-      redistribute_local<typename L::storage, layout<mesh_type, replicated_spec(R, mesh_type::ndim)>>(
-          dm_, global_shape(i), stored_grad(i), out.data());
-    });
-    return out;
-  }
+  /// The whole parameter i, or its gradient, on every rank (collective).
+  std::vector<float> full_param(std::int64_t i) { return gather_whole(i, stored(i)); }
+  std::vector<float> full_grad(std::int64_t i) { return gather_whole(i, stored_grad(i)); }
 
   void zero_grad() { grads_.zero(); }
 
@@ -133,11 +114,7 @@ class parallel_llama {
     const float local = model_.forward(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, need_backward,
                                        loss_scale * share, hooks_);
     // the mean over all tokens: this rank's mean weighted by its share, summed over the batch axes
-    double part = static_cast<double>(local) * share, total = 0;
-    using Part = layout<mesh_type, parallel::partial_vector_spec(mesh_type::ndim, ps.batch_mask())>;
-    redistribute_local<Part, layout<mesh_type, replicated_spec(1, mesh_type::ndim)>>(dm_, shape_t{1}, &part,
-                                                                                      &total);
-    return static_cast<float>(total);
+    return static_cast<float>(sum_over<ps.batch_mask()>(static_cast<double>(local) * share));
   }
   void backward() { model_.backward(hooks_); }
 
@@ -156,12 +133,7 @@ class parallel_llama {
       }
       if (!any) continue;
       with_style_value(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
-        constexpr unsigned mask = parallel::norm_mask(ps, S, R);
-        using Part = layout<mesh_type, parallel::partial_vector_spec(mesh_type::ndim, mask)>;
-        double sum = 0;
-        redistribute_local<Part, layout<mesh_type, replicated_spec(1, mesh_type::ndim)>>(dm_, shape_t{1}, &part,
-                                                                                          &sum);
-        total += sum;
+        total += sum_over<parallel::norm_mask(ps, S, R)>(part);
       });
     }
     return std::sqrt(total);
@@ -265,7 +237,7 @@ class parallel_llama {
   std::vector<bf16> half_in_, half_out_;
 
   static llama_shard shard_of(device_mesh<mesh_type>& dm) {
-    traits::check_mesh(dm.shape());
+    traits::check_mesh(dm.shape());  // before the model checks the same sizes in its own words
     llama_shard s;
     if constexpr (ps.tp >= 0) {
       s.tp_size = dm.shape()[ps.tp];
@@ -311,6 +283,24 @@ class parallel_llama {
       case tp_style::rowwise: f.template operator()<tp_style::rowwise, 2>(); break;
       case tp_style::vocab: f.template operator()<tp_style::vocab, 2>(); break;
     }
+  }
+
+  /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank.
+  std::vector<float> gather_whole(std::int64_t i, const float* block) {
+    std::vector<float> out(static_cast<std::size_t>(model_.entry(i).shape.numel()));
+    with_style(i, [&]<tp_style S, int R>() {
+      redistribute_local<typename style_layouts<S, R>::storage, layout<mesh_type, replicated_spec(R, mesh_type::ndim)>>(
+          dm_, global_shape(i), block, out.data());
+    });
+    return out;
+  }
+  /// The sum of `x` over the ranks of the axes in Mask (a [1] tensor partial over them, reduced by its plan).
+  template <unsigned Mask>
+  double sum_over(double x) {
+    double total = 0;
+    redistribute_local<layout<mesh_type, parallel::partial_vector_spec(mesh_type::ndim, Mask)>,
+                       layout<mesh_type, replicated_spec(1, mesh_type::ndim)>>(dm_, shape_t{1}, &x, &total);
+    return total;
   }
 
   /// An activation [B, T, X] from layout Src to Dst; returns `in` when the plan is empty.

@@ -54,24 +54,36 @@ struct llama3_8b_fsdp {
   using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>>;
 };
 
+namespace detail {
+/// The recipes a CPU can run, in the order help lists them.
+template <class F>
+void for_each_runnable(F&& f) {
+  f.template operator()<debug_fsdp>();
+  f.template operator()<debug_hsdp>();
+  f.template operator()<debug_tp>();
+  f.template operator()<debug_2d>();
+}
+}  // namespace detail
+
 /// Calls `f.template operator()<R>()` with the shipped recipe called `name` that a CPU can
 /// run; returns false when there is none.
 template <class F>
 bool visit(std::string_view name, F&& f) {
   bool found = false;
-  auto one = [&]<class R>() {
+  detail::for_each_runnable([&]<class R>() {
     if (!found && R::name == name) {
       found = true;
       f.template operator()<R>();
     }
-  };
-  one.template operator()<debug_fsdp>();
-  one.template operator()<debug_hsdp>();
-  one.template operator()<debug_tp>();
-  one.template operator()<debug_2d>();
+  });
   return found;
 }
 
-inline std::string names() { return "debug_fsdp|debug_hsdp|debug_tp|debug_2d"; }
+/// "debug_fsdp|debug_hsdp|...": the names visit() knows.
+inline std::string names() {
+  std::string out;
+  detail::for_each_runnable([&]<class R>() { out += (out.empty() ? "" : "|") + std::string(R::name); });
+  return out;
+}
 
 }  // namespace tessera::recipes

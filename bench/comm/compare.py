@@ -2,7 +2,8 @@
 """Runs the communication benchmarks side by side and prints the Markdown table of
 docs/performance.md (## Communication): for each collective, rank count and size, the
 median busbw of tessera's threads backend, of OpenMPI's own collective (under mpirun),
-and of memcpy, with the ratios.
+and of memcpy, with the ratios, and the largest threads / memcpy ratio that the bytes the
+collective must copy allow on this machine's cores ("copy bound", see bound()).
 
   python3 bench/comm/compare.py BUILD_DIR [--full] [--repetitions N]
 
@@ -42,6 +43,18 @@ def medians(data):
     return res
 
 
+def bound(coll, n, cores):
+    """The largest threads / memcpy ratio that copying allows (docs/performance.md,
+    "Communication"): memcpy of S bytes reads S and writes S in S / M seconds on one core;
+    a collective that must read R and write W bytes in all, on c = min(n, cores) cores at
+    the same speed each, needs at least (R + W) / (2 c M), so its busbw is at most
+    factor * S * 2 c M / (R + W)."""
+    c = min(n, cores)
+    rw = {"all_gather": n + 1, "all_to_all": 2 * n, "all_reduce": 2 * n, "reduce_scatter": n + 1}[coll]
+    factor = 2 * (n - 1) / n if coll == "all_reduce" else (n - 1) / n
+    return factor * 2 * c / rw
+
+
 def human(n):
     for unit, div in (("MiB", 1 << 20), ("KiB", 1 << 10)):
         if n >= div:
@@ -72,8 +85,10 @@ def main():
         mp.update(medians(run(["mpirun", "-np", str(n), "--oversubscribe", mpi_bin] + reps, env)))
     load1 = os.getloadavg()[0]
     print(f"load average (1 min) before / after: {load0:.1f} / {load1:.1f}; {os.cpu_count()} cores\n")
-    print("| collective | ranks | size | memcpy GB/s | threads busbw GB/s | OpenMPI busbw GB/s | threads / memcpy | threads / OpenMPI |")
-    print("|---|---|---|---|---|---|---|---|")
+    cores = os.cpu_count()
+    print("| collective | ranks | size | memcpy GB/s | threads busbw GB/s | OpenMPI busbw GB/s | threads / memcpy "
+          "| copy bound / memcpy | threads / OpenMPI |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for key in sorted(th, key=lambda k: (k.split("/")[1], int(k.split("ranks:")[1].split("/")[0]) if "ranks:" in k else 0,
                                           int(k.split("/")[-1]))):
         if not key.startswith("threads/"):
@@ -84,7 +99,7 @@ def main():
         o = mp.get(f"openmpi/{coll}/{rk}/{size}")
         t = th[key]
         cells = [coll, n, human(int(size)), f"{m:.2f}" if m else "-", f"{t:.2f}", f"{o:.2f}" if o else "-",
-                 f"{t / m:.2f}" if m else "-", f"{t / o:.2f}" if o else "-"]
+                 f"{t / m:.2f}" if m else "-", f"{bound(coll, int(n), cores):.2f}", f"{t / o:.2f}" if o else "-"]
         print("| " + " | ".join(cells) + " |")
 
 

@@ -27,8 +27,14 @@ using testing_support::has;
 TEST_CASE("threads: every collective on 1 to 8 ranks, all sizes, dtypes and ops") {
   for (int n : {1, 2, 3, 4, 8}) {
     CAPTURE(n);
-    // 70000 floats: two 256 KiB chunks per block.
-    CHECK_NOTHROW(run_threads(n, [](threads_communicator& c) { checks::everything(c, 70'000); }));
+    // The three data paths: counts 1 and 37 are staged at issue (eager), 5000 floats are
+    // over detail::eager_bytes and pulled by their owner, and 70000 floats are two 256 KiB
+    // chunks per block.
+    static_assert(37 * 8 * 8 <= detail::eager_bytes && 5000 * 4 > detail::eager_bytes);
+    CHECK_NOTHROW(run_threads(n, [](threads_communicator& c) {
+      checks::everything(c, 5'000);
+      checks::everything(c, 70'000);
+    }));
   }
 }
 

@@ -52,7 +52,7 @@ class threads_world {
     }
     ws_.notify();
   }
-  bool is_aborted() const noexcept { return aborted_.load(std::memory_order_acquire); }
+  bool is_aborted() const noexcept { return aborted_.load(std::memory_order_seq_cst); }
   std::string abort_reason() {
     std::lock_guard<std::mutex> lock(m_);
     return why_;
@@ -83,7 +83,11 @@ class threads_communicator;
 
 namespace detail {
 /// What one rank keeps about one group: its next collective number and what it acked.
+/// Requests share this (rank-private, so copying the pointer touches no cache line that
+/// other ranks write) and it keeps the world and the group alive.
 struct threads_local {
+  std::shared_ptr<threads_world> world;
+  std::shared_ptr<group_state> group;
   std::uint64_t next_seq = 0;
   std::array<std::uint64_t, slots_per_group> acked{};  // acked[s] = last acked seq + 1
   int group_depth = 0;
@@ -100,7 +104,7 @@ class threads_request {
   threads_request& operator=(threads_request&& o) noexcept {
     if (this != &o) {
       finish_quietly();
-      world_ = std::move(o.world_); group_ = std::move(o.group_); local_ = std::move(o.local_);
+      world_ = o.world_; group_ = o.group_; local_ = std::move(o.local_);
       p2p_ = std::move(o.p2p_); seq_ = o.seq_; rank_ = o.rank_; grank_ = o.grank_;
       desc_ = o.desc_; loc_ = o.loc_; deadline_ = o.deadline_; active_ = std::exchange(o.active_, false);
       plan_ = o.plan_; planned_ = o.planned_; pulled_ = o.pulled_;
@@ -119,7 +123,7 @@ class threads_request {
   bool test() {
     if (!active_) return true;
     if (p2p_) {
-      const int st = p2p_->state.load(std::memory_order_acquire);
+      const int st = p2p_->state.load(std::memory_order_seq_cst);
       if (st == 2) fail_p2p();
       if (st == 1) active_ = false;
     } else if (wait_coll(false)) {
@@ -178,7 +182,7 @@ class threads_request {
       std::lock_guard<std::mutex> lock(s.m);
       if (!s.failed.load(std::memory_order_relaxed)) {
         s.error = msg;
-        s.failed.store(true, std::memory_order_release);
+        s.failed.store(true, std::memory_order_seq_cst);
       }
     }
     w.waits().notify();
@@ -196,36 +200,43 @@ class threads_request {
     const int n = group_->size();
     auto& ws = world_->waits();
     for (;;) {
-      if (s.failed.load(std::memory_order_acquire)) throw_failed(s);
-      if (s.arrived.load(std::memory_order_acquire) == n) {
+      if (s.failed.load(std::memory_order_seq_cst)) throw_failed(s);
+      if (s.arrived.load(std::memory_order_seq_cst) == n) {
         if (!planned_) {
           verify(s);
           plan_ = detail::plan_tasks(s, n);
           planned_ = true;
         }
+        if (plan_.eager) {  // inputs staged at issue: nobody reads this rank's buffers
+          if (!pulled_) {
+            detail::run_eager(s, plan_, n, static_cast<std::size_t>(grank_));
+            pulled_ = true;
+          }
+          break;
+        }
         if (plan_.pull) {
           if (!pulled_) {
             detail::run_pull(s, plan_, n, static_cast<std::size_t>(grank_));
             pulled_ = true;
-            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
+            if (s.done.fetch_add(1, std::memory_order_seq_cst) + 1 == plan_.ntasks) ws.notify();
           }
         } else {
           std::size_t t;
           while ((t = s.next.fetch_add(1, std::memory_order_relaxed)) < plan_.ntasks) {
             detail::run_task(s, plan_, n, t);
-            if (s.done.fetch_add(1, std::memory_order_acq_rel) + 1 == plan_.ntasks) ws.notify();
+            if (s.done.fetch_add(1, std::memory_order_seq_cst) + 1 == plan_.ntasks) ws.notify();
           }
         }
-        if (s.done.load(std::memory_order_acquire) >= plan_.ntasks) break;
+        if (s.done.load(std::memory_order_seq_cst) >= plan_.ntasks) break;
       }
       if (!block) return false;
       if (world_->is_aborted()) throw_aborted();
       const bool ok = ws.wait_until(
           [&] {
-            if (s.failed.load(std::memory_order_acquire) || world_->is_aborted()) return true;
-            if (s.arrived.load(std::memory_order_acquire) != n) return false;
+            if (s.failed.load(std::memory_order_seq_cst) || world_->is_aborted()) return true;
+            if (s.arrived.load(std::memory_order_seq_cst) != n) return false;
             if (!planned_) return true;
-            return s.done.load(std::memory_order_acquire) >= plan_.ntasks ||
+            return s.done.load(std::memory_order_seq_cst) >= plan_.ntasks ||
                    (!plan_.pull && s.next.load(std::memory_order_relaxed) < plan_.ntasks);
           },
           deadline_);
@@ -238,7 +249,7 @@ class threads_request {
   [[noreturn]] void throw_timeout(detail::coll_slot& s) const {
     std::string missing;
     for (int g = 0; g < group_->size(); ++g)
-      if (s.posts[static_cast<std::size_t>(g)].posted.load(std::memory_order_acquire) != seq_) {
+      if (s.posts[static_cast<std::size_t>(g)].posted.load(std::memory_order_seq_cst) != seq_) {
         if (!missing.empty()) missing += ',';
         missing += std::to_string(group_->ranks[static_cast<std::size_t>(g)]);
       }
@@ -254,12 +265,12 @@ class threads_request {
     const auto si = static_cast<std::size_t>(seq % detail::slots_per_group);
     local.acked[si] = seq + 1;
     auto& s = g.slots[si];
-    if (s.leaving.fetch_add(1, std::memory_order_acq_rel) + 1 == g.size()) {
+    if (s.leaving.fetch_add(1, std::memory_order_seq_cst) + 1 == g.size()) {
       s.arrived.store(0, std::memory_order_relaxed);
       s.next.store(0, std::memory_order_relaxed);
       s.done.store(0, std::memory_order_relaxed);
       s.leaving.store(0, std::memory_order_relaxed);
-      s.seq.store(seq + detail::slots_per_group, std::memory_order_release);
+      s.seq.store(seq + detail::slots_per_group, std::memory_order_seq_cst);
       w.waits().notify();
     }
   }
@@ -268,9 +279,9 @@ class threads_request {
   void wait_p2p() {
     auto& ws = world_->waits();
     const bool ok = ws.wait_until(
-        [&] { return p2p_->state.load(std::memory_order_acquire) != 0 || world_->is_aborted(); },
+        [&] { return p2p_->state.load(std::memory_order_seq_cst) != 0 || world_->is_aborted(); },
         deadline_);
-    const int st = p2p_->state.load(std::memory_order_acquire);
+    const int st = p2p_->state.load(std::memory_order_seq_cst);
     if (st == 2) fail_p2p();
     if (st == 1) return;
     if (world_->is_aborted()) throw_aborted();
@@ -282,8 +293,8 @@ class threads_request {
   }
   [[noreturn]] void fail_p2p() const { throw error("tessera::comm(threads): " + p2p_->error); }
 
-  std::shared_ptr<threads_world> world_;
-  std::shared_ptr<detail::group_state> group_;
+  threads_world* world_ = nullptr;          // kept alive by local_
+  detail::group_state* group_ = nullptr;    // kept alive by local_
   std::shared_ptr<detail::threads_local> local_;
   std::shared_ptr<detail::p2p_op> p2p_;
   std::uint64_t seq_ = 0;

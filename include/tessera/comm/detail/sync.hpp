@@ -2,8 +2,16 @@
 //
 // A waiter first spins (cheap when every rank has its own core and messages are small),
 // then yields, then blocks on a condition variable with its deadline. Notifiers pay for
-// the mutex only when someone is blocked: both sides make a read-modify-write on
-// `waiters_`, and the notifier then passes through the mutex, so a wake-up cannot be lost.
+// the mutex only when someone is blocked, and otherwise only read a counter that stays in
+// every core's cache (no read-modify-write on a line shared by all ranks).
+//
+// Protocol (no lost wake-up): a notifier changes the state that predicates read with a
+// seq_cst store or read-modify-write, then calls notify(); a predicate reads that state
+// with seq_cst loads. A blocking waiter increments `waiters_` (seq_cst) before it checks
+// its predicate under the mutex. In the single total order of seq_cst operations either
+// the notifier's read of `waiters_` follows the increment (it sees the waiter and passes
+// through the mutex before notify_all), or it precedes it, and then the state change
+// precedes the waiter's check, which sees it.
 #pragma once
 
 #include <atomic>
@@ -31,14 +39,11 @@ inline void cpu_relax() noexcept {
 class waitset {
  public:
   /// `oversubscribed`: more ranks than cores, so spinning only steals their time.
-  explicit waitset(bool oversubscribed) noexcept
-      : oversubscribed_(oversubscribed), spins_(oversubscribed ? 0 : 256) {}
+  explicit waitset(bool oversubscribed) noexcept : oversubscribed_(oversubscribed) {}
 
   /// Wakes every blocked waiter; call after changing state that a predicate reads.
   void notify() {
-    // a read-modify-write, so that it reads the latest count and orders the state change
-    // before it (no fence: ThreadSanitizer does not model fences)
-    if (waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) {
+    if (waiters_.load(std::memory_order_seq_cst) > 0) {
       { std::lock_guard<std::mutex> lock(m_); }
       cv_.notify_all();
     }
@@ -47,18 +52,19 @@ class waitset {
   /// Waits until pred() holds (true) or the deadline passes (false, pred() still false).
   /// The spin budget adapts: it grows while spinning pays off (peers run on other cores
   /// and answer within it) and shrinks while it does not (peers share our core).
+  /// The spin budget is the calling thread's own (no shared line written on every wait).
   template <class Pred>
   bool wait_until(Pred&& pred, clock::time_point deadline) {
-    const int budget = spins_.load(std::memory_order_relaxed);
+    int& spins = spin_budget();
+    const int budget = oversubscribed_ ? 0 : spins;
     for (int i = 0; i < budget; ++i) {
       if (pred()) {
-        if (!oversubscribed_ && budget < max_spins)
-          spins_.store(std::min(max_spins, budget + budget / 4 + 16), std::memory_order_relaxed);
+        if (budget < max_spins) spins = std::min(max_spins, budget + budget / 4 + 16);
         return true;
       }
       cpu_relax();
     }
-    if (budget > min_spins) spins_.store(budget / 2, std::memory_order_relaxed);
+    if (budget > min_spins) spins = budget / 2;
     for (int i = 0; i < yields; ++i) {
       if (pred()) return true;
       std::this_thread::yield();
@@ -80,9 +86,12 @@ class waitset {
 
  private:
   static constexpr int max_spins = 20000, min_spins = 16, yields = 16;
+  static int& spin_budget() noexcept {
+    thread_local int budget = 256;
+    return budget;
+  }
   bool oversubscribed_;
-  std::atomic<int> spins_;
-  std::atomic<int> waiters_{0};
+  alignas(64) std::atomic<int> waiters_{0};
   std::mutex m_;
   std::condition_variable cv_;
 };

@@ -22,6 +22,8 @@ class threads_communicator {
     std::vector<int> all(static_cast<std::size_t>(world_->size()));
     std::iota(all.begin(), all.end(), 0);
     group_ = world_->group(world_rank, all);
+    local_->world = world_;
+    local_->group = group_;
   }
 
   int rank() const noexcept { return grank_; }
@@ -96,6 +98,8 @@ class threads_communicator {
     threads_communicator c(*this);
     c.group_ = world_->group(world_rank_, wr);
     c.local_ = std::make_shared<detail::threads_local>();
+    c.local_->world = world_;
+    c.local_->group = c.group_;
     c.grank_ = me;
     return c;
   }
@@ -108,8 +112,8 @@ class threads_communicator {
 
   threads_request make_request(const call_desc& d, tessera::source_location loc) const {
     threads_request r;
-    r.world_ = world_;
-    r.group_ = group_;
+    r.world_ = world_.get();
+    r.group_ = group_.get();
     r.local_ = local_;
     r.rank_ = world_rank_;
     r.grank_ = grank_;
@@ -148,7 +152,7 @@ class threads_communicator {
     req.seq_ = seq;
     auto& ws = world_->waits();
     for (;;) {  // the slot still serves collective seq - slots_per_group
-      const std::uint64_t cur = s.seq.load(std::memory_order_acquire);
+      const std::uint64_t cur = s.seq.load(std::memory_order_seq_cst);
       if (cur == seq) break;
       if (local.acked[si] <= cur) {  // this rank never waited on it: finish it now
         threads_request prev = make_request(d, loc);
@@ -158,11 +162,11 @@ class threads_communicator {
       }
       const bool ok = ws.wait_until(
           [&] {
-            return s.seq.load(std::memory_order_acquire) == seq ||
-                   s.failed.load(std::memory_order_acquire) || world_->is_aborted();
+            return s.seq.load(std::memory_order_seq_cst) == seq ||
+                   s.failed.load(std::memory_order_seq_cst) || world_->is_aborted();
           },
           req.deadline_);
-      if (s.failed.load(std::memory_order_acquire)) req.throw_failed(s);
+      if (s.failed.load(std::memory_order_seq_cst)) req.throw_failed(s);
       if (world_->is_aborted()) req.throw_aborted();
       if (!ok)
         throw error(prefix() + ": " + d.str() + " at " + where(loc) + " (collective #" +
@@ -175,10 +179,12 @@ class threads_communicator {
     post.dst = out;
     post.desc = d;
     post.loc = loc;
-    post.posted.store(seq, std::memory_order_release);
+    if (const std::size_t staged = detail::eager_stage_bytes(d, size()))
+      detail::stage_input(post, d, in, staged, grank_);
+    post.posted.store(seq, std::memory_order_seq_cst);
     for (int q = 0; q < size(); ++q) {  // an early mismatch with a rank already here
       const auto& other = s.posts[static_cast<std::size_t>(q)];
-      if (q != grank_ && other.posted.load(std::memory_order_acquire) == seq && !(other.desc == d)) {
+      if (q != grank_ && other.posted.load(std::memory_order_seq_cst) == seq && !(other.desc == d)) {
         req.active_ = false;
         try {
           threads_request::fail_mismatch(*world_, *group_, s, seq, grank_, q);
@@ -187,7 +193,7 @@ class threads_communicator {
         }
       }
     }
-    if (s.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == size()) ws.notify();
+    if (s.arrived.fetch_add(1, std::memory_order_seq_cst) + 1 == size()) ws.notify();
     return req;
   }
 
@@ -229,12 +235,12 @@ class threads_communicator {
                               " (count and dtype must agree)";
       s.error = msg;
       r.error = msg;
-      s.state.store(2, std::memory_order_release);
-      r.state.store(2, std::memory_order_release);
+      s.state.store(2, std::memory_order_seq_cst);
+      r.state.store(2, std::memory_order_seq_cst);
     } else {
       if (s.desc.count) std::memcpy(r.dst, s.src, s.desc.count * size_of(s.desc.type));
-      s.state.store(1, std::memory_order_release);
-      r.state.store(1, std::memory_order_release);
+      s.state.store(1, std::memory_order_seq_cst);
+      r.state.store(1, std::memory_order_seq_cst);
     }
     world_->waits().notify();
   }

@@ -1,11 +1,20 @@
 // tessera/comm/detail/threads_group.hpp: shared state of one group of the threads backend.
 //
-// Data path (single copy): every rank posts pointers to its own send and receive buffers
-// in a slot; once all have arrived, the collective is cut into chunk tasks (256 KiB) that
-// any waiting rank takes from an atomic counter, reading peers' buffers directly and
-// writing into peers' buffers directly. No staging buffer; a chunk read once is written to
-// every destination while it is in cache. A rank that is still computing after issuing
-// its call does not hold the others up: the waiting ranks do its share.
+// Data path, by size:
+//  * eager (each rank's input up to eager_bytes): at issue, a rank copies its input into
+//    its own staging buffer in the slot (kept across calls, grows only) and posts; once
+//    all have posted, each rank computes its own output from the peers' staging buffers
+//    and leaves at once. One synchronisation per call instead of two (nobody waits for
+//    the peers to finish reading its buffers), for one extra copy of a small input.
+//  * pull (each rank's output up to pull_bytes): every rank posts pointers to its own
+//    send and receive buffers; once all have arrived, each computes its own output reading
+//    the peers' inputs directly (single copy), then waits until all are done.
+//  * chunked (larger): the collective is cut into chunk tasks (256 KiB) that any waiting
+//    rank takes from an atomic counter, reading peers' buffers directly and writing into
+//    peers' buffers directly. No staging buffer; a chunk read once is written to every
+//    destination while it is in cache (an all_reduce chunk is reduced once and stored to
+//    every output). A rank that is still computing after issuing its call does not hold
+//    the others up: the waiting ranks do its share.
 //
 // Slots: collective k of a group uses slot k % slots_per_group. The slot is recycled for
 // k + slots_per_group once every member has acknowledged k (in wait(), or implicitly when
@@ -37,6 +46,8 @@ inline constexpr std::size_t chunk_bytes = std::size_t{256} << 10;
 /// Outputs up to this size per rank are computed by their owner ("pull"): fewer shared
 /// counters, so less cache-line traffic for small messages.
 inline constexpr std::size_t pull_bytes = std::size_t{256} << 10;
+/// Inputs up to this size per rank are staged at issue ("eager").
+inline constexpr std::size_t eager_bytes = std::size_t{16} << 10;
 
 /// What one rank posts for one collective; each rank writes only its own (own cache line).
 struct alignas(64) rank_post {
@@ -45,6 +56,7 @@ struct alignas(64) rank_post {
   void* dst = nullptr;
   call_desc desc{};
   tessera::source_location loc{};
+  std::vector<std::max_align_t> stage;  // eager copy of the input (owner writes, peers read)
 };
 
 struct coll_slot {
@@ -62,8 +74,33 @@ struct coll_slot {
 /// How a collective is cut into tasks; every rank computes the same plan from the posts.
 struct coll_plan {
   std::size_t count = 0, elem = 0, chunk = 0, per_block = 0, ntasks = 0;
-  bool pull = false;  // task q is rank q's own output, done by rank q
+  bool pull = false;   // task q is rank q's own output, done by rank q
+  bool eager = false;  // inputs were staged at issue; each rank computes its own output
 };
+
+/// The bytes a rank stages for an eager call (its input), or 0 if the call is not eager.
+/// Depends only on the call and the group size, so every rank decides alike.
+inline std::size_t eager_stage_bytes(const call_desc& d, int n) noexcept {
+  const std::size_t b = d.count * size_of(d.type);
+  std::size_t in = 0;
+  switch (d.kind) {
+    case call_kind::all_gather:
+    case call_kind::all_reduce:
+    case call_kind::broadcast: in = b; break;
+    case call_kind::reduce_scatter:
+    case call_kind::all_to_all: in = b * static_cast<std::size_t>(n); break;
+    default: return 0;
+  }
+  return in > 0 && in <= eager_bytes ? in : 0;
+}
+
+/// Copies this rank's input into its staging buffer of the slot (eager calls only).
+inline void stage_input(rank_post& p, const call_desc& d, const void* in, std::size_t bytes, int grank) {
+  if (d.kind == call_kind::broadcast && grank != d.peer) return;  // only the root's is read
+  const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+  if (p.stage.size() < words) p.stage.resize(words);
+  std::memcpy(p.stage.data(), in, bytes);
+}
 
 struct p2p_op {
   const void* src = nullptr;
@@ -102,6 +139,10 @@ inline coll_plan plan_tasks(const coll_slot& s, int n) {
   const auto nn = static_cast<std::size_t>(n);
   p.count = d.count;
   p.elem = size_of(d.type);
+  if (eager_stage_bytes(d, n) > 0) {
+    p.eager = true;
+    return p;
+  }
   bool in_place = false;
   for (std::size_t q = 0; q < nn; ++q) in_place = in_place || s.posts[q].src == s.posts[q].dst;
   const std::size_t out_bytes =
@@ -161,6 +202,38 @@ inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t 
   }
 }
 
+/// Eager call: computes rank q's output from the staging buffers of the slot.
+inline void run_eager(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
+  const auto nn = static_cast<std::size_t>(n);
+  const auto& d = s.posts[0].desc;
+  const std::size_t es = p.elem, cnt = p.count, bytes = cnt * es;
+  auto in = [&](std::size_t r, std::size_t elems) {
+    return reinterpret_cast<const char*>(s.posts[r].stage.data()) + elems * es;
+  };
+  char* out = static_cast<char*>(s.posts[q].dst);
+  switch (d.kind) {
+    case call_kind::all_gather:
+      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, 0), bytes);
+      break;
+    case call_kind::all_to_all:
+      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, q * cnt), bytes);
+      break;
+    case call_kind::reduce_scatter:
+    case call_kind::all_reduce: {
+      thread_local std::vector<const void*> srcs;
+      srcs.resize(nn);
+      const std::size_t off = d.kind == call_kind::reduce_scatter ? q * cnt : 0;
+      for (std::size_t r = 0; r < nn; ++r) srcs[r] = in(r, off);
+      reduce(out, srcs.data(), n, cnt, d.type, d.op, n);
+      break;
+    }
+    case call_kind::broadcast:
+      if (q != static_cast<std::size_t>(d.peer)) std::memcpy(out, in(static_cast<std::size_t>(d.peer), 0), bytes);
+      break;
+    default: break;
+  }
+}
+
 /// Chunk task t: reads peers' buffers, writes peers' buffers.
 inline void run_task(const coll_slot& s, const coll_plan& p, int n, std::size_t t) {
   const auto nn = static_cast<std::size_t>(n);
@@ -193,15 +266,14 @@ inline void run_task(const coll_slot& s, const coll_plan& p, int n, std::size_t 
       reduce(dst(q, off), srcs.data(), n, len, d.type, d.op, n);
       break;
     }
-    case call_kind::all_reduce: {
-      const std::size_t o = j % nn;
+    case call_kind::all_reduce: {  // reduced once, block by block, stored to every output
       thread_local std::vector<const void*> srcs;
+      thread_local std::vector<void*> dsts;
       srcs.resize(nn);
+      dsts.resize(nn);
       for (std::size_t r = 0; r < nn; ++r) srcs[r] = src(r, off);
-      char* home = dst(o, off);
-      reduce(home, srcs.data(), n, len, d.type, d.op, n);
-      for (std::size_t q = 0; q < nn; ++q)
-        if (q != o) std::memcpy(dst(q, off), home, bytes);
+      for (std::size_t k = 0; k < nn; ++k) dsts[k] = dst((j + k) % nn, off);
+      reduce(dsts.data(), n, srcs.data(), n, len, d.type, d.op, n);
       break;
     }
     case call_kind::all_to_all: {

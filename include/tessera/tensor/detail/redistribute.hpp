@@ -1,13 +1,15 @@
 // tessera/tensor/detail/redistribute.hpp: executes one plan step (collective.hpp's
 // semantics) on a rank's block. Uneven shards are padded to the group's largest block for
-// the collective and unpadded after; where blocks are even and contiguous in group order
-// the collective reads and writes the blocks directly (no packing copy).
+// the collective and unpadded after (all_to_all steps that are uneven or sparse run as
+// grouped point-to-point calls instead); where blocks are even and contiguous in group
+// order the collective reads and writes the blocks directly (no packing copy).
 #pragma once
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/plan/collective.hpp>
@@ -33,6 +35,106 @@ constexpr bool outer_trivial(const box& b, int d) noexcept {
   for (int e = 0; e < d; ++e)
     if (b.size[static_cast<std::size_t>(e)] != 1) return false;
   return true;
+}
+
+/// An all_to_all step (block `b` of this rank -> block `b1`; the group's before and after
+/// boxes b0k, b1k). Even exchanges (every pair moves the same number of elements) run as
+/// one all_to_all, reading the input block and writing the output block directly where
+/// their pieces are contiguous and in group order, packing and unpacking otherwise.
+/// Uneven or sparse exchanges (some pairs move nothing, as in nested 2-D transitions) run
+/// as grouped point-to-point calls of the pairs that move something (as NCCL runs its
+/// all-to-all), with no padding; this rank's own piece is copied block to block.
+template <class T, class Mesh, class Members>
+void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Members& members, const box& b,
+                     const box* b0k, const box& b1, const box* b1k, const T* in, T* out) {
+  constexpr auto dt = comm::dtype_of<T>;
+  const std::size_t n = members.size();
+  std::size_t self = 0;
+  for (std::size_t k = 0; k < n; ++k)
+    if (members[k] == dm.rank()) self = k;
+  std::int64_t maxn = 0;
+  bool even = true;
+  for (std::size_t p = 0; p < n; ++p)
+    for (std::size_t q = 0; q < n; ++q) maxn = std::max(maxn, intersect(b0k[p], b1k[q]).numel());
+  for (std::size_t p = 0; p < n && even; ++p)
+    for (std::size_t q = 0; q < n && even; ++q) even = intersect(b0k[p], b1k[q]).numel() == maxn;
+  const auto mx = static_cast<std::size_t>(maxn);
+  if (even) {
+    bool send_direct = true, recv_direct = true;
+    for (std::size_t q = 0; q < n; ++q) {
+      const auto at = contiguous_at(intersect(b, b1k[q]), b);
+      send_direct = send_direct && at && *at == static_cast<std::int64_t>(q * mx);
+    }
+    for (std::size_t p = 0; p < n; ++p) {
+      const auto at = contiguous_at(intersect(b0k[p], b1), b1);
+      recv_direct = recv_direct && at && *at == static_cast<std::int64_t>(p * mx);
+    }
+    const T* send = in;
+    if (!send_direct) {
+      T* packed = dm.template scratch<T>(0, mx * n);
+      for (std::size_t q = 0; q < n; ++q) {
+        const box x = intersect(b, b1k[q]);
+        copy_region(in, b, packed + q * mx, x, x);
+      }
+      send = packed;
+    }
+    T* recv = recv_direct ? out : dm.template scratch<T>(1, mx * n);
+    c.all_to_all(send, recv, mx, dt).wait();
+    if (!recv_direct)
+      for (std::size_t p = 0; p < n; ++p) {
+        const box x = intersect(b0k[p], b1);
+        copy_region(recv + p * mx, x, out, b1, x);
+      }
+    return;
+  }
+  constexpr int tag = 0x7e55;  // tessera's redistribute
+  std::size_t send_n = 0, recv_n = 0;  // scratch needed for pieces that are not contiguous
+  for (std::size_t q = 0; q < n; ++q) {
+    if (q == self) continue;
+    const box x = intersect(b, b1k[q]);
+    if (x.numel() && !contiguous_at(x, b)) send_n += static_cast<std::size_t>(x.numel());
+    const box y = intersect(b0k[q], b1);
+    if (y.numel() && !contiguous_at(y, b1)) recv_n += static_cast<std::size_t>(y.numel());
+  }
+  T* sbuf = send_n ? dm.template scratch<T>(0, send_n) : nullptr;
+  T* rbuf = recv_n ? dm.template scratch<T>(1, recv_n) : nullptr;
+  std::vector<comm::any_request> reqs;
+  reqs.reserve(2 * n);
+  c.group_start();
+  std::size_t so = 0, ro = 0;
+  for (std::size_t k = 1; k < n; ++k) {  // peers in ring order from this rank
+    const std::size_t q = (self + k) % n, p = (self + n - k) % n;
+    const box x = intersect(b, b1k[q]);
+    if (const auto cnt = static_cast<std::size_t>(x.numel())) {
+      const T* from = nullptr;
+      if (const auto at = contiguous_at(x, b)) {
+        from = in + *at;
+      } else {
+        copy_region(in, b, sbuf + so, x, x);
+        from = sbuf + so;
+        so += cnt;
+      }
+      reqs.push_back(c.send(from, cnt, dt, static_cast<int>(q), tag));
+    }
+    const box y = intersect(b0k[p], b1);
+    if (const auto cnt = static_cast<std::size_t>(y.numel())) {
+      const auto at = contiguous_at(y, b1);
+      reqs.push_back(c.recv(at ? out + *at : rbuf + ro, cnt, dt, static_cast<int>(p), tag));
+      if (!at) ro += cnt;
+    }
+  }
+  c.group_end();
+  copy_region(in, b, out, b1, intersect(b, b1));  // this rank's own piece
+  for (auto& r : reqs) r.wait();
+  ro = 0;
+  for (std::size_t k = 1; k < n; ++k) {
+    const std::size_t p = (self + n - k) % n;
+    const box y = intersect(b0k[p], b1);
+    if (y.numel() && !contiguous_at(y, b1)) {
+      copy_region(rbuf + ro, y, out, b1, y);
+      ro += static_cast<std::size_t>(y.numel());
+    }
+  }
 }
 
 /// Runs step `s` (layouts `before` -> `after`) on this rank's block `in` (box `b`),
@@ -111,24 +213,9 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
     case step_kind::all_reduce:
       c.all_reduce(in, out, n_out, dt, to_comm(s.op)).wait();
       break;
-    case step_kind::all_to_all: {
-      std::int64_t maxn = 0;
-      for (std::size_t p = 0; p < n; ++p)
-        for (std::size_t q = 0; q < n; ++q) maxn = std::max(maxn, intersect(b0k[p], b1k[q]).numel());
-      const auto mx = static_cast<std::size_t>(maxn);
-      T* send = dm.template scratch<T>(0, mx * n);
-      T* recv = dm.template scratch<T>(1, mx * n);
-      for (std::size_t q = 0; q < n; ++q) {
-        const box x = intersect(b, b1k[q]);
-        copy_region(in, b, send + q * mx, x, x);
-      }
-      c.all_to_all(send, recv, mx, dt).wait();
-      for (std::size_t p = 0; p < n; ++p) {
-        const box x = intersect(b0k[p], b1);
-        copy_region(recv + p * mx, x, out, b1, x);
-      }
+    case step_kind::all_to_all:
+      all_to_all_step(dm, c, members, b, b0k, b1, b1k, in, out);
       break;
-    }
     default: break;
   }
   b = b1;

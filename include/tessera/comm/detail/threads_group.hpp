@@ -49,6 +49,12 @@ inline constexpr std::size_t pull_bytes = std::size_t{256} << 10;
 /// Inputs up to this size per rank are staged at issue ("eager").
 inline constexpr std::size_t eager_bytes = std::size_t{16} << 10;
 
+/// The unit of eager staging buffers (aligned for every element type a call moves; a
+/// class of our own: nvcc 13's front end fails on std::vector<std::max_align_t> here).
+struct alignas(16) stage_word {
+  unsigned char bytes[16];
+};
+
 /// What one rank posts for one collective; each rank writes only its own (own cache line).
 struct alignas(64) rank_post {
   std::atomic<std::uint64_t> posted{~std::uint64_t{0}};  // the collective posted here
@@ -56,7 +62,7 @@ struct alignas(64) rank_post {
   void* dst = nullptr;
   call_desc desc{};
   tessera::source_location loc{};
-  std::vector<std::max_align_t> stage;  // eager copy of the input (owner writes, peers read)
+  std::vector<stage_word> stage;  // eager copy of the input (owner writes, peers read)
 };
 
 struct coll_slot {
@@ -97,7 +103,7 @@ inline std::size_t eager_stage_bytes(const call_desc& d, int n) noexcept {
 /// Copies this rank's input into its staging buffer of the slot (eager calls only).
 inline void stage_input(rank_post& p, const call_desc& d, const void* in, std::size_t bytes, int grank) {
   if (d.kind == call_kind::broadcast && grank != d.peer) return;  // only the root's is read
-  const std::size_t words = (bytes + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+  const std::size_t words = (bytes + sizeof(stage_word) - 1) / sizeof(stage_word);
   if (p.stage.size() < words) p.stage.resize(words);
   std::memcpy(p.stage.data(), in, bytes);
 }

@@ -13,6 +13,7 @@
 #include <tessera/train/metrics.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
+#include <tessera/train/traffic_estimator.hpp>
 #include <tessera/train/trainer.hpp>
 
 namespace train_llama_cli {
@@ -76,6 +77,10 @@ void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
     std::printf("memory estimate for rank 0 (batch %lld x seq %lld):\n%s", static_cast<long long>(in.batch),
                 static_cast<long long>(in.seq_len),
                 estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
+  if (lead)
+    std::printf("%s", estimate_traffic<R>(dm.shape(), in.batch, in.seq_len, in.accum, dm.coords())
+                          .to_string(R::mesh::names)
+                          .c_str());
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, in.steps, in.accum, in.opt, in.peak_flops);
   train::jsonl_writer jsonl;

@@ -72,3 +72,4 @@
 #include <tessera/train/recipe.hpp>
 #include <tessera/train/recipes.hpp>
 #include <tessera/train/safetensors.hpp>
+#include <tessera/train/traffic_estimator.hpp>

@@ -41,6 +41,28 @@ struct flight_entry {
   std::uint32_t line = 0;
 };
 
+/// Bytes this rank moves in a recorded call, as nccl-tests counts "bus bytes" (and as
+/// tessera's cost model does, plan/cost_model.hpp): with n ranks in the group and S the
+/// call's buffer (the gathered output, the reduce-scatter input, the all-to-all buffer),
+/// S (n-1)/n, and 2 S (n-1)/n for all_reduce; a broadcast moves its buffer, a send its
+/// message; receives, barriers and groups of one rank move nothing.
+inline std::int64_t bus_bytes(const flight_entry& e) {
+  const auto n = static_cast<std::int64_t>(e.group.size());
+  const auto b = static_cast<std::int64_t>(e.desc.count * size_of(e.desc.type));
+  if (n <= 1) return 0;
+  switch (e.desc.kind) {
+    case call_kind::all_gather:
+    case call_kind::reduce_scatter:
+    case call_kind::all_to_all: return b * (n - 1);  // S = n * count elements
+    case call_kind::all_reduce: return b * 2 * (n - 1) / n;
+    case call_kind::broadcast:
+    case call_kind::send: return b;
+    case call_kind::recv:
+    case call_kind::barrier: return 0;
+  }
+  return 0;
+}
+
 struct flight_settings {
   std::size_t capacity = 2048;       // entries kept per rank (the oldest are dropped)
   std::string dump_dir = ".";        // where dump() writes flight_rank<R>.json
@@ -261,6 +283,11 @@ class flight_recorder {
   std::string dump(const std::string& path = "") { return ring_->dump(path); }
   /// The dump as a JSON string.
   std::string json() const { return ring_->json(); }
+  /// How many calls this rank has recorded (the id the next one gets).
+  std::uint64_t recorded() const {
+    std::lock_guard<std::mutex> lock(ring_->m);
+    return ring_->next_id;
+  }
   /// The entries still in the ring, oldest first.
   std::vector<flight_entry> entries() const {
     std::lock_guard<std::mutex> lock(ring_->m);

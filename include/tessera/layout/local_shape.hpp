@@ -85,6 +85,28 @@ constexpr std::int64_t max_local_numel(const layout_spec& s, const mesh_shape& m
   return n;
 }
 
+/// Elements of the largest block among one group's ranks: those with `c`'s coordinates on
+/// every axis outside the bit mask `group_axes` (what a collective over that group pads to).
+constexpr std::int64_t group_max_numel(const layout_spec& s, const mesh_shape& m, const shape_t& global,
+                                       const coords_t& c, unsigned group_axes) noexcept {
+  std::int64_t members = 1;
+  for (int a = 0; a < m.ndim; ++a)
+    if ((group_axes >> a) & 1u) members *= m[a];
+  std::int64_t best = 0;
+  for (std::int64_t r = 0; r < members; ++r) {
+    coords_t k = c;
+    std::int64_t rest = r;
+    for (int a = m.ndim - 1; a >= 0; --a)
+      if ((group_axes >> a) & 1u) {
+        k[static_cast<std::size_t>(a)] = rest % m[a];
+        rest /= m[a];
+      }
+    const std::int64_t n = local_box(s, m, global, k).numel();
+    best = n > best ? n : best;
+  }
+  return best;
+}
+
 /// Product of the sizes of the axes that shard dimension d.
 constexpr std::int64_t shard_count(const layout_spec& s, const mesh_shape& m, int d) noexcept {
   std::int64_t n = 1;

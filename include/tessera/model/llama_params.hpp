@@ -9,6 +9,7 @@
 #include <string>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/extents.hpp>
 #include <tessera/model/detail/init.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/parallel/layouts.hpp>
@@ -53,9 +54,15 @@ constexpr tp_style tp_style_of(param_role r) {
   }
 }
 
-/// The tensor rank of a parameter as the model stores it: norms are vectors [dim], the
-/// others matrices [rows, cols].
-constexpr int param_rank(const param_entry& e) { return e.shape.is_vector() ? 1 : 2; }
+/// How tensor parallel treats a parameter: its module's style; norms (vectors) are replicated.
+constexpr tp_style param_style(const param_entry& e) {
+  return e.shape.is_vector() ? tp_style::replicated : tp_style_of(e.role);
+}
+/// A parameter's global shape as the model stores it: norms [dim], the others [rows, cols]
+/// (the rank parallel::visit_style passes with param_style's style).
+constexpr shape_t param_global_shape(const param_entry& e) {
+  return e.shape.is_vector() ? shape_t{e.shape.cols} : shape_t{e.shape.rows, e.shape.cols};
+}
 
 /// Checks a configuration at run time (the same facts llama<Config> checks at compile time).
 inline void check_config(const llama_config& c) {

@@ -95,6 +95,18 @@ constexpr layout_spec batch_spec(const parallel_spec& p, int rank) {
   return l;
 }
 
+/// Calls `f.template operator()<S, R>()` for a style known at run time: S the style, R the
+/// rank of the parameters that have it (1: the replicated norms, 2: the matrices).
+template <class F>
+constexpr void visit_style(tp_style s, F&& f) {
+  switch (s) {
+    case tp_style::replicated: f.template operator()<tp_style::replicated, 1>(); break;
+    case tp_style::colwise: f.template operator()<tp_style::colwise, 2>(); break;
+    case tp_style::rowwise: f.template operator()<tp_style::rowwise, 2>(); break;
+    case tp_style::vocab: f.template operator()<tp_style::vocab, 2>(); break;
+  }
+}
+
 /// Activation layouts of a tensor-parallel block, [B, T, X].
 /// residual: where norms and the residual add run (sequence-split under SP);
 /// replicated: the input of a column-parallel region (every tp rank has every token);

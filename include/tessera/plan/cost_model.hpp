@@ -2,8 +2,11 @@
 //
 // Each rank moves "bus bytes" as nccl-tests counts them (S is the local buffer size in
 // bytes: the gathered output for all_gather, the input for reduce_scatter and
-// all_reduce, the larger of input and output for all_to_all; buffers of uneven shards
-// are padded to the largest rank's; n is the group size):
+// all_reduce, the larger of input and output for all_to_all; n is the group size). Uneven
+// shards are padded to the largest block, as the runtime does (tensor/detail/
+// redistribute.hpp): all_gather's S is n times the largest input block, reduce_scatter's
+// n times the largest output block (uneven all_to_all steps run unpadded, as point-to-point
+// calls; the model keeps the larger padded buffer for them):
 //   all_gather, reduce_scatter, all_to_all:  S * (n-1)/n
 //   all_reduce:                              S * 2(n-1)/n
 // and a step takes   base + hops * hop + bus_bytes / bandwidth
@@ -39,9 +42,11 @@ struct cost_model {
 };
 
 namespace detail {
-/// Elements of the buffer S a collective works on (see above).
-constexpr std::int64_t buffer_numel(step_kind k, std::int64_t in, std::int64_t out) noexcept {
-  if (k == step_kind::all_gather) return out;
+/// Elements of the buffer S a collective over n ranks works on, from the largest input
+/// and output blocks (see above).
+constexpr std::int64_t buffer_numel(step_kind k, std::int64_t in, std::int64_t out, std::int64_t n) noexcept {
+  if (k == step_kind::all_gather) return n * in;
+  if (k == step_kind::reduce_scatter) return n * out;
   if (k == step_kind::all_to_all) return in > out ? in : out;
   return in;
 }
@@ -54,9 +59,12 @@ struct step_cost {
   double time_us = 0;
 };
 
+/// `at`: the coordinates of one rank, to count the blocks of that rank's group only (its
+/// padding); without it, the largest block of the whole mesh (an upper bound over ranks,
+/// what the planner uses).
 constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const layout_spec& after,
                             const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
-                            const cost_model& cm) noexcept {
+                            const cost_model& cm, const coords_t* at = nullptr) noexcept {
   step_cost c;
   if (!is_collective(s.kind)) {
     c.time_us = 0;
@@ -74,10 +82,12 @@ constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const
     c.time_us = 0;
     return c;
   }
-  const std::int64_t in = max_local_numel(before, m, global) * elem_bytes;
-  const std::int64_t out = max_local_numel(after, m, global) * elem_bytes;
+  unsigned axes = 0;
+  for (int i = 0; i < s.group.n; ++i) axes |= 1u << s.group[i];
+  const std::int64_t in = (at ? group_max_numel(before, m, global, *at, axes) : max_local_numel(before, m, global)) * elem_bytes;
+  const std::int64_t out = (at ? group_max_numel(after, m, global, *at, axes) : max_local_numel(after, m, global)) * elem_bytes;
   const bool ar = s.kind == step_kind::all_reduce;
-  c.buffer_bytes = detail::buffer_numel(s.kind, in, out);
+  c.buffer_bytes = detail::buffer_numel(s.kind, in, out, n);
   c.bus_bytes = c.buffer_bytes * (ar ? 2 : 1) * (n - 1) / n;
   const double hops = static_cast<double>((ar ? 2 : 1) * (n - 1));
   c.time_us = cm.base_us + hops * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3);

@@ -20,7 +20,8 @@
 //   staging        communication buffers: device_mesh scratch slots 0-3 (run_step staging
 //                  of uneven or non-contiguous all-gathers / reduce-scatters, and the
 //                  intermediate block of two-step plans), parallel_llama's stage_ vector and
-//                  its bf16 staging under mixed precision. These are std::vectors that grow
+//                  its bf16 staging under mixed precision (and the bf16 buffers of a
+//                  prefetched block, held from its issue to its use). These are std::vectors that grow
 //                  and stay; the tracking allocator does not see them, and the estimate
 //                  assumes the planner's plans for these layouts are one all-gather /
 //                  reduce-scatter / all-reduce (two steps -- reduce-scatter, then
@@ -103,14 +104,14 @@ struct unit_sizes {
   std::int64_t slot2 = 0;       ///< bytes: the intermediate of a two-step plan
   std::int64_t stage = 0;       ///< bytes: parallel_llama::stage_
   std::int64_t half = 0;        ///< bytes: bf16 staging (stored + gathered block)
+  std::int64_t half_prefetch = 0;  ///< bytes: bf16 buffers of a prefetched unit (all its parameters)
 };
 
 constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape& m, const coords_t& c,
                          const param_entry& e) {
-  const bool vec = e.shape.is_vector();
-  const tp_style s = vec ? tp_style::replicated : tp_style_of(e.role);
-  const int r = vec ? 1 : 2;
-  const shape_t g = vec ? shape_t{e.shape.cols} : shape_t{e.shape.rows, e.shape.cols};
+  const tp_style s = param_style(e);
+  const int r = e.shape.is_vector() ? 1 : 2;
+  const shape_t g = param_global_shape(e);
   const layout_spec cs = parallel::compute_spec(p, s, r), ss = parallel::storage_spec(p, s, r),
                     gs = parallel::grad_spec(p, s, r);
   const std::int64_t stored = local_box(ss, m, g, c).numel(), compute = local_box(cs, m, g, c).numel();
@@ -121,7 +122,10 @@ constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape
     u.grad_buf += compute * 4;
     u.stage = std::max(u.stage, stored * 4);
   }
-  if (p.bf16_params && !direct_param) u.half = std::max(u.half, (stored + compute) * 2);
+  if (p.bf16_params && !direct_param) {
+    u.half = std::max(u.half, (stored + compute) * 2);
+    u.half_prefetch += (stored + compute) * 2;
+  }
   // FSDP's all-gather / reduce-scatter along dim 0 of the TP-local block is staged (slot 0:
   // one block, slot 1: n blocks) when the blocks are uneven.
   if (p.dp_shard >= 0) {
@@ -203,7 +207,8 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   }
   if (gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(V, P) * 4);
   if (lp) stage = std::max(stage, 2 * N * 4);
-  e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half);
+  // bf16: the synchronous gathers' staging, and the prefetched block's own buffers (bound)
+  e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half) + (L > 1 ? blk.half_prefetch : 0);
   return e;
 }
 

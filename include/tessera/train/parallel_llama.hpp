@@ -6,8 +6,11 @@
 // backward through hooks that move data only by the planner's plans:
 //   - an FSDP unit (a block, or the root: embedding, final norm, output) is unsharded by the
 //     plan storage -> compute (all-gathers over the dp axis, in bf16 under mixed precision)
-//     before its forward, the next unit's gather being issued first (prefetch); it is freed
-//     after forward as reshard_after_forward says (the root stays until its backward);
+//     before its forward; the next unit's gathers are issued asynchronously right after
+//     (prefetch, as FSDP2) and waited for when that unit begins, so they run while this unit
+//     computes where the backend progresses them (a plan of one even all-gather along dim 0,
+//     the FSDP case; other plans run when issued); a unit is freed after forward as
+//     reshard_after_forward says (the root stays until its backward);
 //   - after a unit's backward its gradients, laid out as grad_spec (partial over the batch
 //     axes, and over tp for sequence-parallel norms), go through the plan grad -> storage
 //     (reduce-scatter / all-reduce) and are added to the stored gradient blocks;
@@ -22,8 +25,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <tessera/comm/communicator.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/layout/print.hpp>
 #include <tessera/model/llama.hpp>
@@ -132,7 +137,7 @@ class parallel_llama {
         for (std::size_t k = 0, e = slot(i).numel; k < e; ++k) part += static_cast<double>(g[k]) * g[k];
       }
       if (!any) continue;
-      with_style_value(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
+      parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
         total += sum_over<parallel::norm_mask(ps, S, R)>(part);
       });
     }
@@ -178,6 +183,12 @@ class parallel_llama {
     using grad = layout<mesh_type, parallel::grad_spec(ps, S, R)>;
     static constexpr bool direct_param = compute::spec == storage::spec && !ps.bf16_params;
     static constexpr bool direct_grad = grad::spec == storage::spec;
+    using param_t = std::conditional_t<ps.bf16_params, bf16, float>;
+    using unshard_plan = plan_t<storage, compute, param_t>;
+    /// One all-gather along dim 0: with even blocks, rank k's block lands at k * block of
+    /// the output, so the call can be issued on the buffers and waited for later.
+    static constexpr bool async_gather = unshard_plan::size == 1 && unshard_plan::value[0].kind == step_kind::all_gather &&
+                                         unshard_plan::value[0].dim == 0;
   };
   using residual_l = layout<mesh_type, parallel::residual_spec(ps)>;
   using replicated_l = layout<mesh_type, parallel::tp_replicated_spec(ps)>;
@@ -188,6 +199,8 @@ class parallel_llama {
     std::vector<std::int64_t> params;
     std::vector<tensor<float>> p, g;  // gathered parameters / their gradients (empty when bound directly)
     bool gathered = false;
+    std::vector<comm::any_request> pending;  // prefetch gathers not yet waited for
+    std::vector<std::pair<std::size_t, std::vector<bf16>>> half;  // bf16 gathers of those, by parameter
   };
 
   /// The hooks the model calls; every one runs a plan.
@@ -195,8 +208,8 @@ class parallel_llama {
     parallel_llama& o;
     void forward_begin(std::int64_t u) {
       o.unshard(u);
-      if (u < cfg.n_layers - 1) o.unshard(u + 1);  // prefetch: the next block is gathered before this one runs
-      if (u == o.model_.root_unit() && cfg.n_layers > 0) o.unshard(0);
+      if (u < cfg.n_layers - 1) o.unshard(u + 1, true);  // prefetch: the next block's gathers run while this one does
+      if (u == o.model_.root_unit() && cfg.n_layers > 0) o.unshard(0, true);
     }
     void forward_end(std::int64_t u) {
       if (u == o.model_.root_unit()) return;  // the root's output layer runs first in backward
@@ -207,7 +220,7 @@ class parallel_llama {
     void backward_begin(std::int64_t u) {
       o.unshard(u);
       o.alloc_grads(u);
-      if (u < o.model_.root_unit() && u > 0) o.unshard(u - 1);  // prefetch for backward
+      if (u < o.model_.root_unit() && u > 0) o.unshard(u - 1, true);  // prefetch for backward
     }
     void backward_end(std::int64_t u) {
       o.reduce_grads(u);
@@ -255,34 +268,19 @@ class parallel_llama {
   }
 
   const arena_slot& slot(std::int64_t i) const { return master_.layout().slots()[static_cast<std::size_t>(i)]; }
-  tp_style style_of(std::int64_t i) const {
-    const param_entry e = model_.entry(i);
-    return e.shape.is_vector() ? tp_style::replicated : tp_style_of(e.role);
-  }
-  shape_t global_shape(std::int64_t i) const {
-    const param_shape s = model_.entry(i).shape;
-    return s.is_vector() ? shape_t{s.cols} : shape_t{s.rows, s.cols};
-  }
+  tp_style style_of(std::int64_t i) const { return param_style(model_.entry(i)); }
+  shape_t global_shape(std::int64_t i) const { return param_global_shape(model_.entry(i)); }
   box storage_box(std::int64_t i) const {
     box b;
-    with_style_value(style_of(i), [&]<tp_style S, int R>() {
+    parallel::visit_style(style_of(i), [&]<tp_style S, int R>() {
       b = local_box(style_layouts<S, R>::storage::spec, dm_.shape(), global_shape(i), dm_.coords());
     });
     return b;
   }
-  /// Calls f.template operator()<S, R>() for parameter i's style (norms are rank 1).
+  /// Calls f.template operator()<S, R>() for parameter i's style.
   template <class F>
   void with_style(std::int64_t i, F&& f) const {
-    with_style_value(style_of(i), f);
-  }
-  template <class F>
-  static void with_style_value(tp_style s, F&& f) {
-    switch (s) {
-      case tp_style::replicated: f.template operator()<tp_style::replicated, 1>(); break;
-      case tp_style::colwise: f.template operator()<tp_style::colwise, 2>(); break;
-      case tp_style::rowwise: f.template operator()<tp_style::rowwise, 2>(); break;
-      case tp_style::vocab: f.template operator()<tp_style::vocab, 2>(); break;
-    }
+    parallel::visit_style(style_of(i), f);
   }
 
   /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank.
@@ -323,9 +321,14 @@ class parallel_llama {
     }
   }
 
-  void unshard(std::int64_t u) {
+  /// Gathers unit u's parameters (plan storage -> compute) and binds the model to them.
+  /// `prefetch`: issue what can run asynchronously and return; unshard(u) waits for it.
+  void unshard(std::int64_t u, bool prefetch = false) {
     unit_state& st = units_[static_cast<std::size_t>(u)];
-    if (st.gathered) return;
+    if (st.gathered) {
+      if (!prefetch) ready(st);
+      return;
+    }
     st.p.resize(st.params.size());
     for (std::size_t k = 0; k < st.params.size(); ++k) {
       const std::int64_t i = st.params[k];
@@ -337,8 +340,24 @@ class parallel_llama {
           const shape_t g = global_shape(i);
           st.p[k] = tensor<float>({local_numel<typename L::compute>(dm_, g)});
           float* out = st.p[k].data();
+          model_.bind(i, out, model_.grad(i));
+          const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
+          if constexpr (L::async_gather) {
+            if (prefetch && is_even(L::storage::spec, dm_.shape(), g)) {
+              auto& c = dm_.group(L::unshard_plan::value[0].group);
+              if constexpr (ps.bf16_params) {
+                auto& h = st.half.emplace_back(k, std::vector<bf16>(n_in + n_out)).second;
+                for (std::size_t e = 0; e < n_in; ++e) h[e] = bf16(stored(i)[e]);
+                st.pending.push_back(comm::all_gather(c, std::span<const bf16>(h.data(), n_in),
+                                                      std::span<bf16>(h.data() + n_in, n_out)));
+              } else {
+                st.pending.push_back(
+                    comm::all_gather(c, std::span<const float>(stored(i), n_in), std::span<float>(out, n_out)));
+              }
+              return;
+            }
+          }
           if constexpr (ps.bf16_params) {  // gathered in bf16, computed in f32 (FSDP2 MixedPrecisionPolicy)
-            const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
             half_in_.resize(n_in), half_out_.resize(n_out);
             for (std::size_t e = 0; e < n_in; ++e) half_in_[e] = bf16(stored(i)[e]);
             redistribute_local<typename L::storage, typename L::compute>(dm_, g, half_in_.data(), half_out_.data());
@@ -346,14 +365,26 @@ class parallel_llama {
           } else {
             redistribute_local<typename L::storage, typename L::compute>(dm_, g, stored(i), out);
           }
-          model_.bind(i, out, model_.grad(i));
         }
       });
     }
     st.gathered = true;
+    if (!prefetch) ready(st);
+  }
+  /// Waits for a unit's prefetch gathers (and widens bf16 ones to the f32 compute copies).
+  void ready(unit_state& st) {
+    for (auto& r : st.pending) r.wait();
+    st.pending.clear();
+    for (auto& [k, h] : st.half) {
+      float* out = st.p[k].data();
+      const std::size_t n_out = static_cast<std::size_t>(st.p[k].numel()), n_in = h.size() - n_out;
+      for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(h[n_in + e]);
+    }
+    st.half.clear();
   }
   void reshard(std::int64_t u) {
     unit_state& st = units_[static_cast<std::size_t>(u)];
+    ready(st);  // (every prefetched unit is begun before it is freed; this keeps buffers alive regardless)
     st.p.clear();
     st.gathered = false;
   }

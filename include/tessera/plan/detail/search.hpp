@@ -374,7 +374,7 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
   const auto kind = static_cast<step_kind>(e.step & 7u);
   if (!is_collective(kind) || e.gsize == 1) return 0;
   const bool ar = kind == step_kind::all_reduce;
-  const std::int64_t buffer = detail::buffer_numel(kind, numel_in, e.numel_out) * elem_bytes;
+  const std::int64_t buffer = detail::buffer_numel(kind, numel_in, e.numel_out, e.gsize) * elem_bytes;
   const std::int64_t bus = buffer * (ar ? 2 : 1) * (e.gsize - 1) / e.gsize;
   return cm.base_us + static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)) * e.hop +
          static_cast<double>(bus) / (e.gbps * 1e3);

@@ -1,0 +1,278 @@
+// tessera/train/traffic_estimator.hpp: the bytes each rank moves in one training step of a
+// recipe, as the plans' cost model counts them, and the same figure measured from a flight
+// recorder.
+//
+//   constexpr auto t = tessera::estimate_traffic<my_recipe>(mesh_shape, global_batch, seq_len);
+//   std::puts(t.to_string(my_recipe::mesh::names).c_str());
+//
+// The estimate walks a step as tessera::train::parallel_llama runs it and adds, for every
+// plan the step executes, each collective step's bus bytes from tessera::cost_of (nccl-tests'
+// convention: S (n-1)/n, 2 S (n-1)/n for all_reduce; buffers of uneven shards padded to the
+// largest rank's), by purpose and by the group of mesh axes it runs over:
+//   parameters   the FSDP unshard plan (stored -> computed layout) of every parameter, in
+//                each forward, and again in backward for a block that was resharded after
+//                forward (reshard::always; all_but_last: all blocks but the last; never:
+//                none; the root unit -- embedding, final norm, output -- stays gathered);
+//                in bf16 under mixed_precision<bf16, ...>;
+//   gradients    the plan gradient -> stored layout of every parameter, once per backward;
+//   activations  per forward + backward, TP's residual -> replicated (before q/k/v and
+//                w1/w3, before the output layer; 2L+1 forward and 2L+1 backward) and
+//                partial -> residual (after wo and w2, after the embedding; the same
+//                count), and either the logits' vocabulary gather (one forward) or, under
+//                loss parallel, the row statistics' reductions ([B, T, 1] max, [B, T, 2] sum);
+//   scalars      the loss mean over the batch axes (per micro-batch) and the gradient
+//                norm's sums over the axes each TP style's blocks are split over.
+// Collectives over a group of one rank move nothing and are not counted.
+// measured_traffic() sums bus bytes per axis group over a flight recorder's entries, so a
+// test (tests/parallel/test_traffic.cpp) and bench/train/traffic.cpp compare the two.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tessera/comm/flight_recorder.hpp>
+#include <tessera/layout/layout.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/model/llama_params.hpp>
+#include <tessera/parallel/layouts.hpp>
+#include <tessera/plan/cost_model.hpp>
+#include <tessera/plan/plan.hpp>
+#include <tessera/tensor/dtype.hpp>
+#include <tessera/train/recipe.hpp>
+
+namespace tessera {
+
+/// Bytes and collective calls per group of mesh axes (a bit mask of axes).
+struct axis_traffic {
+  unsigned axes = 0;
+  std::int64_t bytes = 0;
+  std::int64_t calls = 0;
+  friend constexpr bool operator==(const axis_traffic&, const axis_traffic&) = default;
+};
+
+struct traffic_by_axes {
+  std::array<axis_traffic, 32> lines{};
+  int n = 0;
+
+  constexpr void add(unsigned axes, std::int64_t bytes, std::int64_t calls) {
+    for (int i = 0; i < n; ++i)
+      if (lines[static_cast<std::size_t>(i)].axes == axes) {
+        lines[static_cast<std::size_t>(i)].bytes += bytes;
+        lines[static_cast<std::size_t>(i)].calls += calls;
+        return;
+      }
+    if (n < static_cast<int>(lines.size())) lines[static_cast<std::size_t>(n++)] = {axes, bytes, calls};
+  }
+  /// The line of the group `axes` (zeros when nothing ran over it).
+  constexpr axis_traffic at(unsigned axes) const {
+    for (int i = 0; i < n; ++i)
+      if (lines[static_cast<std::size_t>(i)].axes == axes) return lines[static_cast<std::size_t>(i)];
+    return {axes, 0, 0};
+  }
+  constexpr std::int64_t bytes() const {
+    std::int64_t b = 0;
+    for (int i = 0; i < n; ++i) b += lines[static_cast<std::size_t>(i)].bytes;
+    return b;
+  }
+  constexpr std::int64_t calls() const {
+    std::int64_t c = 0;
+    for (int i = 0; i < n; ++i) c += lines[static_cast<std::size_t>(i)].calls;
+    return c;
+  }
+  /// The same bytes and calls over every group (order does not matter).
+  constexpr bool same_as(const traffic_by_axes& o) const {
+    for (int i = 0; i < n; ++i)
+      if (!(o.at(lines[static_cast<std::size_t>(i)].axes) == lines[static_cast<std::size_t>(i)])) return false;
+    for (int i = 0; i < o.n; ++i)
+      if (!(at(o.lines[static_cast<std::size_t>(i)].axes) == o.lines[static_cast<std::size_t>(i)])) return false;
+    return true;
+  }
+
+  /// "dp: 1.500 MiB in 60 calls; tp: ..." with the mesh's axis names.
+  std::string to_string(std::span<const std::string_view> names) const {
+    std::string s;
+    for (int i = 0; i < n; ++i) {
+      const axis_traffic& l = lines[static_cast<std::size_t>(i)];
+      std::string g;
+      for (std::size_t a = 0; a < names.size(); ++a)
+        if ((l.axes >> a) & 1u) {
+          if (!g.empty()) g += ',';
+          g += names[a];
+        }
+      char buf[128];
+      std::snprintf(buf, sizeof buf, "%s%s: %.3f MiB in %lld calls", i ? "; " : "", g.c_str(),
+                    static_cast<double>(l.bytes) / (1 << 20), static_cast<long long>(l.calls));
+      s += buf;
+    }
+    return n ? s : std::string("nothing");
+  }
+};
+
+/// Per-rank bus bytes of one training step (see the header comment).
+struct traffic_estimate {
+  std::int64_t parameters = 0, gradients = 0, activations = 0, scalars = 0;
+  traffic_by_axes by_axes;
+  double time_us = 0;  ///< modelled time of the collectives at the cost model's link speeds
+
+  constexpr std::int64_t total() const { return parameters + gradients + activations + scalars; }
+
+  std::string to_string(std::span<const std::string_view> names) const {
+    auto line = [](const char* what, std::int64_t b) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "  %-34s %10.3f MiB  (%lld B)\n", what, static_cast<double>(b) / (1 << 20),
+                    static_cast<long long>(b));
+      return std::string(buf);
+    };
+    std::string s = "communication per rank per step (plans' cost model, bus bytes):\n";
+    s += line("FSDP parameter gathers", parameters);
+    s += line("gradient reductions", gradients);
+    s += line("TP activations", activations);
+    s += line("loss and gradient-norm scalars", scalars);
+    s += line("total", total());
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.1f us", time_us);
+    s += "  by mesh axes: " + by_axes.to_string(names) + "\n  modelled time at the cost model's links: " + buf +
+         "\n";
+    return s;
+  }
+};
+
+namespace detail {
+
+/// Adds `times` executions of plan_t<Src, Dst, T> on a tensor of shape `g` to `purpose`.
+template <class Src, class Dst, class T>
+constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, const mesh_shape& m, const shape_t& g,
+                                std::int64_t times, const cost_model& cm, const coords_t& at) {
+  using P = plan_t<Src, Dst, T>;
+  for (int k = 0; k < P::size; ++k) {
+    const plan_step& s = P::value[k];
+    if (!is_collective(s.kind)) continue;
+    unsigned axes = 0;
+    std::int64_t n = 1;
+    for (int i = 0; i < s.group.n; ++i) axes |= 1u << s.group[i], n *= m[s.group[i]];
+    if (n == 1) continue;
+    const step_cost c = cost_of(s, P::layouts[static_cast<std::size_t>(k)], P::layouts[static_cast<std::size_t>(k + 1)],
+                                m, g, static_cast<std::int64_t>(sizeof(T)), cm, &at);
+    purpose += times * c.bus_bytes;
+    e.by_axes.add(axes, times * c.bus_bytes, times);
+    e.time_us += static_cast<double>(times) * c.time_us;
+  }
+}
+
+}  // namespace detail
+
+namespace detail {
+// (a class template: g++ 12 fails on a function template's local constexpr spec used in
+// the template arguments of a generic lambda's body)
+template <class Recipe>
+struct traffic_walk {
+  using traits = recipe_traits<Recipe>;
+  using M = typename traits::mesh_type;
+  static constexpr parallel_spec ps = traits::spec;
+  static constexpr llama_config cfg = traits::config;
+  template <tp_style S, int R>
+  struct param_layouts {
+    using stored = layout<M, parallel::storage_spec(ps, S, R)>;
+    using computed = layout<M, parallel::compute_spec(ps, S, R)>;
+    using grad = layout<M, parallel::grad_spec(ps, S, R)>;
+  };
+  using residual = layout<M, parallel::residual_spec(ps)>;
+  using replicated = layout<M, parallel::tp_replicated_spec(ps)>;
+  using partial = layout<M, parallel::tp_partial_spec(ps)>;
+  using vocab = layout<M, parallel::vocab_sharded_spec(ps)>;
+  using stat = layout<M, parallel::row_stat_spec(ps)>;
+  using max_part = layout<M, parallel::row_stat_partial_spec(ps, reduce::max)>;
+  using sum_part = layout<M, parallel::row_stat_partial_spec(ps, reduce::sum)>;
+  using scalar = layout<M, replicated_spec(1, M::ndim)>;
+  using loss_part = layout<M, parallel::partial_vector_spec(M::ndim, ps.batch_mask())>;
+  template <tp_style S, int R>
+  using norm_part = layout<M, parallel::partial_vector_spec(M::ndim, parallel::norm_mask(ps, S, R))>;
+
+  static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq,
+                                        std::int64_t mb, const cost_model& cm, const coords_t& at) {
+    const std::int64_t L = cfg.n_layers;
+    traffic_estimate e;
+    // parameters and gradients
+    bool style_used[4] = {};
+    for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+      const param_entry p = param_at(cfg, i);
+      const shape_t g = param_global_shape(p);
+      style_used[static_cast<int>(param_style(p))] = true;
+      // gathered once in forward; a block resharded after forward again in backward
+      const bool kept = p.layer < 0 || ps.reshard_mode == reshard::never ||
+                        (ps.reshard_mode == reshard::all_but_last && p.layer == L - 1);
+      const std::int64_t gathers = kept ? 1 : 2;
+      parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
+        using PL = param_layouts<S, R>;
+        if constexpr (ps.bf16_params)
+          add_plan_traffic<typename PL::stored, typename PL::computed, bf16>(e, e.parameters, shape, g, mb * gathers, cm, at);
+        else
+          add_plan_traffic<typename PL::stored, typename PL::computed, float>(e, e.parameters, shape, g, mb * gathers, cm, at);
+        add_plan_traffic<typename PL::grad, typename PL::stored, float>(e, e.gradients, shape, g, mb, cm, at);
+      });
+    }
+    // TP activations [B, T, X] (the plans are empty without TP)
+    const shape_t act{batch, seq, cfg.dim};
+    add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
+    add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
+    if (ps.tp >= 0 && shape[ps.tp] > 1) {  // the output layer's vocabulary is split: llama_model calls these hooks
+      if constexpr (ps.loss_parallel) {
+        add_plan_traffic<max_part, stat, float>(e, e.activations, shape, shape_t{batch, seq, 1}, mb, cm, at);
+        add_plan_traffic<sum_part, stat, float>(e, e.activations, shape, shape_t{batch, seq, 2}, mb, cm, at);
+      } else {
+        add_plan_traffic<vocab, replicated, float>(e, e.activations, shape, shape_t{batch, seq, cfg.vocab_size}, mb, cm, at);
+      }
+    }
+    // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
+    add_plan_traffic<loss_part, scalar, double>(e, e.scalars, shape, shape_t{1}, mb, cm, at);
+    for (int s = 0; s < 4; ++s)
+      if (style_used[s])
+        parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
+          add_plan_traffic<norm_part<S, R>, scalar, double>(e, e.scalars, shape, shape_t{1}, 1, cm, at);
+        });
+    return e;
+  }
+};
+}  // namespace detail
+
+/// The bytes each rank moves in one optimizer step of `Recipe` on a mesh of `shape`, for
+/// `micro_batches` forward + backward passes of `global_batch` sequences of `seq_len` tokens,
+/// for the rank at mesh coordinates `coords`: uneven shards are padded to the largest block
+/// of each group, so ranks in different groups can differ (rank 0's groups hold the largest
+/// blocks).
+template <class Recipe>
+constexpr traffic_estimate estimate_traffic(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                            std::int64_t micro_batches = 1, const coords_t& coords = {},
+                                            const cost_model& cm = {}) {
+  return detail::traffic_walk<Recipe>::run(shape, global_batch, seq_len, micro_batches, cm, coords);
+}
+
+/// What a rank's flight recorder saw: the bus bytes (comm::bus_bytes) and collective calls
+/// of its entries with id >= `since`, per group of mesh axes (the axes along which the
+/// group's ranks differ). Point-to-point sends count their bytes and no call.
+inline traffic_by_axes measured_traffic(std::span<const comm::flight_entry> entries, const mesh_shape& shape,
+                                        std::uint64_t since = 0) {
+  traffic_by_axes t;
+  for (const comm::flight_entry& f : entries) {
+    if (f.id < since || f.group.size() <= 1) continue;
+    unsigned axes = 0;
+    const coords_t c0 = coords_of(shape, f.group.front());
+    for (int r : f.group) {
+      const coords_t c = coords_of(shape, r);
+      for (int a = 0; a < shape.ndim; ++a)
+        if (c[static_cast<std::size_t>(a)] != c0[static_cast<std::size_t>(a)]) axes |= 1u << a;
+    }
+    const bool p2p = comm::is_p2p(f.desc.kind);
+    const std::int64_t b = comm::bus_bytes(f);
+    if (p2p && b == 0) continue;
+    t.add(axes, b, p2p ? 0 : 1);
+  }
+  return t;
+}
+
+}  // namespace tessera

@@ -1,0 +1,104 @@
+// The traffic estimator (the plans' cost model walked over a training step) against the
+// bytes every rank's flight recorder saw in one trainer step.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <tessera/comm/flight_recorder.hpp>
+#include <tessera/comm/threads.hpp>
+#include <tessera/train/traffic_estimator.hpp>
+
+#include "recipes_tiny.hpp"
+#include "training_check.hpp"
+
+using namespace tessera;
+namespace tc = training_check;
+
+namespace {
+
+struct rank_result {
+  int rank = 0;
+  traffic_by_axes measured;
+  traffic_estimate estimate;
+};
+
+/// Trains two steps of R on `world` thread ranks (micro-batches of `batch` x `seq`,
+/// `accum` per step) and returns, per rank, what its recorder saw in the second step and
+/// the estimate.
+template <class R>
+std::vector<rank_result> run(int world, typename R::mesh mesh, std::int64_t batch, std::int64_t seq, int accum = 1) {
+  auto toks = tc::tokens();
+  for (auto& t : toks) t %= static_cast<std::int32_t>(recipe_traits<R>::config.vocab_size);
+  std::vector<rank_result> out;
+  std::mutex m;
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    comm::flight_recorder rec(c, {.capacity = 1 << 16, .dump_on_error = false});
+    device_mesh<typename R::mesh> dm(mesh, rec);
+    train::parallel_llama<R> pm(dm);
+    pm.init_weights(9);
+    train::batch_loader loader(toks, batch, seq, 3);
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, 2, accum, tc::options());
+    tr.train_step();
+    const std::uint64_t since = rec.recorded();
+    tr.train_step();
+    rank_result r{c.rank(), measured_traffic(rec.entries(), dm.shape(), since),
+                  estimate_traffic<R>(dm.shape(), batch, seq, accum, dm.coords())};
+    std::lock_guard<std::mutex> lock(m);
+    out.push_back(r);
+  });
+  return out;
+}
+
+template <class R>
+void check_recipe(const char* what, int world, typename R::mesh mesh, std::int64_t batch, std::int64_t seq,
+                  int accum = 1) {
+  const auto results = run<R>(world, mesh, batch, seq, accum);
+  const std::span<const std::string_view> names(R::mesh::names);
+  REQUIRE(results.size() == static_cast<std::size_t>(world));
+  const traffic_estimate& e = results.front().estimate;
+  std::printf("%-26s %d ranks: estimate %.3f MiB/step (parameters %.3f, gradients %.3f, activations %.3f), %s\n", what,
+              world, static_cast<double>(e.total()) / (1 << 20), static_cast<double>(e.parameters) / (1 << 20),
+              static_cast<double>(e.gradients) / (1 << 20), static_cast<double>(e.activations) / (1 << 20),
+              e.by_axes.to_string(names).c_str());
+  for (const rank_result& r : results) {
+    INFO(what << " rank " << r.rank << ": measured " << r.measured.to_string(names) << " vs estimate "
+              << r.estimate.by_axes.to_string(names));
+    CHECK(r.estimate.total() == r.estimate.by_axes.bytes());
+    CHECK(r.measured.same_as(r.estimate.by_axes));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("traffic estimate: constexpr, and zero on one rank") {
+  constexpr traffic_estimate one = estimate_traffic<recipes::debug_fsdp>(mesh_shape{1, {1}}, 8, 128);
+  static_assert(one.total() == 0 && one.by_axes.calls() == 0);
+  constexpr traffic_estimate two = estimate_traffic<recipes::debug_fsdp>(mesh_shape{1, {2}}, 8, 128);
+  // FSDP on 2 ranks: each parameter is gathered twice per step (forward, backward; the root
+  // once) and its gradient reduce-scattered once, each moving half the parameter
+  const std::int64_t P = param_count(debugmodel::config), root = 2 * 2048 * 256 + 256;
+  static_assert(two.parameters == (2 * (P - root) + root) * 4 / 2);
+  static_assert(two.gradients == P * 4 / 2);
+  static_assert(two.activations == 0);
+  CHECK(two.total() > 0);
+}
+
+TEST_CASE("traffic: every shipped recipe moves what the plans' cost model says, on every rank") {
+  check_recipe<recipes::debug_fsdp>("debug_fsdp", 2, recipes::debug_fsdp::mesh(2), 4, 32);
+  check_recipe<recipes::debug_fsdp>("debug_fsdp (uneven batch)", 3, recipes::debug_fsdp::mesh(3), 4, 32);
+  check_recipe<recipes::debug_hsdp>("debug_hsdp", 4, recipes::debug_hsdp::mesh(4), 4, 32);
+  check_recipe<recipes::debug_tp>("debug_tp", 2, recipes::debug_tp::mesh(2), 4, 32);
+  check_recipe<recipes::debug_2d>("debug_2d", 4, recipes::debug_2d::mesh(4), 4, 32);
+  check_recipe<recipes::debug_2d>("debug_2d (2 micro-batches)", 4, recipes::debug_2d::mesh(4), 4, 32, 2);
+}
+
+TEST_CASE("traffic: resharding modes, mixed precision, uneven vocabulary and sequence") {
+  using namespace tiny_recipes;
+  check_recipe<fsdp_never>("tiny reshard never", 2, fsdp_never::mesh(2), 4, 8);
+  check_recipe<fsdp_tp_2d>("tiny all_but_last, SP, LP", 4, fsdp_tp_2d::mesh(4), 4, 7);
+  check_recipe<fsdp_tp_bf16>("tiny bf16 params", 4, fsdp_tp_bf16::mesh(4), 4, 8);
+  check_recipe<tp_plain>("tiny TP, vocab 97 on 2", 2, tp_plain::mesh(2), 2, 8);
+}

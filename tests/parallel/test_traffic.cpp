@@ -23,6 +23,7 @@ struct rank_result {
   int rank = 0;
   traffic_by_axes measured;
   traffic_estimate estimate;
+  std::vector<comm::flight_entry> step;  // the recorded calls of the measured step
 };
 
 /// Trains two steps of R on `world` thread ranks (micro-batches of `batch` x `seq`,
@@ -44,8 +45,11 @@ std::vector<rank_result> run(int world, typename R::mesh mesh, std::int64_t batc
     tr.train_step();
     const std::uint64_t since = rec.recorded();
     tr.train_step();
-    rank_result r{c.rank(), measured_traffic(rec.entries(), dm.shape(), since),
-                  estimate_traffic<R>(dm.shape(), batch, seq, accum, dm.coords())};
+    const auto entries = rec.entries();
+    rank_result r{c.rank(), measured_traffic(entries, dm.shape(), since),
+                  estimate_traffic<R>(dm.shape(), batch, seq, accum, dm.coords()), {}};
+    for (const auto& e : entries)
+      if (e.id >= since) r.step.push_back(e);
     std::lock_guard<std::mutex> lock(m);
     out.push_back(r);
   });
@@ -101,4 +105,27 @@ TEST_CASE("traffic: resharding modes, mixed precision, uneven vocabulary and seq
   check_recipe<fsdp_tp_2d>("tiny all_but_last, SP, LP", 4, fsdp_tp_2d::mesh(4), 4, 7);
   check_recipe<fsdp_tp_bf16>("tiny bf16 params", 4, fsdp_tp_bf16::mesh(4), 4, 8);
   check_recipe<tp_plain>("tiny TP, vocab 97 on 2", 2, tp_plain::mesh(2), 2, 8);
+}
+
+TEST_CASE("FSDP prefetch: the next block's all-gathers are in flight while this block's TP calls run") {
+  // With debug_2d every rank's recorder shows, for a prefetched dp all-gather, TP calls
+  // (over tp) issued after it and before anyone waited for it. A synchronous prefetch
+  // waits for each gather before the next call is issued, so no such pair exists.
+  const auto results = run<recipes::debug_2d>(4, recipes::debug_2d::mesh(4), 4, 32);
+  for (const rank_result& r : results) {
+    int overlapped = 0;
+    for (std::size_t a = 0; a < r.step.size(); ++a) {
+      const auto& g = r.step[a];
+      if (g.desc.kind != comm::call_kind::all_gather || g.start_us < 0) continue;
+      for (std::size_t b = a + 1; b < r.step.size(); ++b) {
+        const auto& t = r.step[b];
+        if (t.group != g.group && t.enqueue_us < g.start_us) {
+          ++overlapped;
+          break;
+        }
+      }
+    }
+    INFO("rank " << r.rank);
+    CHECK(overlapped >= recipes::debug_2d::model::config.n_layers);  // every block's prefetch, forward and backward
+  }
 }

@@ -197,23 +197,29 @@ struct traffic_walk {
                                         std::int64_t mb, const cost_model& cm, const coords_t& at) {
     const std::int64_t L = cfg.n_layers;
     traffic_estimate e;
-    // parameters and gradients
+    // parameters and gradients: every block has the same shapes, so each block parameter is
+    // costed once and counted for all L blocks (this keeps 405B-sized configs within the
+    // compilers' constexpr step limits); the root's parameters are gathered once per pass
     bool style_used[4] = {};
+    // gathers per pass of all blocks together: once in forward, again in backward for a
+    // block resharded after forward
+    const std::int64_t block_gathers =
+        ps.reshard_mode == reshard::never ? L : ps.reshard_mode == reshard::all_but_last && L > 0 ? 2 * L - 1 : 2 * L;
+    const std::int64_t first_block = 1, root_rest = 1 + L * n_block_params;
     for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+      if (i > first_block + n_block_params - 1 && i < root_rest) continue;  // blocks 1..L-1: counted with block 0
       const param_entry p = param_at(cfg, i);
       const shape_t g = param_global_shape(p);
       style_used[static_cast<int>(param_style(p))] = true;
-      // gathered once in forward; a block resharded after forward again in backward
-      const bool kept = p.layer < 0 || ps.reshard_mode == reshard::never ||
-                        (ps.reshard_mode == reshard::all_but_last && p.layer == L - 1);
-      const std::int64_t gathers = kept ? 1 : 2;
+      const bool block = p.layer >= 0;
+      const std::int64_t gathers = block ? block_gathers : 1, reductions = block ? L : 1;
       parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
         using PL = param_layouts<S, R>;
         if constexpr (ps.bf16_params)
           add_plan_traffic<typename PL::stored, typename PL::computed, bf16>(e, e.parameters, shape, g, mb * gathers, cm, at);
         else
           add_plan_traffic<typename PL::stored, typename PL::computed, float>(e, e.parameters, shape, g, mb * gathers, cm, at);
-        add_plan_traffic<typename PL::grad, typename PL::stored, float>(e, e.gradients, shape, g, mb, cm, at);
+        add_plan_traffic<typename PL::grad, typename PL::stored, float>(e, e.gradients, shape, g, mb * reductions, cm, at);
       });
     }
     // TP activations [B, T, X] (the plans are empty without TP)

@@ -175,13 +175,15 @@ inline coll_plan plan_tasks(const coll_slot& s, int n) {
   return p;
 }
 
-/// Pull task of rank q: computes q's whole output, reading the peers' inputs directly.
-inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
+/// Computes rank q's whole output of the slot's call from the ranks' inputs, where
+/// `in(r, elems)` points `elems` elements into rank r's input (its buffer, or its staged
+/// copy). A block already in place (all_gather in place) is not copied.
+template <class In>
+void run_own_output(const coll_slot& s, const coll_plan& p, int n, std::size_t q, In&& in) {
   const auto nn = static_cast<std::size_t>(n);
   const auto& d = s.posts[0].desc;
-  const std::size_t es = p.elem, cnt = p.count, bytes = cnt * es;
+  const std::size_t cnt = p.count, bytes = cnt * p.elem;
   if (bytes == 0) return;
-  auto in = [&](std::size_t r, std::size_t elems) { return static_cast<const char*>(s.posts[r].src) + elems * es; };
   char* out = static_cast<char*>(s.posts[q].dst);
   switch (d.kind) {
     case call_kind::all_gather:
@@ -200,44 +202,25 @@ inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t 
       reduce(out, srcs.data(), n, cnt, d.type, d.op, n);
       break;
     }
-    case call_kind::broadcast:
-      if (q != static_cast<std::size_t>(d.peer))
-        std::memcpy(out, s.posts[static_cast<std::size_t>(d.peer)].dst, bytes);
+    case call_kind::broadcast:  // the root's buffer is its input and its output
+      if (q != static_cast<std::size_t>(d.peer)) std::memcpy(out, in(static_cast<std::size_t>(d.peer), 0), bytes);
       break;
     default: break;
   }
 }
 
+/// Pull task of rank q: computes q's whole output, reading the peers' inputs directly.
+inline void run_pull(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
+  run_own_output(s, p, n, q, [&](std::size_t r, std::size_t elems) {
+    return static_cast<const char*>(s.posts[r].src) + elems * p.elem;
+  });
+}
+
 /// Eager call: computes rank q's output from the staging buffers of the slot.
 inline void run_eager(const coll_slot& s, const coll_plan& p, int n, std::size_t q) {
-  const auto nn = static_cast<std::size_t>(n);
-  const auto& d = s.posts[0].desc;
-  const std::size_t es = p.elem, cnt = p.count, bytes = cnt * es;
-  auto in = [&](std::size_t r, std::size_t elems) {
-    return reinterpret_cast<const char*>(s.posts[r].stage.data()) + elems * es;
-  };
-  char* out = static_cast<char*>(s.posts[q].dst);
-  switch (d.kind) {
-    case call_kind::all_gather:
-      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, 0), bytes);
-      break;
-    case call_kind::all_to_all:
-      for (std::size_t r = 0; r < nn; ++r) std::memcpy(out + r * bytes, in(r, q * cnt), bytes);
-      break;
-    case call_kind::reduce_scatter:
-    case call_kind::all_reduce: {
-      thread_local std::vector<const void*> srcs;
-      srcs.resize(nn);
-      const std::size_t off = d.kind == call_kind::reduce_scatter ? q * cnt : 0;
-      for (std::size_t r = 0; r < nn; ++r) srcs[r] = in(r, off);
-      reduce(out, srcs.data(), n, cnt, d.type, d.op, n);
-      break;
-    }
-    case call_kind::broadcast:
-      if (q != static_cast<std::size_t>(d.peer)) std::memcpy(out, in(static_cast<std::size_t>(d.peer), 0), bytes);
-      break;
-    default: break;
-  }
+  run_own_output(s, p, n, q, [&](std::size_t r, std::size_t elems) {
+    return reinterpret_cast<const char*>(s.posts[r].stage.data()) + elems * p.elem;
+  });
 }
 
 /// Chunk task t: reads peers' buffers, writes peers' buffers.

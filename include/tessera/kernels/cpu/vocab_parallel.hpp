@@ -14,10 +14,8 @@
 // With one rank (v0 = 0, Vl = V) the phases compute exactly cross_entropy_forward_backward.
 #pragma once
 
-#include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <vector>
 
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
@@ -52,31 +50,14 @@ inline void ce_shard_row_stats(float* stats, const float* logits, const float* r
 inline float ce_shard_finish(float* dlogits, const float* logits, const float* rowmax, const float* stats,
                              const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t v0,
                              std::int64_t Vl, float scale) {
-  const std::int64_t count = count_targets(targets, N, V);
-  std::vector<double> part(static_cast<std::size_t>(num_threads()), 0.0);
-  std::atomic<int> slot{0};
-  parallel_for(N, [&](std::int64_t b, std::int64_t e) {
-    double acc = 0.0;
-    for (std::int64_t i = b; i < e; ++i) {
-      const std::int32_t t = targets[i];
-      const float lse = rowmax[i] + std::log(stats[2 * i]);
-      if (t >= 0) acc += static_cast<double>(lse - stats[2 * i + 1]);
-      if (!dlogits) continue;
-      const float* x = logits + i * Vl;
-      float* d = dlogits + i * Vl;
-      if (t < 0) {
-        for (std::int64_t v = 0; v < Vl; ++v) d[v] = 0.0f;
-        continue;
-      }
-      for (std::int64_t v = 0; v < Vl; ++v) d[v] = scale * detail::fast_exp(x[v] - lse);
-      const std::int64_t tl = static_cast<std::int64_t>(t) - v0;
-      if (tl >= 0 && tl < Vl) d[tl] -= scale;
-    }
-    part[static_cast<std::size_t>(slot.fetch_add(1))] = acc;
-  }, 4);
-  double total = 0.0;
-  for (double p : part) total += p;
-  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+  return detail::mean_row_loss(N, count_targets(targets, N, V), [&](std::int64_t i) {
+    const std::int32_t t = targets[i];
+    const float lse = rowmax[i] + std::log(stats[2 * i]);
+    if (dlogits)
+      detail::softmax_grad_row(dlogits + i * Vl, logits + i * Vl, Vl, lse, static_cast<std::int64_t>(t) - v0, scale,
+                               t < 0);
+    return t >= 0 ? lse - stats[2 * i + 1] : 0.0f;
+  });
 }
 
 }  // namespace tessera::cpu

@@ -262,42 +262,23 @@ constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const st
 constexpr plan_value gather_first_plan(const layout_spec& src, const layout_spec& dst) noexcept {
   plan_value p;
   layout_spec l = src;
-  auto add = [&](plan_step s) {
+  auto add = [&](step_kind kind, int axis, int dim, reduce op = reduce::sum) {
+    plan_step s;
+    s.kind = kind;
+    s.group.push(axis);
+    s.dim = static_cast<std::int8_t>(dim);
+    s.op = op;
     l = apply(l, s);
     p.push(s);
   };
   for (int d = 0; d < l.rank; ++d)
-    while (l.axes_of(d) > 0) {
-      plan_step s;
-      s.kind = step_kind::all_gather;
-      s.dim = static_cast<std::int8_t>(d);
-      s.group.push(l.axis_at(d, l.axes_of(d) - 1));
-      add(s);
-    }
+    while (l.axes_of(d) > 0) add(step_kind::all_gather, l.axis_at(d, l.axes_of(d) - 1), d);
   for (int a = 0; a < l.mesh_ndim; ++a)
-    if (l.is_partial(a) && !dst.is_partial(a)) {
-      plan_step s;
-      s.kind = step_kind::all_reduce;
-      s.op = l.op;
-      s.group.push(a);
-      add(s);
-    }
+    if (l.is_partial(a) && !dst.is_partial(a)) add(step_kind::all_reduce, a, -1, l.op);
   for (int d = 0; d < dst.rank; ++d)
-    for (int i = 0; i < dst.axes_of(d); ++i) {
-      plan_step s;
-      s.kind = step_kind::local_slice;
-      s.dim = static_cast<std::int8_t>(d);
-      s.group.push(dst.axis_at(d, i));
-      add(s);
-    }
+    for (int i = 0; i < dst.axes_of(d); ++i) add(step_kind::local_slice, dst.axis_at(d, i), d);
   for (int a = 0; a < dst.mesh_ndim; ++a)
-    if (dst.is_partial(a) && !l.is_partial(a)) {
-      plan_step s;
-      s.kind = step_kind::local_partial;
-      s.op = dst.op;
-      s.group.push(a);
-      add(s);
-    }
+    if (dst.is_partial(a) && !l.is_partial(a)) add(step_kind::local_partial, a, -1, dst.op);
   return p;
 }
 

@@ -50,6 +50,12 @@ struct axis_group {
   constexpr void push(int a) {
     if (n < max_mesh_axes) axes[static_cast<std::size_t>(n++)] = static_cast<std::int8_t>(a);
   }
+  /// The axes as a bit mask (bit a set for axis a).
+  constexpr unsigned mask() const {
+    unsigned m = 0;
+    for (int i = 0; i < n; ++i) m |= 1u << axes[static_cast<std::size_t>(i)];
+    return m;
+  }
   constexpr bool contains(int a) const {
     for (int i = 0; i < n; ++i)
       if (axes[static_cast<std::size_t>(i)] == a) return true;

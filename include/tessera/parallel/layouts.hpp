@@ -22,6 +22,7 @@
 
 #include <cstdint>
 
+#include <tessera/layout/layout.hpp>
 #include <tessera/layout/layout_spec.hpp>
 #include <tessera/parallel/policies.hpp>
 
@@ -136,6 +137,31 @@ constexpr layout_spec row_stat_partial_spec(const parallel_spec& p, reduce op) {
   return l;
 }
 constexpr layout_spec row_stat_spec(const parallel_spec& p) { return batch_spec(p, 3); }
+
+/// The layouts above for spec P on mesh type Mesh, as the layout types plan_t takes: what
+/// the parallel runtime executes and the estimators cost, named once.
+template <class Mesh, parallel_spec P>
+struct layout_types {
+  /// A parameter of style S and rank R: computed, stored and gradient layouts.
+  template <tp_style S, int R>
+  struct param {
+    using compute = tessera::layout<Mesh, compute_spec(P, S, R)>;
+    using storage = tessera::layout<Mesh, storage_spec(P, S, R)>;
+    using grad = tessera::layout<Mesh, grad_spec(P, S, R)>;
+  };
+  using tokens = tessera::layout<Mesh, batch_spec(P, 2)>;  ///< [B, T] ids
+  using residual = tessera::layout<Mesh, residual_spec(P)>;
+  using replicated = tessera::layout<Mesh, tp_replicated_spec(P)>;
+  using partial = tessera::layout<Mesh, tp_partial_spec(P)>;
+  using vocab = tessera::layout<Mesh, vocab_sharded_spec(P)>;
+  using row_stat = tessera::layout<Mesh, row_stat_spec(P)>;
+  template <reduce Op>
+  using row_stat_partial = tessera::layout<Mesh, row_stat_partial_spec(P, Op)>;
+  /// A [k] tensor partial (sum) over the axes in Mask, and the same replicated.
+  template <unsigned Mask>
+  using scalar_partial = tessera::layout<Mesh, partial_vector_spec(Mesh::ndim, Mask)>;
+  using scalar = tessera::layout<Mesh, replicated_spec(1, Mesh::ndim)>;
+};
 
 }  // namespace parallel
 }  // namespace tessera

@@ -82,8 +82,7 @@ constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const
     c.time_us = 0;
     return c;
   }
-  unsigned axes = 0;
-  for (int i = 0; i < s.group.n; ++i) axes |= 1u << s.group[i];
+  const unsigned axes = s.group.mask();
   const std::int64_t in = (at ? group_max_numel(before, m, global, *at, axes) : max_local_numel(before, m, global)) * elem_bytes;
   const std::int64_t out = (at ? group_max_numel(after, m, global, *at, axes) : max_local_numel(after, m, global)) * elem_bytes;
   const bool ar = s.kind == step_kind::all_reduce;

@@ -106,9 +106,8 @@ class parallel_llama {
     check(static_cast<std::int64_t>(inputs.size()) == B * T && static_cast<std::int64_t>(targets.size()) == B * T,
           "parallel_llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
     B_ = B, T_ = T;
-    using TokL = layout<mesh_type, parallel::batch_spec(ps, 2)>;
     const shape_t tok_shape{B, T};
-    const box b = local_box(TokL::spec, dm_.shape(), tok_shape, dm_.coords());
+    const box b = local_box(types::tokens::spec, dm_.shape(), tok_shape, dm_.coords());
     check(b.size[0] > 0, "parallel_llama: the global batch (" + std::to_string(B) + ") is smaller than the " +
                              std::to_string(group_size(dm_.shape(), batch_group())) +
                              " data-parallel ranks; raise --batch");
@@ -176,11 +175,12 @@ class parallel_llama {
   std::int64_t stored_bytes() const { return static_cast<std::int64_t>(master_.size() + grads_.size()) * 4; }
 
  private:
+  using types = parallel::layout_types<mesh_type, ps>;
   template <tp_style S, int R>
   struct style_layouts {
-    using compute = layout<mesh_type, parallel::compute_spec(ps, S, R)>;
-    using storage = layout<mesh_type, parallel::storage_spec(ps, S, R)>;
-    using grad = layout<mesh_type, parallel::grad_spec(ps, S, R)>;
+    using compute = typename types::template param<S, R>::compute;
+    using storage = typename types::template param<S, R>::storage;
+    using grad = typename types::template param<S, R>::grad;
     static constexpr bool direct_param = compute::spec == storage::spec && !ps.bf16_params;
     static constexpr bool direct_grad = grad::spec == storage::spec;
     using param_t = std::conditional_t<ps.bf16_params, bf16, float>;
@@ -190,10 +190,10 @@ class parallel_llama {
     static constexpr bool async_gather = unshard_plan::size == 1 && unshard_plan::value[0].kind == step_kind::all_gather &&
                                          unshard_plan::value[0].dim == 0;
   };
-  using residual_l = layout<mesh_type, parallel::residual_spec(ps)>;
-  using replicated_l = layout<mesh_type, parallel::tp_replicated_spec(ps)>;
-  using partial_l = layout<mesh_type, parallel::tp_partial_spec(ps)>;
-  using vocab_l = layout<mesh_type, parallel::vocab_sharded_spec(ps)>;
+  using residual_l = typename types::residual;
+  using replicated_l = typename types::replicated;
+  using partial_l = typename types::partial;
+  using vocab_l = typename types::vocab;
 
   struct unit_state {
     std::vector<std::int64_t> params;
@@ -229,12 +229,10 @@ class parallel_llama {
     const float* gather(const float* in, float* out) { return o.move<residual_l, replicated_l>(in, out, cfg.dim); }
     const float* reduce(const float* in, float* out) { return o.move<partial_l, residual_l>(in, out, cfg.dim); }
     void reduce_row_max(float* x) {
-      using Src = layout<mesh_type, parallel::row_stat_partial_spec(ps, reduce::max)>;
-      o.move_inplace<Src, layout<mesh_type, parallel::row_stat_spec(ps)>>(x, 1);
+      o.move_inplace<typename types::template row_stat_partial<reduce::max>, typename types::row_stat>(x, 1);
     }
     void reduce_row_stats(float* x) {
-      using Src = layout<mesh_type, parallel::row_stat_partial_spec(ps, reduce::sum)>;
-      o.move_inplace<Src, layout<mesh_type, parallel::row_stat_spec(ps)>>(x, 2);
+      o.move_inplace<typename types::template row_stat_partial<reduce::sum>, typename types::row_stat>(x, 2);
     }
     void gather_logits(const float* in, float* out) { o.move<vocab_l, replicated_l>(in, out, cfg.vocab_size); }
     void slice_logits(const float* in, float* out) { o.move<replicated_l, vocab_l>(in, out, cfg.vocab_size); }
@@ -296,8 +294,8 @@ class parallel_llama {
   template <unsigned Mask>
   double sum_over(double x) {
     double total = 0;
-    redistribute_local<layout<mesh_type, parallel::partial_vector_spec(mesh_type::ndim, Mask)>,
-                       layout<mesh_type, replicated_spec(1, mesh_type::ndim)>>(dm_, shape_t{1}, &x, &total);
+    redistribute_local<typename types::template scalar_partial<Mask>, typename types::scalar>(dm_, shape_t{1}, &x,
+                                                                                              &total);
     return total;
   }
 

@@ -33,8 +33,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <vector>
-
 #include <tessera/comm/flight_recorder.hpp>
 #include <tessera/layout/layout.hpp>
 #include <tessera/layout/mesh.hpp>
@@ -44,6 +42,8 @@
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/train/recipe.hpp>
+#include <type_traits>
+#include <vector>
 
 namespace tessera {
 
@@ -136,8 +136,7 @@ struct traffic_estimate {
     s += line("total", total());
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1f us", time_us);
-    s += "  by mesh axes: " + by_axes.to_string(names) + "\n  modelled time at the cost model's links: " + buf +
-         "\n";
+    s += "  by mesh axes: " + by_axes.to_string(names) + "\n  modelled time at the cost model's links: " + buf + "\n";
     return s;
   }
 };
@@ -151,15 +150,11 @@ constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, cons
   using P = plan_t<Src, Dst, T>;
   for (int k = 0; k < P::size; ++k) {
     const plan_step& s = P::value[k];
-    if (!is_collective(s.kind)) continue;
-    unsigned axes = 0;
-    std::int64_t n = 1;
-    for (int i = 0; i < s.group.n; ++i) axes |= 1u << s.group[i], n *= m[s.group[i]];
-    if (n == 1) continue;
+    if (!is_collective(s.kind) || group_size(m, s.group) == 1) continue;  // moves nothing
     const step_cost c = cost_of(s, P::layouts[static_cast<std::size_t>(k)], P::layouts[static_cast<std::size_t>(k + 1)],
                                 m, g, static_cast<std::int64_t>(sizeof(T)), cm, &at);
     purpose += times * c.bus_bytes;
-    e.by_axes.add(axes, times * c.bus_bytes, times);
+    e.by_axes.add(s.group.mask(), times * c.bus_bytes, times);
     e.time_us += static_cast<double>(times) * c.time_us;
   }
 }
@@ -175,26 +170,15 @@ struct traffic_walk {
   using M = typename traits::mesh_type;
   static constexpr parallel_spec ps = traits::spec;
   static constexpr llama_config cfg = traits::config;
-  template <tp_style S, int R>
-  struct param_layouts {
-    using stored = layout<M, parallel::storage_spec(ps, S, R)>;
-    using computed = layout<M, parallel::compute_spec(ps, S, R)>;
-    using grad = layout<M, parallel::grad_spec(ps, S, R)>;
-  };
-  using residual = layout<M, parallel::residual_spec(ps)>;
-  using replicated = layout<M, parallel::tp_replicated_spec(ps)>;
-  using partial = layout<M, parallel::tp_partial_spec(ps)>;
-  using vocab = layout<M, parallel::vocab_sharded_spec(ps)>;
-  using stat = layout<M, parallel::row_stat_spec(ps)>;
-  using max_part = layout<M, parallel::row_stat_partial_spec(ps, reduce::max)>;
-  using sum_part = layout<M, parallel::row_stat_partial_spec(ps, reduce::sum)>;
-  using scalar = layout<M, replicated_spec(1, M::ndim)>;
-  using loss_part = layout<M, parallel::partial_vector_spec(M::ndim, ps.batch_mask())>;
-  template <tp_style S, int R>
-  using norm_part = layout<M, parallel::partial_vector_spec(M::ndim, parallel::norm_mask(ps, S, R))>;
+  using types = parallel::layout_types<M, ps>;
+  using residual = typename types::residual;
+  using replicated = typename types::replicated;
+  using partial = typename types::partial;
+  using scalar = typename types::scalar;
+  using param_t = std::conditional_t<ps.bf16_params, bf16, float>;  ///< what FSDP gathers
 
-  static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq,
-                                        std::int64_t mb, const cost_model& cm, const coords_t& at) {
+  static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq, std::int64_t mb,
+                                        const cost_model& cm, const coords_t& at) {
     const std::int64_t L = cfg.n_layers;
     traffic_estimate e;
     // parameters and gradients: every block has the same shapes, so each block parameter is
@@ -203,8 +187,9 @@ struct traffic_walk {
     bool style_used[4] = {};
     // gathers per pass of all blocks together: once in forward, again in backward for a
     // block resharded after forward
-    const std::int64_t block_gathers =
-        ps.reshard_mode == reshard::never ? L : ps.reshard_mode == reshard::all_but_last && L > 0 ? 2 * L - 1 : 2 * L;
+    const std::int64_t block_gathers = ps.reshard_mode == reshard::never                   ? L
+                                       : ps.reshard_mode == reshard::all_but_last && L > 0 ? 2 * L - 1
+                                                                                           : 2 * L;
     const std::int64_t first_block = 1, root_rest = 1 + L * n_block_params;
     for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
       if (i > first_block + n_block_params - 1 && i < root_rest) continue;  // blocks 1..L-1: counted with block 0
@@ -214,12 +199,11 @@ struct traffic_walk {
       const bool block = p.layer >= 0;
       const std::int64_t gathers = block ? block_gathers : 1, reductions = block ? L : 1;
       parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
-        using PL = param_layouts<S, R>;
-        if constexpr (ps.bf16_params)
-          add_plan_traffic<typename PL::stored, typename PL::computed, bf16>(e, e.parameters, shape, g, mb * gathers, cm, at);
-        else
-          add_plan_traffic<typename PL::stored, typename PL::computed, float>(e, e.parameters, shape, g, mb * gathers, cm, at);
-        add_plan_traffic<typename PL::grad, typename PL::stored, float>(e, e.gradients, shape, g, mb * reductions, cm, at);
+        using PL = typename types::template param<S, R>;
+        add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, shape, g, mb * gathers,
+                                                                              cm, at);
+        add_plan_traffic<typename PL::grad, typename PL::storage, float>(e, e.gradients, shape, g, mb * reductions, cm,
+                                                                         at);
       });
     }
     // TP activations [B, T, X] (the plans are empty without TP)
@@ -228,18 +212,24 @@ struct traffic_walk {
     add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
     if (ps.tp >= 0 && shape[ps.tp] > 1) {  // the output layer's vocabulary is split: llama_model calls these hooks
       if constexpr (ps.loss_parallel) {
-        add_plan_traffic<max_part, stat, float>(e, e.activations, shape, shape_t{batch, seq, 1}, mb, cm, at);
-        add_plan_traffic<sum_part, stat, float>(e, e.activations, shape, shape_t{batch, seq, 2}, mb, cm, at);
+        using stat = typename types::row_stat;
+        add_plan_traffic<typename types::template row_stat_partial<reduce::max>, stat, float>(
+            e, e.activations, shape, shape_t{batch, seq, 1}, mb, cm, at);
+        add_plan_traffic<typename types::template row_stat_partial<reduce::sum>, stat, float>(
+            e, e.activations, shape, shape_t{batch, seq, 2}, mb, cm, at);
       } else {
-        add_plan_traffic<vocab, replicated, float>(e, e.activations, shape, shape_t{batch, seq, cfg.vocab_size}, mb, cm, at);
+        add_plan_traffic<typename types::vocab, replicated, float>(e, e.activations, shape,
+                                                                   shape_t{batch, seq, cfg.vocab_size}, mb, cm, at);
       }
     }
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
-    add_plan_traffic<loss_part, scalar, double>(e, e.scalars, shape, shape_t{1}, mb, cm, at);
+    add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, scalar, double>(e, e.scalars, shape,
+                                                                                               shape_t{1}, mb, cm, at);
     for (int s = 0; s < 4; ++s)
       if (style_used[s])
         parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
-          add_plan_traffic<norm_part<S, R>, scalar, double>(e, e.scalars, shape, shape_t{1}, 1, cm, at);
+          add_plan_traffic<typename types::template scalar_partial<parallel::norm_mask(ps, S, R)>, scalar, double>(
+              e, e.scalars, shape, shape_t{1}, 1, cm, at);
         });
     return e;
   }

@@ -29,11 +29,16 @@ TEST_CASE("threads: every collective on 1 to 8 ranks, all sizes, dtypes and ops"
     CAPTURE(n);
     // The three data paths: counts 1 and 37 are staged at issue (eager), 5000 floats are
     // over detail::eager_bytes and pulled by their owner, and 70000 floats are two 256 KiB
-    // chunks per block.
+    // chunks per block (all_gather, all_reduce, broadcast; all_to_all on 4 and 8 ranks);
+    // all_to_all and reduce_scatter are pulled up to a larger output, so 300000 floats
+    // chunk them on 2 and 3 ranks too.
     static_assert(37 * 8 * 8 <= detail::eager_bytes && 5000 * 4 > detail::eager_bytes);
-    CHECK_NOTHROW(run_threads(n, [](threads_communicator& c) {
+    static_assert(70'000 * 4 > detail::pull_bytes && 70'000 * 4 * 4 > detail::pull_exchange_bytes &&
+                  300'000 * 4 > detail::pull_exchange_bytes);
+    CHECK_NOTHROW(run_threads(n, [n](threads_communicator& c) {
       checks::everything(c, 5'000);
       checks::everything(c, 70'000);
+      if (n == 2 || n == 3) checks::everything(c, 300'000);
     }));
   }
 }
@@ -57,6 +62,14 @@ TEST_CASE("threads: asynchronous calls, many in flight, waited in any order") {
     auto r = all_reduce(c, std::span(x));
     while (!r.test()) {}
     EXPECT(x[0] == 4.0f, "polled all_reduce");
+    // a pulled call polled once (it may have done this rank's part), then left while more
+    // calls than the slots are issued: the later issue finishes it without redoing it
+    std::vector<float> in(5000, static_cast<float>(c.rank())), out(4 * 5000);
+    auto g = all_gather(c, std::span<const float>(in), std::span(out));
+    (void)g.test();
+    for (int k = 0; k < detail::slots_per_group; ++k) all_reduce(c, std::span(x)).wait();
+    g.wait();
+    for (int q = 0; q < 4; ++q) EXPECT(out[static_cast<std::size_t>(q) * 5000 + 4999] == static_cast<float>(q), "gather after slots reused");
   }));
 }
 

@@ -90,6 +90,10 @@ struct threads_local {
   std::shared_ptr<group_state> group;
   std::uint64_t next_seq = 0;
   std::array<std::uint64_t, slots_per_group> acked{};  // acked[s] = last acked seq + 1
+  std::array<slot_progress, slots_per_group> progress{};
+  std::uint64_t left_upto = 0;   // this rank has left every collective below this
+  std::uint64_t peers_left = 0;  // every rank is known to have left every collective below this
+  int grank = 0;                 // this rank in the group
   int group_depth = 0;
 };
 }  // namespace detail
@@ -107,7 +111,6 @@ class threads_request {
       world_ = o.world_; group_ = o.group_; local_ = std::move(o.local_);
       p2p_ = std::move(o.p2p_); seq_ = o.seq_; rank_ = o.rank_; grank_ = o.grank_;
       desc_ = o.desc_; loc_ = o.loc_; deadline_ = o.deadline_; active_ = std::exchange(o.active_, false);
-      plan_ = o.plan_; planned_ = o.planned_; pulled_ = o.pulled_;
     }
     return *this;
   }
@@ -154,17 +157,20 @@ class threads_request {
     throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + s.error);
   }
 
-  /// Every rank has posted: checks that all called the same collective.
-  void verify(detail::coll_slot& s) const {
-    const auto& d0 = s.posts[0].desc;
-    for (int q = 1; q < group_->size(); ++q)
-      if (!(s.posts[static_cast<std::size_t>(q)].desc == d0)) {
-        try {
-          fail_mismatch(*world_, *group_, s, seq_, q, 0);
-        } catch (const error& e) {
-          throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + e.what());
-        }
+  /// Checks that the ranks seen to have posted (posts [0, seen), and this rank) called
+  /// the same collective as rank 0; throws the first that did not.
+  void verify(detail::coll_slot& s, int seen) const {
+    if (seen == 0) return;
+    auto check = [&](int r) {
+      if (s.posts[static_cast<std::size_t>(r)].desc == s.posts[0].desc) return;
+      try {
+        fail_mismatch(*world_, *group_, s, seq_, r, 0);
+      } catch (const error& e) {
+        throw error("tessera::comm(threads): rank " + std::to_string(rank_) + ": " + e.what());
       }
+    };
+    for (int q = 1; q < seen; ++q) check(q);
+    if (grank_ >= seen) check(grank_);
   }
 
  public:
@@ -197,47 +203,55 @@ class threads_request {
     const auto si = static_cast<std::size_t>(seq_ % detail::slots_per_group);
     if (local.acked[si] > seq_) return true;  // finished at a later issue
     auto& s = slot();
+    auto& pr = local.progress[si];
+    if (pr.seq != seq_) pr = detail::slot_progress{seq_};
     const int n = group_->size();
     auto& ws = world_->waits();
     for (;;) {
       if (s.failed.load(std::memory_order_seq_cst)) throw_failed(s);
-      if (s.arrived.load(std::memory_order_seq_cst) == n) {
-        if (!planned_) {
-          verify(s);
-          plan_ = detail::plan_tasks(s, n);
-          planned_ = true;
+      if (detail::all_posted(s, n, seq_, pr)) {
+        if (!pr.planned) {
+          verify(s, n);
+          std::uint64_t all = ~std::uint64_t{0};  // how far every rank had left when posting
+          for (int q = 0; q < n; ++q) all = std::min(all, s.posts[static_cast<std::size_t>(q)].left_upto);
+          local.peers_left = std::max(local.peers_left, all);
+          pr.plan = detail::plan_tasks(s, n);
+          pr.planned = true;
         }
-        if (plan_.eager) {  // inputs staged at issue: nobody reads this rank's buffers
-          if (!pulled_) {
-            detail::run_eager(s, plan_, n, static_cast<std::size_t>(grank_));
-            pulled_ = true;
+        const auto& plan = pr.plan;
+        if (plan.eager) {  // inputs staged at issue: nobody reads this rank's buffers
+          if (!pr.pulled) {
+            detail::run_eager(s, plan, n, static_cast<std::size_t>(grank_));
+            pr.pulled = true;
           }
           break;
         }
-        if (plan_.pull) {
-          if (!pulled_) {
-            detail::run_pull(s, plan_, n, static_cast<std::size_t>(grank_));
-            pulled_ = true;
-            if (s.done.fetch_add(1, std::memory_order_seq_cst) + 1 == plan_.ntasks) ws.notify();
+        if (plan.pull) {
+          if (!pr.pulled) {
+            detail::run_pull(s, plan, n, static_cast<std::size_t>(grank_));
+            pr.pulled = true;
+            if (s.done.add(seq_, plan.ntasks) + 1 == plan.ntasks) ws.notify();
           }
         } else {
           std::size_t t;
-          while ((t = s.next.fetch_add(1, std::memory_order_relaxed)) < plan_.ntasks) {
-            detail::run_task(s, plan_, n, t);
-            if (s.done.fetch_add(1, std::memory_order_seq_cst) + 1 == plan_.ntasks) ws.notify();
+          while ((t = s.next.add(seq_, plan.ntasks)) < plan.ntasks) {
+            detail::run_task(s, plan, n, t);
+            if (s.done.add(seq_, plan.ntasks) + 1 == plan.ntasks) ws.notify();
           }
         }
-        if (s.done.load(std::memory_order_seq_cst) >= plan_.ntasks) break;
+        if (s.done.get(seq_) >= plan.ntasks) break;
+      } else {
+        verify(s, pr.seen);  // an early mismatch with the ranks already here
       }
       if (!block) return false;
       if (world_->is_aborted()) throw_aborted();
       const bool ok = ws.wait_until(
           [&] {
             if (s.failed.load(std::memory_order_seq_cst) || world_->is_aborted()) return true;
-            if (s.arrived.load(std::memory_order_seq_cst) != n) return false;
-            if (!planned_) return true;
-            return s.done.load(std::memory_order_seq_cst) >= plan_.ntasks ||
-                   (!plan_.pull && s.next.load(std::memory_order_relaxed) < plan_.ntasks);
+            const int seen = pr.seen;
+            if (!detail::all_posted(s, n, seq_, pr)) return pr.seen != seen;
+            if (!pr.planned) return true;
+            return s.done.get(seq_) >= pr.plan.ntasks || (!pr.plan.pull && s.next.get(seq_) < pr.plan.ntasks);
           },
           deadline_);
       if (!ok) throw_timeout(s);
@@ -260,19 +274,14 @@ class threads_request {
   }
 
  public:
-  /// Member `local` leaves the completed collective `seq`; the last one recycles the slot.
+  /// Member `local` leaves the completed collective `seq`: the slot is free for the next
+  /// collective once every member has left.
   static void leave(threads_world& w, detail::group_state& g, detail::threads_local& local, std::uint64_t seq) {
     const auto si = static_cast<std::size_t>(seq % detail::slots_per_group);
     local.acked[si] = seq + 1;
-    auto& s = g.slots[si];
-    if (s.leaving.fetch_add(1, std::memory_order_seq_cst) + 1 == g.size()) {
-      s.arrived.store(0, std::memory_order_relaxed);
-      s.next.store(0, std::memory_order_relaxed);
-      s.done.store(0, std::memory_order_relaxed);
-      s.leaving.store(0, std::memory_order_relaxed);
-      s.seq.store(seq + detail::slots_per_group, std::memory_order_seq_cst);
-      w.waits().notify();
-    }
+    while (local.acked[local.left_upto % detail::slots_per_group] > local.left_upto) ++local.left_upto;
+    g.slots[si].posts[static_cast<std::size_t>(local.grank)].left.store(seq + 1, std::memory_order_seq_cst);
+    w.waits().notify();
   }
 
  private:
@@ -303,8 +312,6 @@ class threads_request {
   tessera::source_location loc_{};
   detail::clock::time_point deadline_{};
   bool active_ = false;
-  detail::coll_plan plan_{};
-  bool planned_ = false, pulled_ = false;
 };
 
 }  // namespace tessera::comm

@@ -24,6 +24,7 @@ class threads_communicator {
     group_ = world_->group(world_rank, all);
     local_->world = world_;
     local_->group = group_;
+    local_->grank = grank_;
   }
 
   int rank() const noexcept { return grank_; }
@@ -101,6 +102,7 @@ class threads_communicator {
     c.local_->world = world_;
     c.local_->group = c.group_;
     c.grank_ = me;
+    c.local_->grank = me;
     return c;
   }
 
@@ -150,51 +152,52 @@ class threads_communicator {
     auto& s = group_->slots[si];
     threads_request req = make_request(d, loc);
     req.seq_ = seq;
-    auto& ws = world_->waits();
-    for (;;) {  // the slot still serves collective seq - slots_per_group
-      const std::uint64_t cur = s.seq.load(std::memory_order_seq_cst);
-      if (cur == seq) break;
-      if (local.acked[si] <= cur) {  // this rank never waited on it: finish it now
-        threads_request prev = make_request(d, loc);
-        prev.seq_ = cur;
-        prev.wait();
-        continue;
+    req.active_ = false;  // until posted: an error before that leaves nothing to wait for
+    if (seq >= detail::slots_per_group) {  // the slot served collective `prev` before
+      const std::uint64_t prev = seq - detail::slots_per_group;
+      if (local.acked[si] <= prev) {  // this rank never waited on it: finish it now
+        threads_request p = make_request(d, loc);
+        p.seq_ = prev;
+        p.wait();
       }
-      const bool ok = ws.wait_until(
-          [&] {
-            return s.seq.load(std::memory_order_seq_cst) == seq ||
-                   s.failed.load(std::memory_order_seq_cst) || world_->is_aborted();
-          },
-          req.deadline_);
-      if (s.failed.load(std::memory_order_seq_cst)) req.throw_failed(s);
-      if (world_->is_aborted()) req.throw_aborted();
-      if (!ok)
-        throw error(prefix() + ": " + d.str() + " at " + where(loc) + " (collective #" +
-                    std::to_string(seq) + ") timed out waiting for collective #" +
-                    std::to_string(cur) + " of this group to be waited on by every rank");
+      if (local.peers_left <= prev && !detail::all_left(s, size(), prev)) wait_for_slot(s, prev, req, d, loc);
     }
-    // post this rank's buffers and call, then arrive
+    // post this rank's buffers and call (its own cache line); the others see it arrive
     auto& post = s.posts[static_cast<std::size_t>(grank_)];
     post.src = in;
     post.dst = out;
     post.desc = d;
     post.loc = loc;
+    post.left_upto = local.left_upto;
     if (const std::size_t staged = detail::eager_stage_bytes(d, size()))
       detail::stage_input(post, d, in, staged, grank_);
     post.posted.store(seq, std::memory_order_seq_cst);
-    for (int q = 0; q < size(); ++q) {  // an early mismatch with a rank already here
-      const auto& other = s.posts[static_cast<std::size_t>(q)];
-      if (q != grank_ && other.posted.load(std::memory_order_seq_cst) == seq && !(other.desc == d)) {
-        req.active_ = false;
-        try {
-          threads_request::fail_mismatch(*world_, *group_, s, seq, grank_, q);
-        } catch (const error& e) {
-          throw error(prefix() + ": " + e.what());
-        }
-      }
-    }
-    if (s.arrived.fetch_add(1, std::memory_order_seq_cst) + 1 == size()) ws.notify();
+    world_->waits().notify();
+    req.active_ = true;
     return req;
+  }
+
+  /// Waits until every rank has left collective `prev` of slot `s` (for the call `d`).
+  void wait_for_slot(detail::coll_slot& s, std::uint64_t prev, const threads_request& req, const call_desc& d,
+                     const tessera::source_location& loc) {
+    const bool ok = world_->waits().wait_until(
+        [&] {
+          return detail::all_left(s, size(), prev) || s.failed.load(std::memory_order_seq_cst) ||
+                 world_->is_aborted();
+        },
+        req.deadline_);
+    if (s.failed.load(std::memory_order_seq_cst)) req.throw_failed(s);
+    if (world_->is_aborted()) req.throw_aborted();
+    if (ok) return;
+    std::string late;
+    for (int q = 0; q < size(); ++q) {
+      if (s.posts[static_cast<std::size_t>(q)].left.load(std::memory_order_seq_cst) > prev) continue;
+      if (!late.empty()) late += ',';
+      late += std::to_string(group_->ranks[static_cast<std::size_t>(q)]);
+    }
+    throw error(prefix() + ": " + d.str() + " at " + where(loc) + " (collective #" +
+                std::to_string(prev + detail::slots_per_group) + ") timed out waiting for collective #" +
+                std::to_string(prev) + " of this group to be waited on by rank(s) " + late);
   }
 
   threads_request p2p(const call_desc& d, const void* in, void* out, tessera::source_location loc) {

@@ -6,19 +6,27 @@
 //    all have posted, each rank computes its own output from the peers' staging buffers
 //    and leaves at once. One synchronisation per call instead of two (nobody waits for
 //    the peers to finish reading its buffers), for one extra copy of a small input.
-//  * pull (each rank's output up to pull_bytes): every rank posts pointers to its own
-//    send and receive buffers; once all have arrived, each computes its own output reading
-//    the peers' inputs directly (single copy), then waits until all are done.
+//  * pull (each rank's output up to pull_bytes; pull_exchange_bytes for all_to_all and
+//    reduce_scatter): every rank posts pointers to its own send and receive buffers; once
+//    all have arrived, each computes its own output reading the peers' inputs directly
+//    (single copy), then waits until all are done.
 //  * chunked (larger): the collective is cut into chunk tasks (256 KiB) that any waiting
-//    rank takes from an atomic counter, reading peers' buffers directly and writing into
+//    rank takes from a shared counter, reading peers' buffers directly and writing into
 //    peers' buffers directly. No staging buffer; a chunk read once is written to every
 //    destination while it is in cache (an all_reduce chunk is reduced once and stored to
 //    every output). A rank that is still computing after issuing its call does not hold
 //    the others up: the waiting ranks do its share.
 //
-// Slots: collective k of a group uses slot k % slots_per_group. The slot is recycled for
-// k + slots_per_group once every member has acknowledged k (in wait(), or implicitly when
-// it issues k + slots_per_group, helping to finish k first).
+// Slots: collective k of a group uses slot k % slots_per_group. Synchronisation uses no
+// counter shared by every rank on the small paths: a rank posts by storing k in its own
+// post (its own cache line), sees the others arrive by reading theirs, and leaves by
+// storing k + 1 in its post's `left`. Before it posts k + slots_per_group in the slot, a
+// rank must know that every rank has left k (it finishes k first if it never waited on
+// it). Usually it knows without reading anything: each post also carries how far its
+// rank had left when posting, and the posts of the last collective were read anyway;
+// otherwise it reads (and waits for) the slot's `left` fields. The pull and chunked paths
+// count tasks in counters tagged with the collective's number, so they need no reset
+// between the collectives of a slot.
 #pragma once
 
 #include <algorithm>
@@ -46,6 +54,12 @@ inline constexpr std::size_t chunk_bytes = std::size_t{256} << 10;
 /// Outputs up to this size per rank are computed by their owner ("pull"): fewer shared
 /// counters, so less cache-line traffic for small messages.
 inline constexpr std::size_t pull_bytes = std::size_t{256} << 10;
+/// all_to_all and reduce_scatter are pulled up to this output size: a rank reads only
+/// the peers' blocks meant for it, and its output and those blocks fit in a core's L2
+/// (2 MiB here). Measured on 2 ranks at 1 MiB (docs/performance.md): pulling is faster
+/// than chunking for these two; all_gather pulled at 1 MiB was bimodal (53 to 178 us
+/// against 71 to 99 chunked), and an all_reduce pulled is reduced by every rank in full.
+inline constexpr std::size_t pull_exchange_bytes = std::size_t{1} << 20;
 /// Inputs up to this size per rank are staged at issue ("eager").
 inline constexpr std::size_t eager_bytes = std::size_t{16} << 10;
 
@@ -58,20 +72,51 @@ struct alignas(16) stage_word {
 /// What one rank posts for one collective; each rank writes only its own (own cache line).
 struct alignas(64) rank_post {
   std::atomic<std::uint64_t> posted{~std::uint64_t{0}};  // the collective posted here
+  std::uint64_t left_upto = 0;  // when posting: this rank had left every collective below this
   const void* src = nullptr;
   void* dst = nullptr;
   call_desc desc{};
   tessera::source_location loc{};
   std::vector<stage_word> stage;  // eager copy of the input (owner writes, peers read)
+  alignas(64) std::atomic<std::uint64_t> left{0};  // 1 + the last collective of the slot this rank left
+};
+
+/// A task counter of one collective that needs no reset between the collectives of a
+/// slot: its value carries the collective's number, and a value left by an earlier
+/// collective reads as 0. (A slot is reused only after every rank has left it, so nobody
+/// still counts for the earlier collective.)
+class call_counter {
+ public:
+  static constexpr std::uint64_t max_count = (std::uint64_t{1} << 24) - 1;
+
+  std::uint64_t get(std::uint64_t seq) const noexcept { return count(v_.load(std::memory_order_seq_cst), seq); }
+  /// Adds one if the count is below `limit`; returns the count before (`limit` if reached).
+  std::uint64_t add(std::uint64_t seq, std::uint64_t limit) noexcept {
+    std::uint64_t v = v_.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t c = count(v, seq);
+      if (c >= limit) return limit;
+      if (v_.compare_exchange_weak(v, (tag(seq) << count_bits) | (c + 1), std::memory_order_seq_cst,
+                                   std::memory_order_relaxed))
+        return c;
+    }
+  }
+
+ private:
+  static constexpr unsigned count_bits = 24;
+  static std::uint64_t tag(std::uint64_t seq) noexcept {
+    return (seq + 1) & ((std::uint64_t{1} << (64 - count_bits)) - 1);
+  }
+  static std::uint64_t count(std::uint64_t v, std::uint64_t seq) noexcept {
+    return (v >> count_bits) == tag(seq) ? v & max_count : 0;
+  }
+  std::atomic<std::uint64_t> v_{0};
 };
 
 struct coll_slot {
-  alignas(64) std::atomic<std::uint64_t> seq{0};  // the collective this slot serves now
-  alignas(64) std::atomic<int> arrived{0};
-  alignas(64) std::atomic<std::size_t> next{0};
-  alignas(64) std::atomic<std::size_t> done{0};
-  alignas(64) std::atomic<int> leaving{0};
-  std::atomic<bool> failed{false};
+  alignas(64) call_counter next;  // chunk tasks taken
+  alignas(64) call_counter done;  // tasks finished
+  alignas(64) std::atomic<bool> failed{false};
   std::mutex m;
   std::string error;  // written under m before `failed` is set
   std::unique_ptr<rank_post[]> posts;
@@ -83,6 +128,29 @@ struct coll_plan {
   bool pull = false;   // task q is rank q's own output, done by rank q
   bool eager = false;  // inputs were staged at issue; each rank computes its own output
 };
+
+/// One rank's progress through the collective in a slot (rank-private, so a later issue
+/// that must finish a collective this rank never waited on resumes where it stopped).
+struct slot_progress {
+  std::uint64_t seq = ~std::uint64_t{0};
+  int seen = 0;  // posts [0, seen) have posted `seq`
+  bool planned = false, pulled = false;
+  coll_plan plan{};
+};
+
+/// True once every rank of the slot has posted `seq` (posts seen are remembered in pr).
+inline bool all_posted(const coll_slot& s, int n, std::uint64_t seq, slot_progress& pr) noexcept {
+  while (pr.seen < n && s.posts[static_cast<std::size_t>(pr.seen)].posted.load(std::memory_order_seq_cst) == seq)
+    ++pr.seen;
+  return pr.seen == n;
+}
+
+/// True once every rank has left collective `prev` of the slot (so it may be reused).
+inline bool all_left(const coll_slot& s, int n, std::uint64_t prev) noexcept {
+  for (int q = 0; q < n; ++q)
+    if (s.posts[static_cast<std::size_t>(q)].left.load(std::memory_order_seq_cst) <= prev) return false;
+  return true;
+}
 
 /// The bytes a rank stages for an eager call (its input), or 0 if the call is not eager.
 /// Depends only on the call and the group size, so every rank decides alike.
@@ -124,11 +192,7 @@ struct p2p_channel {
 
 struct group_state {
   explicit group_state(std::vector<int> world_ranks) : ranks(std::move(world_ranks)) {
-    for (int s = 0; s < slots_per_group; ++s) {
-      auto& sl = slots[static_cast<std::size_t>(s)];
-      sl.seq.store(static_cast<std::uint64_t>(s));
-      sl.posts = std::make_unique<rank_post[]>(ranks.size());
-    }
+    for (auto& sl : slots) sl.posts = std::make_unique<rank_post[]>(ranks.size());
   }
   int size() const noexcept { return static_cast<int>(ranks.size()); }
 
@@ -155,7 +219,9 @@ inline coll_plan plan_tasks(const coll_slot& s, int n) {
       p.count * p.elem * (d.kind == call_kind::all_gather || d.kind == call_kind::all_to_all ? nn : 1);
   // pull: rank q computes its own output from the peers' inputs; not for an in-place
   // all_reduce, whose inputs are the outputs that the owners overwrite
-  p.pull = out_bytes <= pull_bytes && !(d.kind == call_kind::all_reduce && in_place);
+  const bool exchange = d.kind == call_kind::all_to_all || d.kind == call_kind::reduce_scatter;
+  p.pull = out_bytes <= (exchange ? pull_exchange_bytes : pull_bytes) &&
+           !(d.kind == call_kind::all_reduce && in_place);
   if (p.pull) {
     p.chunk = std::max<std::size_t>(1, p.count);
     p.per_block = 1;
@@ -163,6 +229,7 @@ inline coll_plan plan_tasks(const coll_slot& s, int n) {
     return p;
   }
   p.chunk = std::max<std::size_t>(1, chunk_bytes / std::max<std::size_t>(1, p.elem));
+  while ((d.count + p.chunk - 1) / p.chunk * nn > call_counter::max_count) p.chunk *= 2;
   p.per_block = (d.count + p.chunk - 1) / p.chunk;
   switch (d.kind) {
     case call_kind::all_gather:

@@ -280,8 +280,9 @@ class threads_request {
     const auto si = static_cast<std::size_t>(seq % detail::slots_per_group);
     local.acked[si] = seq + 1;
     while (local.acked[local.left_upto % detail::slots_per_group] > local.left_upto) ++local.left_upto;
-    g.slots[si].posts[static_cast<std::size_t>(local.grank)].left.store(seq + 1, std::memory_order_seq_cst);
-    w.waits().notify();
+    auto& s = g.slots[si];
+    s.posts[static_cast<std::size_t>(local.grank)].left.store(seq + 1, std::memory_order_seq_cst);
+    w.waits().notify_if([&] { return detail::all_left(s, g.size(), seq); });
   }
 
  private:

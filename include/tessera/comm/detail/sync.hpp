@@ -43,7 +43,16 @@ class waitset {
 
   /// Wakes every blocked waiter; call after changing state that a predicate reads.
   void notify() {
-    if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    notify_if([] { return true; });
+  }
+  /// notify() only if `complete()` holds after this change: for a state that waiters need
+  /// only once every rank has changed its part (all posted, all left). Each rank changes
+  /// its part and then reads the others' (seq_cst), so the rank whose change comes last
+  /// in the single total order sees the state complete; if no waiter was counted by then,
+  /// every waiter counted later checks its predicate after the last change and sees it.
+  template <class Complete>
+  void notify_if(Complete&& complete) {
+    if (waiters_.load(std::memory_order_seq_cst) > 0 && complete()) {
       { std::lock_guard<std::mutex> lock(m_); }
       cv_.notify_all();
     }

@@ -172,7 +172,11 @@ class threads_communicator {
     if (const std::size_t staged = detail::eager_stage_bytes(d, size()))
       detail::stage_input(post, d, in, staged, grank_);
     post.posted.store(seq, std::memory_order_seq_cst);
-    world_->waits().notify();
+    world_->waits().notify_if([&] {
+      for (int q = 0; q < size(); ++q)
+        if (s.posts[static_cast<std::size_t>(q)].posted.load(std::memory_order_seq_cst) != seq) return false;
+      return true;
+    });
     req.active_ = true;
     return req;
   }

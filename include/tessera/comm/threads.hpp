@@ -261,12 +261,8 @@ class threads_request {
   }
 
   [[noreturn]] void throw_timeout(detail::coll_slot& s) const {
-    std::string missing;
-    for (int g = 0; g < group_->size(); ++g)
-      if (s.posts[static_cast<std::size_t>(g)].posted.load(std::memory_order_seq_cst) != seq_) {
-        if (!missing.empty()) missing += ',';
-        missing += std::to_string(group_->ranks[static_cast<std::size_t>(g)]);
-      }
+    const std::string missing = detail::ranks_where(
+        *group_, s, [&](const detail::rank_post& p) { return p.posted.load(std::memory_order_seq_cst) != seq_; });
     throw error(who() + " (collective #" + std::to_string(seq_) + " of the group) timed out after " +
                 std::to_string(world_->opts().timeout.count()) + " ms: " +
                 (missing.empty() ? std::string("every rank arrived but the data movement did not finish")

@@ -172,11 +172,7 @@ class threads_communicator {
     if (const std::size_t staged = detail::eager_stage_bytes(d, size()))
       detail::stage_input(post, d, in, staged, grank_);
     post.posted.store(seq, std::memory_order_seq_cst);
-    world_->waits().notify_if([&] {
-      for (int q = 0; q < size(); ++q)
-        if (s.posts[static_cast<std::size_t>(q)].posted.load(std::memory_order_seq_cst) != seq) return false;
-      return true;
-    });
+    world_->waits().notify_if([&] { return detail::posted_upto(s, size(), seq) == size(); });
     req.active_ = true;
     return req;
   }
@@ -193,12 +189,8 @@ class threads_communicator {
     if (s.failed.load(std::memory_order_seq_cst)) req.throw_failed(s);
     if (world_->is_aborted()) req.throw_aborted();
     if (ok) return;
-    std::string late;
-    for (int q = 0; q < size(); ++q) {
-      if (s.posts[static_cast<std::size_t>(q)].left.load(std::memory_order_seq_cst) > prev) continue;
-      if (!late.empty()) late += ',';
-      late += std::to_string(group_->ranks[static_cast<std::size_t>(q)]);
-    }
+    const std::string late = detail::ranks_where(
+        *group_, s, [&](const detail::rank_post& p) { return p.left.load(std::memory_order_seq_cst) <= prev; });
     throw error(prefix() + ": " + d.str() + " at " + where(loc) + " (collective #" +
                 std::to_string(prev + detail::slots_per_group) + ") timed out waiting for collective #" +
                 std::to_string(prev) + " of this group to be waited on by rank(s) " + late);

@@ -138,10 +138,15 @@ struct slot_progress {
   coll_plan plan{};
 };
 
+/// The first rank from `from` on that has not posted `seq` (n if all have).
+inline int posted_upto(const coll_slot& s, int n, std::uint64_t seq, int from = 0) noexcept {
+  while (from < n && s.posts[static_cast<std::size_t>(from)].posted.load(std::memory_order_seq_cst) == seq) ++from;
+  return from;
+}
+
 /// True once every rank of the slot has posted `seq` (posts seen are remembered in pr).
 inline bool all_posted(const coll_slot& s, int n, std::uint64_t seq, slot_progress& pr) noexcept {
-  while (pr.seen < n && s.posts[static_cast<std::size_t>(pr.seen)].posted.load(std::memory_order_seq_cst) == seq)
-    ++pr.seen;
+  pr.seen = posted_upto(s, n, seq, pr.seen);
   return pr.seen == n;
 }
 
@@ -201,6 +206,19 @@ struct group_state {
   std::mutex p2p_m;
   std::map<std::tuple<int, int, int>, p2p_channel> channels;  // (from, to, tag) group ranks
 };
+
+/// The world ranks of the group whose post in slot `s` satisfies `pred`, as "1,3" (for
+/// error messages: who did not join, who did not leave).
+template <class Pred>
+std::string ranks_where(const group_state& g, const coll_slot& s, Pred&& pred) {
+  std::string out;
+  for (std::size_t q = 0; q < g.ranks.size(); ++q) {
+    if (!pred(s.posts[q])) continue;
+    if (!out.empty()) out += ',';
+    out += std::to_string(g.ranks[q]);
+  }
+  return out;
+}
 
 /// Cuts a collective whose ranks have all posted into tasks.
 inline coll_plan plan_tasks(const coll_slot& s, int n) {

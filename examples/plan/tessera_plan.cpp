@@ -21,6 +21,7 @@
 #include <tessera/layout/parse.hpp>
 #include <tessera/layout/print.hpp>
 #include <tessera/plan/planner.hpp>
+#include <tessera/plan/runs.hpp>
 
 namespace {
 
@@ -85,7 +86,10 @@ std::string ranks_str(const std::set<std::int64_t>& rs) {
     while (std::next(jt) != rs.end() && *std::next(jt) == *jt + 1) ++jt;
     if (!s.empty()) s += ",";
     s += std::to_string(*it);
-    if (jt != it) s += (*jt == *it + 1 ? "," : "-") + std::to_string(*jt);
+    if (jt != it) {
+      s += *jt == *it + 1 ? ',' : '-';
+      s += std::to_string(*jt);
+    }
     it = std::next(jt);
   }
   return s;
@@ -103,12 +107,21 @@ void picture(const char* title, const layout_spec& l, const mesh_shape& m, const
     const coords_t c = coords_of(m, r);
     std::string coord;
     for (int a = 0; a < m.ndim; ++a)
-      coord += (a ? "," : "") + std::string(names[static_cast<std::size_t>(a)]) + "=" + std::to_string(c[static_cast<std::size_t>(a)]);
+    {  // appended piece by piece: g++ 12's -Wrestrict misfires on ("," or "") + std::string
+      if (a) coord += ',';
+      coord.append(names[static_cast<std::size_t>(a)]);
+      coord += '=';
+      coord += std::to_string(c[static_cast<std::size_t>(a)]);
+    }
     std::string blk;
     const box& b = boxes[static_cast<std::size_t>(r)];
     for (int d = 0; d < g.rank; ++d)
-      blk += (d ? ", " : "") + std::to_string(b.offset[static_cast<std::size_t>(d)]) + ":" +
-             std::to_string(b.offset[static_cast<std::size_t>(d)] + b.size[static_cast<std::size_t>(d)]);
+    {
+      if (d) blk += ", ";
+      blk += std::to_string(b.offset[static_cast<std::size_t>(d)]);
+      blk += ':';
+      blk += std::to_string(b.offset[static_cast<std::size_t>(d)] + b.size[static_cast<std::size_t>(d)]);
+    }
     std::printf("  rank %-3lld (%s)  [%s]\n", static_cast<long long>(r), coord.c_str(), blk.c_str());
   }
   if (l.has_partial()) {
@@ -179,6 +192,26 @@ void print_plan(const char* title, const layout_spec& src, const plan_value& p, 
   if (p.n == 0) std::cout << "  (nothing to do: the layouts are equal)\n";
   std::printf("  total: %d step(s), %d collective(s), %s moved per rank, %.2f us modelled\n", p.n, p.collectives(),
               human_bytes(static_cast<double>(total_b)).c_str(), total_t);
+  // how the steps execute: consecutive all_to_alls as one exchange (plan/runs.hpp)
+  const plan_runs runs = runs_of(p);
+  const auto ls = plan_layouts(src, p);
+  for (int k = 0; k < runs.size(); ++k) {
+    const step_run& run = runs[k];
+    if (!run.fused()) continue;
+    exchange_cost most;
+    for (std::int64_t rank = 0; rank < world_size(m); ++rank) {
+      const exchange_cost c = exchange_traffic(ls[static_cast<std::size_t>(run.begin)], ls[static_cast<std::size_t>(run.end)],
+                                               run.group, m, g, elem, cm, coords_of(m, rank));
+      if (c.bus_bytes > most.bus_bytes || (c.bus_bytes == most.bus_bytes && c.time_us > most.time_us)) most = c;
+    }
+    std::ostringstream group;
+    for (int i = 0; i < run.group.n; ++i) group << (i ? ", " : "(") << names[static_cast<std::size_t>(run.group[i])];
+    group << ")";
+    std::printf("  executed: steps %d-%d as one exchange over %s (%s): at most %s moved per rank, %.2f us modelled\n",
+                run.begin + 1, run.end, group.str().c_str(),
+                most.calls ? "one all_to_all" : "point-to-point", human_bytes(static_cast<double>(most.bus_bytes)).c_str(),
+                most.time_us);
+  }
 }
 
 }  // namespace

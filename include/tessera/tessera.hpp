@@ -23,6 +23,7 @@
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/plan/planner.hpp>
+#include <tessera/plan/runs.hpp>
 
 // comm (the mpi and nccl backends need their components: comm/mpi.hpp, comm/nccl.hpp)
 #include <tessera/comm/any_communicator.hpp>

@@ -116,6 +116,26 @@ int all_pairs(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g, layouts
   return count;
 }
 
+/// The legal pairs of the list whose plan (for T) has a run of consecutive all_to_all steps,
+/// which redistribute executes as one exchange (tensor/detail/redistribute.hpp).
+template <class T, class... L>
+constexpr int fused_pairs(layouts<L...>) {
+  int count = 0;
+  auto one = [&]<class Src, class Dst>() {
+    if constexpr (tessera::check_transition(Src::spec, Dst::spec) == tessera::plan_error::none) {
+      constexpr auto runs = tessera::plan_t<Src, Dst, T>::runs;
+      for (int r = 0; r < runs.size(); ++r)
+        if (runs[r].fused()) {
+          ++count;
+          break;
+        }
+    }
+  };
+  auto row = [&]<class Src>() { (one.template operator()<Src, L>(), ...); };
+  (row.template operator()<L>(), ...);
+  return count;
+}
+
 using bf16 = tessera::bf16;
 
 }  // namespace dist_checks

@@ -38,6 +38,30 @@ TEST_CASE("dist_tensor: transitions on a 3-D mesh (2 x 2 x 2), even and uneven, 
   });
 }
 
+TEST_CASE("dist_tensor: consecutive all_to_all steps run as one exchange over the union of their groups") {
+  using M = dist_layouts::M2;
+  using Src = layout_t<M, 2, dim<0, "a">, dim<1, "b">>;
+  using Dst = layout_t<M, 2, dim<0, "b">, dim<1, "a">>;
+  using P = plan_t<Src, Dst, float>;
+  constexpr plan_runs runs = P::runs;
+  static_assert(P::size >= 2);
+  REQUIRE(runs.size() == 1);  // every step of this plan is an all_to_all
+  CHECK(runs[0].begin == 0);
+  CHECK(runs[0].end == P::size);
+  CHECK(runs[0].fused());
+  CHECK(runs[0].group.n == 2);  // (a, b): the whole mesh
+  CHECK(runs[0].group[0] == 0);
+  CHECK(runs[0].group[1] == 1);
+  // a plan without consecutive all_to_alls keeps one run per step
+  constexpr plan_runs single = plan_t<layout_t<M, 2, dim<0, "a">>, layout_t<M, 2, dim<1, "a">>>::runs;
+  CHECK(single.size() == 1);
+  CHECK(!single[0].fused());
+  // the layout lists of the transition tests (threads and mpi) include fused plans
+  CHECK(dist_checks::fused_pairs<float>(dist_layouts::L2{}) > 0);
+  CHECK(dist_checks::fused_pairs<float>(dist_layouts::L3{}) > 0);
+  CHECK(dist_checks::fused_pairs<float>(dist_layouts::L22{}) > 0);
+}
+
 TEST_CASE("dist_tensor: bad input is named") {
   comm::run_threads(4, [](comm::threads_communicator& c) {
     using M = dist_layouts::M1;

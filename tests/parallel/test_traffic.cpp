@@ -9,6 +9,7 @@
 
 #include <tessera/comm/flight_recorder.hpp>
 #include <tessera/comm/threads.hpp>
+#include <tessera/tensor/dist_tensor.hpp>
 #include <tessera/train/traffic_estimator.hpp>
 
 #include "recipes_tiny.hpp"
@@ -128,4 +129,40 @@ TEST_CASE("FSDP prefetch: the next block's all-gathers are in flight while this 
     INFO("rank " << r.rank);
     CHECK(overlapped >= recipes::debug_2d::model::config.n_layers);  // every block's prefetch, forward and backward
   }
+}
+
+namespace {
+/// One redistribute Src -> Dst of a `g` tensor on the threads ranks of mesh M: on every
+/// rank, the estimate of its plan (steps, or fused all_to_all runs as one exchange) equals
+/// what its flight recorder saw.
+template <class M, class Src, class Dst>
+void check_redistribute(const shape_t& g) {
+  comm::run_threads(static_cast<int>(M{}.world_size()), [&](comm::threads_communicator& c) {
+    comm::flight_recorder rec(c, {.capacity = 1 << 10, .dump_on_error = false});
+    device_mesh<M> dm(M{}, rec);
+    auto x = dist_tensor<float, Src>::distribute(dm, g, [](const index_t& i) { return float(i[0] + i[1]); });
+    (void)x.template redistribute<Dst>();  // makes the groups
+    const std::uint64_t since = rec.recorded();
+    (void)x.template redistribute<Dst>();
+    const auto entries = rec.entries();
+    const traffic_by_axes measured = measured_traffic(entries, dm.shape(), since);
+    traffic_estimate e;
+    std::int64_t bytes = 0;
+    detail::add_plan_traffic<Src, Dst, float>(e, bytes, dm.shape(), g, 1, cost_model{}, dm.coords());
+    INFO(Src::str() << " -> " << Dst::str() << " on rank " << c.rank() << ": measured " << measured.to_string(M::names)
+                    << " vs estimate " << e.by_axes.to_string(M::names));
+    CHECK(measured.same_as(e.by_axes));
+    CHECK(bytes == e.by_axes.bytes());
+  });
+}
+}  // namespace
+
+TEST_CASE("traffic: a plan whose all_to_all steps run as one exchange (even, uneven, point-to-point)") {
+  using M22 = mesh<axis<"a", 2>, axis<"b", 2>>;
+  using M23 = mesh<axis<"a", 2>, axis<"b", 3>>;
+  static_assert(plan_t<layout_t<M22, 2, dim<0, "a">, dim<1, "b">>, layout_t<M22, 2, dim<0, "b">, dim<1, "a">>>::runs[0].fused());
+  check_redistribute<M22, layout_t<M22, 2, dim<0, "a">, dim<1, "b">>, layout_t<M22, 2, dim<0, "b">, dim<1, "a">>>({64, 64});
+  check_redistribute<M23, layout_t<M23, 2, dim<0, "a">, dim<1, "b">>, layout_t<M23, 2, dim<0, "b">, dim<1, "a">>>({12, 18});
+  check_redistribute<M23, layout_t<M23, 2, dim<0, "a">, dim<1, "b">>, layout_t<M23, 2, dim<0, "b">, dim<1, "a">>>({7, 5});
+  check_redistribute<M22, layout_t<M22, 2, dim<0, "a", "b">>, layout_t<M22, 2, dim<0, "b", "a">>>({64, 8});
 }

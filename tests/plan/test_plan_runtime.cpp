@@ -7,6 +7,7 @@
 
 #include <tessera/layout/parse.hpp>
 #include <tessera/plan/planner.hpp>
+#include <tessera/plan/runs.hpp>
 
 using namespace tessera;
 
@@ -63,4 +64,37 @@ TEST_CASE("merged steps on flattened groups") {
   REQUIRE(r.plan.n == 1);
   CHECK(r.plan[0].kind == step_kind::all_gather);
   CHECK(r.plan[0].group.n == 2);
+}
+
+TEST_CASE("consecutive all_to_all steps run as one exchange; its traffic per rank") {
+  // [S0(dp), S1(tp)] -> [S0(tp), S1(dp)] on 2 x 2: every step is an all_to_all, and the
+  // whole transition is a permutation of blocks (ranks (0,1) and (1,0) swap theirs).
+  const mesh_shape m22{2, {2, 2}};
+  const layout_spec from = parse_layout("S(0),S(1)", names, 2), to = parse_layout("S(1),S(0)", names, 2);
+  const shape_t g{4096, 4096};  // (on a tiny tensor the planner prefers fewer, latency-bound steps)
+  const plan_result r = make_plan(from, to, m22, g, 4);
+  REQUIRE(r.plan.n >= 2);
+  const plan_runs runs = runs_of(r.plan);
+  REQUIRE(runs.size() == 1);
+  CHECK(runs[0].fused());
+  CHECK(runs[0].group.mask() == 3u);
+  const cost_model cm{};
+  const exchange_cost keep = exchange_traffic(from, to, runs[0].group, m22, g, 4, cm, coords_t{0, 0});
+  CHECK(keep.bus_bytes == 0);
+  CHECK(keep.calls == 0);
+  CHECK(keep.time_us == 0);
+  const exchange_cost swap = exchange_traffic(from, to, runs[0].group, m22, g, 4, cm, coords_t{0, 1});
+  CHECK(swap.bus_bytes == 2048 * 2048 * 4);  // its whole 2048 x 2048 block, to one peer
+  CHECK(swap.calls == 0);              // point-to-point
+  CHECK(swap.time_us == doctest::Approx(cm.base_us + cm.hop_us[0] + 2048.0 * 2048 * 4 / (cm.GBps[0] * 1e3)));
+  // rows over (dp, tp) -> columns over (dp, tp): every pair moves a 1024 x 1024 piece, one all_to_all
+  const axis_group both = runs[0].group;
+  const layout_spec rows = parse_layout("{0: (dp, tp)}", names, 2), cols = parse_layout("{1: (dp, tp)}", names, 2);
+  std::int64_t per_pair = 0;
+  CHECK(even_exchange(rows, cols, both, m22, g, coords_t{1, 0}, &per_pair));
+  CHECK(per_pair == 1024 * 1024);
+  const exchange_cost even = exchange_traffic(rows, cols, both, m22, g, 4, cm, coords_t{1, 0});
+  CHECK(even.calls == 1);
+  CHECK(even.bus_bytes == 1024 * 1024 * 4 * 3);  // S = 4 pieces, times (n-1)/n
+  CHECK_FALSE(even_exchange(from, to, both, m22, g, coords_t{0, 0}, &per_pair));
 }

@@ -49,6 +49,21 @@ struct box {
   friend constexpr bool operator==(const box&, const box&) = default;
 };
 
+/// The intersection of two boxes (size 0 along a dim where they do not overlap).
+constexpr box intersect(const box& a, const box& b) noexcept {
+  box r;
+  r.rank = a.rank;
+  for (int d = 0; d < a.rank; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    const std::int64_t lo = a.offset[u] > b.offset[u] ? a.offset[u] : b.offset[u];
+    const std::int64_t ea = a.offset[u] + a.size[u], eb = b.offset[u] + b.size[u];
+    const std::int64_t hi = ea < eb ? ea : eb;
+    r.offset[u] = lo;
+    r.size[u] = hi > lo ? hi - lo : 0;
+  }
+  return r;
+}
+
 /// The block held by the rank at mesh coordinates `c`. Partial axes do not affect it.
 constexpr box local_box(const layout_spec& s, const mesh_shape& m, const shape_t& global,
                         const coords_t& c) noexcept {

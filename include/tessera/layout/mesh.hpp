@@ -101,20 +101,23 @@ constexpr std::int64_t group_index(const mesh_shape& m, const axis_group& g, con
   return k;
 }
 
+/// The coordinates of member `k` (in group order) of the group along `g` that contains
+/// the rank at coordinates `c`.
+constexpr coords_t group_member(const mesh_shape& m, const axis_group& g, coords_t c, std::int64_t k) {
+  for (int i = g.n - 1; i >= 0; --i) {
+    c[static_cast<std::size_t>(g[i])] = k % m[g[i]];
+    k /= m[g[i]];
+  }
+  return c;
+}
+
 /// The ranks of the group along `g` that contains `rank`, in group order.
 inline std::vector<std::int64_t> group_ranks(const mesh_shape& m, const axis_group& g,
                                              std::int64_t rank) {
   const std::int64_t n = group_size(m, g);
   std::vector<std::int64_t> out(static_cast<std::size_t>(n));
-  coords_t c = coords_of(m, rank);
-  for (std::int64_t k = 0; k < n; ++k) {
-    std::int64_t rest = k;
-    for (int i = g.n - 1; i >= 0; --i) {
-      c[static_cast<std::size_t>(g[i])] = rest % m[g[i]];
-      rest /= m[g[i]];
-    }
-    out[static_cast<std::size_t>(k)] = rank_of(m, c);
-  }
+  const coords_t c = coords_of(m, rank);
+  for (std::int64_t k = 0; k < n; ++k) out[static_cast<std::size_t>(k)] = rank_of(m, group_member(m, g, c, k));
   return out;
 }
 

@@ -21,6 +21,7 @@
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/planner.hpp>
+#include <tessera/plan/runs.hpp>
 
 namespace tessera {
 
@@ -127,6 +128,8 @@ struct plan {
   static constexpr int size = value.n;
   /// layouts[i] is the layout before step i; layouts[size] == Dst::spec.
   static constexpr std::array<layout_spec, max_plan_steps + 1> layouts = plan_layouts(Src::spec, value);
+  /// How the steps execute: consecutive all_to_all steps as one exchange (plan/runs.hpp).
+  static constexpr plan_runs runs = runs_of(value);
   /// True when no step communicates (a plan of local slices / local partials only).
   static constexpr bool is_local = value.collectives() == 0;
 

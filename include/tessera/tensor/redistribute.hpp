@@ -5,9 +5,11 @@
 // `in` is this rank's block of a tensor of shape `global` in layout Src, `out` receives
 // its block in layout Dst (sized tessera::local_box(Dst::spec, ...).numel(); it must not
 // overlap `in`). The steps are those of tessera::plan_t<Src, Dst, T>, a constant of the
-// program: a call runs collectives and local copies, never the planner. This is what
-// dist_tensor::redistribute and the parallel model runtime call. Collective: every rank
-// of the mesh calls it with the same global shape.
+// program: a call runs collectives and local copies, never the planner (consecutive
+// all_to_all steps run as one exchange over the union of their groups, so each element
+// moves once; which steps fuse is also a constant of the plan: P::runs, plan/runs.hpp).
+// This is what dist_tensor::redistribute and the parallel model runtime call.
+// Collective: every rank of the mesh calls it with the same global shape.
 #pragma once
 
 #include <algorithm>
@@ -30,17 +32,24 @@ void redistribute_local(device_mesh<Mesh>& dm, const shape_t& global, const T* i
   if constexpr (P::size == 0) {
     if (in != out && b.numel() > 0) std::memcpy(out, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
   } else {
-    // intermediate blocks alternate between the device mesh's scratch slots 2 and 3 (run_step
-    // stages through slots 0 and 1); the last step writes `out`
+    // intermediate blocks alternate between the device mesh's scratch slots 2 and 3 (the
+    // steps stage through slots 0 and 1); the last run writes `out`. A run of consecutive
+    // all_to_all steps executes as one exchange (detail::run_exchange).
+    constexpr plan_runs runs = P::runs;
     const T* src = in;
-    for (int i = 0; i < P::size; ++i) {
-      const auto& after = P::layouts[static_cast<std::size_t>(i + 1)];
+    for (int r = 0; r < runs.n; ++r) {
+      const step_run& run = runs[r];
+      const auto& before = P::layouts[static_cast<std::size_t>(run.begin)];
+      const auto& after = P::layouts[static_cast<std::size_t>(run.end)];
       T* dst = out;
-      if (i + 1 < P::size) {
+      if (r + 1 < runs.n) {
         const auto n = static_cast<std::size_t>(tessera::local_box(after, dm.shape(), global, dm.coords()).numel());
-        dst = dm.template scratch<T>(2 + i % 2, n);
+        dst = dm.template scratch<T>(2 + r % 2, n);
       }
-      detail::run_step<T>(dm, P::value[i], P::layouts[static_cast<std::size_t>(i)], after, global, src, b, dst);
+      if (run.fused())
+        detail::run_exchange<T>(dm, run.group, before, after, global, src, b, dst);
+      else
+        detail::run_step<T>(dm, P::value[run.begin], before, after, global, src, b, dst);
       src = dst;
     }
   }

@@ -143,18 +143,40 @@ struct traffic_estimate {
 
 namespace detail {
 
-/// Adds `times` executions of plan_t<Src, Dst, T> on a tensor of shape `g` to `purpose`.
+/// Adds `times` executions of plan_t<Src, Dst, T> on a tensor of shape `g` to `purpose`:
+/// its steps, or for a run of consecutive all_to_all steps the one exchange it runs as
+/// (plan/runs.hpp).
+/// The axes of `g` along which its ranks differ (of size > 1), as measured_traffic()
+/// keys a recorded call.
+constexpr unsigned moving_axes(const mesh_shape& m, const axis_group& g) {
+  unsigned mask = 0;
+  for (int i = 0; i < g.n; ++i)
+    if (m[g[i]] > 1) mask |= 1u << g[i];
+  return mask;
+}
+
 template <class Src, class Dst, class T>
 constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, const mesh_shape& m, const shape_t& g,
                                 std::int64_t times, const cost_model& cm, const coords_t& at) {
   using P = plan_t<Src, Dst, T>;
-  for (int k = 0; k < P::size; ++k) {
-    const plan_step& s = P::value[k];
+  constexpr auto elem = static_cast<std::int64_t>(sizeof(T));
+  for (int r = 0; r < P::runs.size(); ++r) {
+    const step_run& run = P::runs[r];
+    const layout_spec& before = P::layouts[static_cast<std::size_t>(run.begin)];
+    const layout_spec& after = P::layouts[static_cast<std::size_t>(run.end)];
+    if (run.fused()) {
+      const exchange_cost c = exchange_traffic(before, after, run.group, m, g, elem, cm, at);
+      if (c.bus_bytes == 0 && c.calls == 0) continue;  // this rank keeps its block
+      purpose += times * c.bus_bytes;
+      e.by_axes.add(moving_axes(m, run.group), times * c.bus_bytes, times * c.calls);
+      e.time_us += static_cast<double>(times) * c.time_us;
+      continue;
+    }
+    const plan_step& s = P::value[run.begin];
     if (!is_collective(s.kind) || group_size(m, s.group) == 1) continue;  // moves nothing
-    const step_cost c = cost_of(s, P::layouts[static_cast<std::size_t>(k)], P::layouts[static_cast<std::size_t>(k + 1)],
-                                m, g, static_cast<std::int64_t>(sizeof(T)), cm, &at);
+    const step_cost c = cost_of(s, before, after, m, g, elem, cm, &at);
     purpose += times * c.bus_bytes;
-    e.by_axes.add(s.group.mask(), times * c.bus_bytes, times);
+    e.by_axes.add(moving_axes(m, s.group), times * c.bus_bytes, times);
     e.time_us += static_cast<double>(times) * c.time_us;
   }
 }

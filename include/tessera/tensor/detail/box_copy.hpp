@@ -10,20 +10,6 @@
 
 namespace tessera::detail {
 
-/// The intersection of two boxes (size 0 along a dim where they do not overlap).
-constexpr box intersect(const box& a, const box& b) noexcept {
-  box r;
-  r.rank = a.rank;
-  for (int d = 0; d < a.rank; ++d) {
-    const auto u = static_cast<std::size_t>(d);
-    const std::int64_t lo = std::max(a.offset[u], b.offset[u]);
-    const std::int64_t hi = std::min(a.offset[u] + a.size[u], b.offset[u] + b.size[u]);
-    r.offset[u] = lo;
-    r.size[u] = hi > lo ? hi - lo : 0;
-  }
-  return r;
-}
-
 /// If `region` (inside `block`) is one contiguous run of the row-major `block`, its
 /// offset in elements from the block's start; otherwise nothing. An empty region is
 /// contiguous at 0.

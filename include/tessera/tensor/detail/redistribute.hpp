@@ -13,6 +13,7 @@
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/plan/collective.hpp>
+#include <tessera/plan/runs.hpp>
 #include <tessera/tensor/detail/box_copy.hpp>
 #include <tessera/tensor/device_mesh.hpp>
 #include <vector>
@@ -137,6 +138,46 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
   }
 }
 
+/// The boxes of a group's ranks before and after a step (on the stack for groups of up to
+/// 64 ranks, on the heap beyond).
+struct group_boxes {
+  std::array<box, 64> small0, small1;
+  std::vector<box> big0, big1;
+  box* before = small0.data();
+  box* after = small1.data();
+
+  template <class Members>
+  group_boxes(const Members& members, const mesh_shape& m, const layout_spec& l0, const layout_spec& l1,
+              const shape_t& global) {
+    const std::size_t n = members.size();
+    if (n > small0.size()) {
+      big0.resize(n), big1.resize(n);
+      before = big0.data(), after = big1.data();
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      const coords_t ck = coords_of(m, members[k]);
+      before[k] = local_box(l0, m, global, ck);
+      after[k] = local_box(l1, m, global, ck);
+    }
+  }
+  group_boxes(const group_boxes&) = delete;
+  group_boxes& operator=(const group_boxes&) = delete;
+};
+
+/// Runs a fused run of all_to_all steps (layouts `before` -> `after`) as one exchange over
+/// the union `g` of their groups (plan/runs.hpp): every rank sends each rank of `g` the
+/// part of its block that rank holds afterwards.
+template <class T, class Mesh>
+void run_exchange(device_mesh<Mesh>& dm, const axis_group& g, const layout_spec& before, const layout_spec& after,
+                  const shape_t& global, const T* in, box& b, T* out) {
+  const mesh_shape& m = dm.shape();
+  const box b1 = local_box(after, m, global, dm.coords());
+  const auto members = group_ranks(m, g, dm.rank());
+  const group_boxes gb(members, m, before, after, global);
+  all_to_all_step(dm, dm.group(g), members, b, gb.before, b1, gb.after, in, out);
+  b = b1;
+}
+
 /// Runs step `s` (layouts `before` -> `after`) on this rank's block `in` (box `b`),
 /// writing the new block to `out` (`out_n` elements, the after-box) and setting `b` to
 /// its box. Staging buffers come from the device mesh's scratch slots 0 and 1.
@@ -161,19 +202,9 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
   auto& c = dm.group(s.group);
   const auto members = group_ranks(m, s.group, dm.rank());
   const auto n = members.size();
-  std::array<box, 64> small0, small1;  // the group's boxes (heap only for groups over 64)
-  std::vector<box> big0, big1;
-  box* b0k = small0.data();
-  box* b1k = small1.data();
-  if (n > small0.size()) {
-    big0.resize(n), big1.resize(n);
-    b0k = big0.data(), b1k = big1.data();
-  }
-  for (std::size_t k = 0; k < n; ++k) {
-    const coords_t ck = coords_of(m, members[k]);
-    b0k[k] = local_box(before, m, global, ck);
-    b1k[k] = local_box(after, m, global, ck);
-  }
+  const group_boxes gb(members, m, before, after, global);
+  const box* b0k = gb.before;
+  const box* b1k = gb.after;
   constexpr auto dt = comm::dtype_of<T>;
   switch (s.kind) {
     case step_kind::all_gather: {

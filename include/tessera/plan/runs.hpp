@@ -1,0 +1,131 @@
+// tessera/plan/runs.hpp: how a plan executes. Steps run one by one, except that a run of
+// consecutive all_to_all steps executes as one exchange over the union of their groups:
+// every rank sends each rank of that group the part of its block which that rank holds
+// after the run, so each element moves once, straight to its final owner, instead of once
+// per step through intermediate blocks.
+//
+//   using P = tessera::plan_t<Src, Dst>;
+//   constexpr tessera::plan_runs r = tessera::runs_of(P::value);   // also P::runs
+//   r.runs[0].end - r.runs[0].begin   // > 1: steps [begin, end) run as one exchange
+//
+// The exchange is exact: an all_to_all moves its group's axes between dimensions without
+// touching the others, so the union group's axes are sharded before and after the run and
+// the blocks of the group's ranks tile the same region on both sides. It runs as one
+// all_to_all where every pair of ranks moves the same number of elements, and otherwise
+// as grouped point-to-point calls of the pairs that move something (as an uneven
+// all_to_all step does). exchange_traffic() counts what one rank moves, exactly as the
+// runtime (tensor/detail/redistribute.hpp) and the flight recorder do.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <tessera/core/config.hpp>
+#include <tessera/layout/layout_spec.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/plan/collective.hpp>
+#include <tessera/plan/cost_model.hpp>
+
+namespace tessera {
+
+/// Steps [begin, end) of a plan that run together; `group` is the step's group, or for a
+/// fused run of all_to_all steps the union of their groups (axes in increasing order).
+struct step_run {
+  int begin = 0, end = 0;
+  axis_group group{};
+
+  constexpr bool fused() const noexcept { return end - begin > 1; }
+};
+
+struct plan_runs {
+  int n = 0;
+  std::array<step_run, max_plan_steps> runs{};
+
+  constexpr const step_run& operator[](int i) const { return runs[static_cast<std::size_t>(i)]; }
+  constexpr int size() const noexcept { return n; }
+};
+
+/// The plan cut into runs: each all_to_all step joins the all_to_all steps right after it;
+/// every other step is a run of its own.
+constexpr plan_runs runs_of(const plan_value& p) noexcept {
+  plan_runs r;
+  for (int i = 0; i < p.n;) {
+    int j = i + 1;
+    if (p[i].kind == step_kind::all_to_all)
+      while (j < p.n && p[j].kind == step_kind::all_to_all) ++j;
+    step_run run{i, j, p[i].group};
+    if (run.fused()) {
+      unsigned mask = 0;
+      for (int k = i; k < j; ++k) mask |= p[k].group.mask();
+      run.group = axis_group{};
+      for (int a = 0; a < max_mesh_axes; ++a)
+        if (mask & (1u << a)) run.group.push(a);
+    }
+    r.runs[static_cast<std::size_t>(r.n++)] = run;
+    i = j;
+  }
+  return r;
+}
+
+/// True when every pair of ranks of the group moves the same number of elements in an
+/// exchange from `before` to `after` (the group of the rank at `at`): the exchange is then
+/// one all_to_all of that many elements per pair (`*per_pair`).
+constexpr bool even_exchange(const layout_spec& before, const layout_spec& after, const axis_group& g,
+                             const mesh_shape& m, const shape_t& global, const coords_t& at,
+                             std::int64_t* per_pair) noexcept {
+  const std::int64_t n = group_size(m, g);
+  std::int64_t first = -1;
+  for (std::int64_t p = 0; p < n; ++p) {
+    const box bp = local_box(before, m, global, group_member(m, g, at, p));
+    for (std::int64_t q = 0; q < n; ++q) {
+      const std::int64_t x = intersect(bp, local_box(after, m, global, group_member(m, g, at, q))).numel();
+      if (first < 0) first = x;
+      if (x != first) return false;
+    }
+  }
+  *per_pair = first < 0 ? 0 : first;
+  return true;
+}
+
+/// What the rank at `at` moves in an exchange from `before` to `after` over group `g`.
+struct exchange_cost {
+  std::int64_t bus_bytes = 0;  ///< nccl-tests' bus bytes of the all_to_all, or the bytes sent
+  int calls = 0;               ///< collective calls: 1 (even, one all_to_all) or 0 (point-to-point)
+  double time_us = 0;          ///< the cost model's time: one all_to_all, or one message per peer
+};
+
+constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout_spec& after, const axis_group& g,
+                                         const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
+                                         const cost_model& cm, const coords_t& at) noexcept {
+  exchange_cost c;
+  const std::int64_t n = group_size(m, g);
+  if (n <= 1) return c;
+  double gbps = 1e300, hop = 0;
+  for (int i = 0; i < g.n; ++i) {
+    const auto a = static_cast<std::size_t>(g[i]);
+    gbps = cm.GBps[a] < gbps ? cm.GBps[a] : gbps;
+    hop = cm.hop_us[a] > hop ? cm.hop_us[a] : hop;
+  }
+  std::int64_t per_pair = 0;
+  if (even_exchange(before, after, g, m, global, at, &per_pair)) {
+    c.calls = 1;
+    c.bus_bytes = per_pair * elem_bytes * (n - 1);  // S = n * per_pair elements, times (n-1)/n
+    c.time_us = cm.base_us + static_cast<double>(n - 1) * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3);
+    return c;
+  }
+  const box mine = local_box(before, m, global, at);
+  const std::int64_t self = group_index(m, g, at);
+  int peers = 0;
+  for (std::int64_t q = 0; q < n; ++q) {
+    if (q == self) continue;
+    const std::int64_t x = intersect(mine, local_box(after, m, global, group_member(m, g, at, q))).numel();
+    c.bus_bytes += x * elem_bytes;
+    peers += x > 0;
+  }
+  c.time_us = peers ? cm.base_us + static_cast<double>(peers) * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3)
+                    : 0.0;
+  return c;
+}
+
+}  // namespace tessera

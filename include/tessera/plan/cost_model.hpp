@@ -59,6 +59,25 @@ struct step_cost {
   double time_us = 0;
 };
 
+/// The slowest link of a group of axes (a flattened group uses its slowest axis).
+struct group_link {
+  double gbps = 1e300;
+  double hop_us = 0;
+};
+constexpr group_link link_of(const cost_model& cm, const axis_group& g) noexcept {
+  group_link l;
+  for (int i = 0; i < g.n; ++i) {
+    const auto a = static_cast<std::size_t>(g[i]);
+    l.gbps = cm.GBps[a] < l.gbps ? cm.GBps[a] : l.gbps;
+    l.hop_us = cm.hop_us[a] > l.hop_us ? cm.hop_us[a] : l.hop_us;
+  }
+  return l;
+}
+/// The modelled time of one collective (or exchange) of `hops` hops moving `bus_bytes`.
+constexpr double modelled_us(const cost_model& cm, const group_link& l, double hops, std::int64_t bus_bytes) noexcept {
+  return cm.base_us + hops * l.hop_us + static_cast<double>(bus_bytes) / (l.gbps * 1e3);
+}
+
 /// `at`: the coordinates of one rank, to count the blocks of that rank's group only (its
 /// padding); without it, the largest block of the whole mesh (an upper bound over ranks,
 /// what the planner uses).
@@ -70,14 +89,7 @@ constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const
     c.time_us = 0;
     return c;
   }
-  std::int64_t n = 1;
-  double gbps = 1e300, hop = 0;
-  for (int i = 0; i < s.group.n; ++i) {
-    const auto a = static_cast<std::size_t>(s.group[i]);
-    n *= m[s.group[i]];
-    gbps = cm.GBps[a] < gbps ? cm.GBps[a] : gbps;
-    hop = cm.hop_us[a] > hop ? cm.hop_us[a] : hop;
-  }
+  const std::int64_t n = group_size(m, s.group);
   if (n == 1) {  // a group of one rank: nothing moves
     c.time_us = 0;
     return c;
@@ -88,8 +100,7 @@ constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const
   const bool ar = s.kind == step_kind::all_reduce;
   c.buffer_bytes = detail::buffer_numel(s.kind, in, out, n);
   c.bus_bytes = c.buffer_bytes * (ar ? 2 : 1) * (n - 1) / n;
-  const double hops = static_cast<double>((ar ? 2 : 1) * (n - 1));
-  c.time_us = cm.base_us + hops * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3);
+  c.time_us = modelled_us(cm, link_of(cm, s.group), static_cast<double>((ar ? 2 : 1) * (n - 1)), c.bus_bytes);
   return c;
 }
 

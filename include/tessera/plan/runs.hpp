@@ -68,24 +68,33 @@ constexpr plan_runs runs_of(const plan_value& p) noexcept {
   return r;
 }
 
-/// True when every pair of ranks of the group moves the same number of elements in an
-/// exchange from `before` to `after` (the group of the rank at `at`): the exchange is then
-/// one all_to_all of that many elements per pair (`*per_pair`).
-constexpr bool even_exchange(const layout_spec& before, const layout_spec& after, const axis_group& g,
-                             const mesh_shape& m, const shape_t& global, const coords_t& at,
-                             std::int64_t* per_pair) noexcept {
-  const std::int64_t n = group_size(m, g);
+/// True when every pair (p, q) of a group of n ranks moves the same number of elements,
+/// intersect(before(p), after(q)), from p's block before to q's block after; that number
+/// is then `*per_pair`. The runtime (over the group's boxes) and exchange_traffic() (over
+/// boxes it computes) decide alike through this one function.
+template <class Before, class After>
+constexpr bool even_pairs(std::int64_t n, Before&& before, After&& after, std::int64_t* per_pair) {
   std::int64_t first = -1;
   for (std::int64_t p = 0; p < n; ++p) {
-    const box bp = local_box(before, m, global, group_member(m, g, at, p));
+    const box bp = before(p);
     for (std::int64_t q = 0; q < n; ++q) {
-      const std::int64_t x = intersect(bp, local_box(after, m, global, group_member(m, g, at, q))).numel();
+      const std::int64_t x = intersect(bp, after(q)).numel();
       if (first < 0) first = x;
       if (x != first) return false;
     }
   }
   *per_pair = first < 0 ? 0 : first;
   return true;
+}
+
+/// even_pairs() for the exchange from `before` to `after` over the group along `g` of the
+/// rank at `at`: the exchange is then one all_to_all of `*per_pair` elements per pair.
+constexpr bool even_exchange(const layout_spec& before, const layout_spec& after, const axis_group& g,
+                             const mesh_shape& m, const shape_t& global, const coords_t& at,
+                             std::int64_t* per_pair) noexcept {
+  return even_pairs(
+      group_size(m, g), [&](std::int64_t p) { return local_box(before, m, global, group_member(m, g, at, p)); },
+      [&](std::int64_t q) { return local_box(after, m, global, group_member(m, g, at, q)); }, per_pair);
 }
 
 /// What the rank at `at` moves in an exchange from `before` to `after` over group `g`.
@@ -101,17 +110,12 @@ constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout
   exchange_cost c;
   const std::int64_t n = group_size(m, g);
   if (n <= 1) return c;
-  double gbps = 1e300, hop = 0;
-  for (int i = 0; i < g.n; ++i) {
-    const auto a = static_cast<std::size_t>(g[i]);
-    gbps = cm.GBps[a] < gbps ? cm.GBps[a] : gbps;
-    hop = cm.hop_us[a] > hop ? cm.hop_us[a] : hop;
-  }
+  const group_link link = link_of(cm, g);
   std::int64_t per_pair = 0;
   if (even_exchange(before, after, g, m, global, at, &per_pair)) {
     c.calls = 1;
     c.bus_bytes = per_pair * elem_bytes * (n - 1);  // S = n * per_pair elements, times (n-1)/n
-    c.time_us = cm.base_us + static_cast<double>(n - 1) * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3);
+    c.time_us = modelled_us(cm, link, static_cast<double>(n - 1), c.bus_bytes);
     return c;
   }
   const box mine = local_box(before, m, global, at);
@@ -123,8 +127,7 @@ constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout
     c.bus_bytes += x * elem_bytes;
     peers += x > 0;
   }
-  c.time_us = peers ? cm.base_us + static_cast<double>(peers) * hop + static_cast<double>(c.bus_bytes) / (gbps * 1e3)
-                    : 0.0;
+  c.time_us = peers ? modelled_us(cm, link, static_cast<double>(peers), c.bus_bytes) : 0.0;
   return c;
 }
 

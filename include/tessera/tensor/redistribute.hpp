@@ -35,14 +35,13 @@ void redistribute_local(device_mesh<Mesh>& dm, const shape_t& global, const T* i
     // intermediate blocks alternate between the device mesh's scratch slots 2 and 3 (the
     // steps stage through slots 0 and 1); the last run writes `out`. A run of consecutive
     // all_to_all steps executes as one exchange (detail::run_exchange).
-    constexpr plan_runs runs = P::runs;
     const T* src = in;
-    for (int r = 0; r < runs.n; ++r) {
-      const step_run& run = runs[r];
+    for (int r = 0; r < P::runs.size(); ++r) {
+      const step_run& run = P::runs[r];
       const auto& before = P::layouts[static_cast<std::size_t>(run.begin)];
       const auto& after = P::layouts[static_cast<std::size_t>(run.end)];
       T* dst = out;
-      if (r + 1 < runs.n) {
+      if (r + 1 < P::runs.size()) {
         const auto n = static_cast<std::size_t>(tessera::local_box(after, dm.shape(), global, dm.coords()).numel());
         dst = dm.template scratch<T>(2 + r % 2, n);
       }

@@ -143,9 +143,6 @@ struct traffic_estimate {
 
 namespace detail {
 
-/// Adds `times` executions of plan_t<Src, Dst, T> on a tensor of shape `g` to `purpose`:
-/// its steps, or for a run of consecutive all_to_all steps the one exchange it runs as
-/// (plan/runs.hpp).
 /// The axes of `g` along which its ranks differ (of size > 1), as measured_traffic()
 /// keys a recorded call.
 constexpr unsigned moving_axes(const mesh_shape& m, const axis_group& g) {
@@ -155,6 +152,9 @@ constexpr unsigned moving_axes(const mesh_shape& m, const axis_group& g) {
   return mask;
 }
 
+/// Adds `times` executions of plan_t<Src, Dst, T> on a tensor of shape `g` to `purpose`:
+/// its steps, or for a run of consecutive all_to_all steps the one exchange it runs as
+/// (plan/runs.hpp).
 template <class Src, class Dst, class T>
 constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, const mesh_shape& m, const shape_t& g,
                                 std::int64_t times, const cost_model& cm, const coords_t& at) {

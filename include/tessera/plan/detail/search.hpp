@@ -376,8 +376,7 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
   const bool ar = kind == step_kind::all_reduce;
   const std::int64_t buffer = detail::buffer_numel(kind, numel_in, e.numel_out, e.gsize) * elem_bytes;
   const std::int64_t bus = buffer * (ar ? 2 : 1) * (e.gsize - 1) / e.gsize;
-  return cm.base_us + static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)) * e.hop +
-         static_cast<double>(bus) / (e.gbps * 1e3);
+  return modelled_us(cm, group_link{e.gbps, e.hop}, static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)), bus);
 }
 
 }  // namespace detail

@@ -53,13 +53,11 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
   std::size_t self = 0;
   for (std::size_t k = 0; k < n; ++k)
     if (members[k] == dm.rank()) self = k;
-  std::int64_t maxn = 0;
-  bool even = true;
-  for (std::size_t p = 0; p < n; ++p)
-    for (std::size_t q = 0; q < n; ++q) maxn = std::max(maxn, intersect(b0k[p], b1k[q]).numel());
-  for (std::size_t p = 0; p < n && even; ++p)
-    for (std::size_t q = 0; q < n && even; ++q) even = intersect(b0k[p], b1k[q]).numel() == maxn;
-  const auto mx = static_cast<std::size_t>(maxn);
+  std::int64_t per_pair = 0;
+  const bool even = even_pairs(
+      static_cast<std::int64_t>(n), [&](std::int64_t p) { return b0k[static_cast<std::size_t>(p)]; },
+      [&](std::int64_t q) { return b1k[static_cast<std::size_t>(q)]; }, &per_pair);
+  const auto mx = static_cast<std::size_t>(per_pair);
   if (even) {
     bool send_direct = true, recv_direct = true;
     for (std::size_t q = 0; q < n; ++q) {

@@ -1,7 +1,8 @@
 // tessera/model/llama_params.hpp: what the Llama template knows about its parameters
-// besides their shapes (llama_config.hpp): TorchTitan's names, the run-time check of a
-// configuration, TorchTitan's initialization of one whole tensor, and how each weight's
-// module splits under tensor parallel (its tp_style).
+// besides their shapes (llama_config.hpp): TorchTitan's names, the shape a parameter is
+// stored in, the run-time check of a configuration and TorchTitan's initialization of one
+// whole tensor. How a parameter is split is the parallel layer's business: it maps roles
+// to layouts (tessera/parallel/llama_plan.hpp).
 #pragma once
 
 #include <cmath>
@@ -12,7 +13,6 @@
 #include <tessera/core/extents.hpp>
 #include <tessera/model/detail/init.hpp>
 #include <tessera/model/llama_config.hpp>
-#include <tessera/parallel/layouts.hpp>
 
 namespace tessera {
 
@@ -36,30 +36,7 @@ inline std::string titan_name(const param_entry& e) {
   return {};
 }
 
-/// How a weight's module splits under tensor parallel, as TorchTitan's Llama plan has it:
-/// wq, wk, wv, w1, w3 column-wise; wo, w2 row-wise; the embedding and the output over the
-/// vocabulary; norms replicated (sequence-parallel when the policy says so).
-constexpr tp_style tp_style_of(param_role r) {
-  switch (r) {
-    case param_role::attention_q:
-    case param_role::attention_k:
-    case param_role::attention_v:
-    case param_role::ffn_w1:
-    case param_role::ffn_w3: return tp_style::colwise;
-    case param_role::attention_o:
-    case param_role::ffn_w2: return tp_style::rowwise;
-    case param_role::embedding:
-    case param_role::output: return tp_style::vocab;
-    default: return tp_style::replicated;
-  }
-}
-
-/// How tensor parallel treats a parameter: its module's style; norms (vectors) are replicated.
-constexpr tp_style param_style(const param_entry& e) {
-  return e.shape.is_vector() ? tp_style::replicated : tp_style_of(e.role);
-}
-/// A parameter's global shape as the model stores it: norms [dim], the others [rows, cols]
-/// (the rank parallel::visit_style passes with param_style's style).
+/// A parameter's global shape as the model stores it: norms [dim], the others [rows, cols].
 constexpr shape_t param_global_shape(const param_entry& e) {
   return e.shape.is_vector() ? shape_t{e.shape.cols} : shape_t{e.shape.rows, e.shape.cols};
 }

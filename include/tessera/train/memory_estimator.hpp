@@ -11,16 +11,16 @@
 //                  whose slots are padded to 16 elements;
 //   gradients      the stored gradient blocks, an arena of the same layout;
 //   optimizer      AdamW's m and v, two more arenas of that layout (basic_trainer);
-//   activations    exactly the buffers llama_model::prepare allocates for the rank's local
-//                  batch, the full (or TP-local) heads / FFN / vocabulary and, under
-//                  sequence parallel, its part of the sequence;
+//   activations    exactly the buffers llama_model allocates for the rank's local batch on
+//                  its shard (llama_activation_bytes: every block's block_saved, the
+//                  residuals, the head's and the shared scratch);
 //   gathered       the unsharded parameters (f32 tensors) of the FSDP units alive at the peak;
 //   grad_buffers   the compute-layout gradient tensors alive at the peak (the root's, kept for
 //                  the whole backward, and the block's in backward);
 //   staging        communication buffers: device_mesh scratch slots 0-3 (run_step staging
 //                  of uneven or non-contiguous all-gathers / reduce-scatters, and the
-//                  intermediate block of two-step plans), parallel_llama's stage_ vector and
-//                  its bf16 staging under mixed precision (and the bf16 buffers of a
+//                  intermediate block of two-step plans), the FSDP and TP runtimes' stage_
+//                  vectors, the FSDP runtime's bf16 staging under mixed precision (and the bf16 buffers of a
 //                  prefetched block, held from its issue to its use). These are std::vectors that grow
 //                  and stay; the tracking allocator does not see them, and the estimate
 //                  assumes the planner's plans for these layouts are one all-gather /
@@ -45,7 +45,9 @@
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_params.hpp>
+#include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/layouts.hpp>
+#include <tessera/parallel/llama_plan.hpp>
 #include <tessera/parallel/policies.hpp>
 #include <tessera/train/recipe.hpp>
 
@@ -102,7 +104,7 @@ struct unit_sizes {
   std::int64_t grad_buf = 0;    ///< bytes of gradient tensors
   std::int64_t slot01 = 0;      ///< bytes: device_mesh scratch slots 0 + 1 for one call
   std::int64_t slot2 = 0;       ///< bytes: the intermediate of a two-step plan
-  std::int64_t stage = 0;       ///< bytes: parallel_llama::stage_
+  std::int64_t stage = 0;       ///< bytes: the FSDP runtime's gradient staging (sharded_params::stage_)
   std::int64_t half = 0;        ///< bytes: bf16 staging (stored + gathered block)
   std::int64_t half_prefetch = 0;  ///< bytes: bf16 buffers of a prefetched unit (all its parameters)
 };
@@ -179,34 +181,24 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   e.gathered = root.gathered + live_blocks * blk.gathered;
   e.grad_buffers = root.grad_buf + blk.grad_buf;
 
-  // Activations: llama_model::prepare for this rank's rows.
-  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, tr = p.tp >= 0 ? coords[static_cast<std::size_t>(p.tp)] : 0;
-  const bool split_seq = P > 1 && p.sequence_parallel;
+  // Activations: what llama_model allocates for this rank's rows on its shard.
+  const llama_shard shard = parallel::llama_shard_of(cfg, p, m, coords);
   const std::int64_t B = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords).size[0];
-  const std::int64_t T = seq_len, Tl = split_seq ? split_size(T, P, tr) : T;
-  e.local_batch = B, e.local_seq = Tl;
-  const std::int64_t heads = cfg.n_heads / P, kv = cfg.n_kv_heads / P, F = ffn_hidden_dim(cfg) / P;
-  const std::int64_t V = cfg.vocab_size, Vl = split_size(V, P, tr), D = cfg.dim, hd = head_dim(cfg);
-  const std::int64_t N = B * T, Nr = B * Tl, Hq = heads * hd, Hk = kv * hd, full_rows = split_seq ? N : 0;
-  const bool lp = Vl < V && p.loss_parallel, gather_logits = Vl < V && !p.loss_parallel;
-  const std::int64_t per_layer = Nr * D + Nr + full_rows * D + N * Hq + 2 * N * Hk + N * Hq + B * heads * T +
-                                 2 * Nr * D + Nr + full_rows * D + 3 * N * F;
-  std::int64_t act = L * per_layer;
-  act += (L + 1) * Nr * D + Nr * D + full_rows * D + Nr;               // res_, xf_, xf_full_, rstdf_
-  act += N * Vl + (gather_logits ? N * V : 0) + (lp ? 3 * N : 0);     // logits, logits_full_, rowmax_, stats_
-  act += N * D + Nr * D + (P > 1 ? Nr * D : 0) + N * D + full_rows * D;  // proj_, dres_, dtmp_, dfull_, dgath_
-  act += 2 * N * Hq + 2 * N * Hk + 2 * N * F + T * hd;                  // datt_, dq_, dk_, dv_, ffn scratch, cos/sin
-  e.activations = act * 4;
+  const llama_dims d = dims_of(cfg, shard, B, seq_len);
+  e.local_batch = B, e.local_seq = d.Tl;
+  e.activations = llama_activation_bytes(cfg, shard, B, seq_len);
+  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, T = seq_len, D = cfg.dim, V = cfg.vocab_size, N = d.N();
+  const bool split_seq = d.seq_split, lp = d.vocab_loss, gather_logits = d.gather_logits;
 
   // Staging: the largest call of each buffer (they grow and stay).
   std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);
-  std::int64_t stage = std::max(blk.stage, root.stage);
+  std::int64_t stage = std::max(blk.stage, root.stage);  // the FSDP runtime's reduce staging
   if (split_seq) {  // SP gather / reduce-scatter over the sequence: staged unless B = 1 and T splits evenly
     const std::int64_t mx = B * split_max(T, P) * D;
     if (B > 1 || T % P != 0) slot01 = std::max(slot01, (P + 1) * mx * 4);
   }
   if (gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(V, P) * 4);
-  if (lp) stage = std::max(stage, 2 * N * 4);
+  if (lp) stage += 2 * N * 4;  // the TP runtime's in-place row statistics
   // bf16: the synchronous gathers' staging, and the prefetched block's own buffers (bound)
   e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half) + (L > 1 ? blk.half_prefetch : 0);
   return e;

@@ -38,6 +38,7 @@
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/layouts.hpp>
+#include <tessera/parallel/llama_plan.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/dtype.hpp>

@@ -1,0 +1,192 @@
+// tessera/model/llama_block.hpp: one Llama 3 transformer block, written as llm.c writes a
+// layer: named parameter views, a named struct of what forward keeps for backward, and
+// block_forward / block_backward whose signatures carry every buffer and shape.
+// tessera-requires: openblas
+//
+//   mid = x + wo(attention(rope(wq(n1)), rope(wk(n1)), wv(n1))),   n1 = attention_norm(x)
+//   out = mid + w2(silu(w1(n2)) * w3(n2)),                           n2 = ffn_norm(mid)
+//
+// A block runs on a shard (llama_shard.hpp): its own heads and FFN columns, and the rows
+// of the residual stream it holds. The hooks are where a layout changes (the parallel
+// layer runs its plans there; serial_hooks does nothing):
+//   gather(in, out)   residual rows -> every token, in front of a column-parallel region;
+//   reduce(in, out)   partial sums -> residual rows, after a row-parallel region;
+//   attention_forward / attention_backward: the attention itself (context parallel swaps
+//                     it; local_attention calls the CPU kernels).
+// Both return the buffer holding the result (their input when nothing moves).
+//
+// Gradients follow one rule (docs/kernels.md): parameter gradients accumulate (+=);
+// block_backward turns the gradient of the block's output, held in `dres`, into the
+// gradient of its input, in place.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include <tessera/kernels/cpu/attention.hpp>
+#include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/cpu/rmsnorm.hpp>
+#include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/model/llama_shard.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+namespace tessera {
+
+/// A block's parameters by name (T = const float: the weights; T = float: their gradients).
+/// Shapes on a shard with h query heads, k KV heads, f FFN columns (hd = head_dim, D = dim):
+/// wq [h hd, D], wk and wv [k hd, D], wo [D, h hd], w1 and w3 [f, D], w2 [D, f], norms [D].
+template <class T>
+struct block_weights {
+  T* attention_norm = nullptr;
+  T* wq = nullptr;
+  T* wk = nullptr;
+  T* wv = nullptr;
+  T* wo = nullptr;
+  T* ffn_norm = nullptr;
+  T* w1 = nullptr;
+  T* w2 = nullptr;
+  T* w3 = nullptr;
+};
+using block_params = block_weights<const float>;
+using block_grads = block_weights<float>;
+
+/// The views of `p[k]` in block_roles order (attention_norm, wq, wk, wv, wo, ffn_norm, w1, w2, w3).
+template <class T>
+constexpr block_weights<T> block_weights_from(T* const* p) {
+  return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]};
+}
+
+/// What block_forward keeps for block_backward (sizes: block_saved_sizes, same order).
+struct block_saved {
+  tensor<float> an;       ///< attention_norm(x)          [Nr, D]
+  tensor<float> rstd1;    ///< its 1 / rms                 [Nr]
+  tensor<float> an_full;  ///< every token's an (seq split) [N, D]
+  tensor<float> q, k, v;  ///< after RoPE (q, k)          [N, h hd], [N, k hd]
+  tensor<float> att;      ///< attention output           [N, h hd]
+  tensor<float> lse;      ///< its log-sum-exp            [B, h, T]
+  tensor<float> mid;      ///< x + attention branch       [Nr, D]
+  tensor<float> fn;       ///< ffn_norm(mid)              [Nr, D]
+  tensor<float> rstd2;    ///< [Nr]
+  tensor<float> fn_full;  ///< [N, D] (seq split)
+  tensor<float> h1, h3, act;  ///< w1 n2, w3 n2, silu(h1) h3 [N, f]
+  const float* an_seen = nullptr;  ///< the norm output as the column-parallel GEMMs saw it
+  const float* fn_seen = nullptr;
+
+  void allocate(const llama_dims& d) {
+    const auto n = block_saved_sizes(d);
+    tensor<float>* f[] = {&an, &rstd1, &an_full, &q, &k, &v, &att, &lse, &mid, &fn, &rstd2, &fn_full, &h1, &h3, &act};
+    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = tensor<float>({n[i]});
+  }
+};
+
+/// Scratch every block uses in turn (sizes: block_scratch_sizes, same order), and the RoPE
+/// tables of the current sequence length.
+struct block_scratch {
+  tensor<float> proj;   ///< a row-parallel GEMM's output (partial under a split)  [N, D]
+  tensor<float> dres;   ///< gradient of the residual stream                       [Nr, D]
+  tensor<float> dtmp;   ///< a reduced gradient                                    [Nr, D]
+  tensor<float> dfull;  ///< every token's input gradient (partial under a split)  [N, D]
+  tensor<float> dgath;  ///< dres gathered to every token (seq split)             [N, D]
+  tensor<float> datt, dq, dk, dv, ffn;
+  tensor<float> cos, sin;  ///< RoPE tables [T, hd / 2]
+
+  void allocate(const llama_dims& d) {
+    const auto n = block_scratch_sizes(d);
+    tensor<float>* f[] = {&proj, &dres, &dtmp, &dfull, &dgath, &datt, &dq, &dk, &dv, &ffn, &cos, &sin};
+    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = tensor<float>({n[i]});
+  }
+};
+
+/// Attention on this rank's heads of whole sequences: the CPU kernels.
+struct local_attention {
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {
+    cpu::attention_forward(out, lse, q, k, v, d.B, d.T, d.heads, d.kv_heads, d.hd);
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                          const float* v, const float* out, const float* lse, const llama_dims& d) {
+    cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d.B, d.T, d.heads, d.kv_heads, d.hd);
+  }
+};
+
+/// The hooks of a single rank: every layout change is the identity.
+struct serial_hooks : local_attention {
+  void forward_begin(std::int64_t) {}
+  void forward_end(std::int64_t) {}
+  void backward_begin(std::int64_t) {}
+  void backward_end(std::int64_t) {}
+  const float* gather(const float* in, float*) { return in; }
+  const float* reduce(const float* in, float*) { return in; }
+  /// Loss on part of the vocabulary: [B*T] row maxima reduced (max), [B*T, 2] sums (sum), in place.
+  void reduce_row_max(float*) {}
+  void reduce_row_stats(float*) {}
+  /// Logits [B*T, Vl] -> [B*T, V], and the gradient back.
+  void gather_logits(const float*, float*) {}
+  void slice_logits(const float*, float*) {}
+};
+
+namespace detail {
+inline void zero(float* p, std::int64_t n) { std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(float)); }
+/// y = a + b elementwise (b may alias y).
+inline void add(float* y, const float* a, const float* b, std::int64_t n) {
+  cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t i = lo; i < hi; ++i) y[i] = a[i] + b[i];
+  }, 4096);
+}
+}  // namespace detail
+
+/// out [Nr, D] = the block applied to x [Nr, D] (this shard's residual rows).
+template <class Hooks>
+void block_forward(float* out, const float* x, const block_params& w, block_saved& s, block_scratch& k,
+                   const llama_dims& d, Hooks& h) {
+  const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
+  // attention branch: mid = x + R(wo(attention(rope(q), rope(k), v))), q, k, v = w{q,k,v}(G(norm(x)))
+  cpu::rmsnorm_forward(s.an.data(), s.rstd1.data(), x, w.attention_norm, Nr, D, d.eps);
+  s.an_seen = h.gather(s.an.data(), s.an_full.data());
+  cpu::matmul_forward(s.q.data(), s.an_seen, w.wq, nullptr, N, D, Hq);
+  cpu::matmul_forward(s.k.data(), s.an_seen, w.wk, nullptr, N, D, Hk);
+  cpu::matmul_forward(s.v.data(), s.an_seen, w.wv, nullptr, N, D, Hk);
+  cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
+  cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+  h.attention_forward(s.att.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), d);
+  cpu::matmul_forward(k.proj.data(), s.att.data(), w.wo, nullptr, N, Hq, D);
+  detail::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
+  // feed-forward branch: out = mid + R(w2(silu(w1 n2) * w3 n2)), n2 = G(norm(mid))
+  cpu::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
+  s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
+  cpu::feed_forward_forward(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w.w1, w.w3, w.w2, N, D,
+                            d.F);
+  detail::add(out, s.mid.data(), h.reduce(k.proj.data(), out), Nr * D);
+}
+
+/// dres [Nr, D]: in, the gradient of the block's output; out, of its input x. Parameter
+/// gradients accumulate into g. The gather (G) of forward has the reduce (R) as its
+/// backward and the other way round.
+template <class Hooks>
+void block_backward(float* dres, const block_grads& g, const float* x, const block_params& w, const block_saved& s,
+                    block_scratch& k, const llama_dims& d, Hooks& h) {
+  const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
+  float* dfull = k.dfull.data();
+  // feed-forward branch
+  detail::zero(dfull, N * D);
+  cpu::feed_forward_backward(dfull, g.w1, g.w3, g.w2, h.gather(dres, k.dgath.data()), s.fn_seen, s.h1.data(),
+                             s.h3.data(), s.act.data(), w.w1, w.w3, w.w2, N, D, d.F, k.ffn.data());
+  cpu::rmsnorm_backward(dres, g.ffn_norm, h.reduce(dfull, k.dtmp.data()), s.mid.data(), w.ffn_norm, s.rstd2.data(),
+                        Nr, D);
+  // attention branch
+  detail::zero(k.datt.data(), N * Hq);
+  cpu::matmul_backward(k.datt.data(), g.wo, nullptr, h.gather(dres, k.dgath.data()), s.att.data(), w.wo, N, Hq, D);
+  h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
+                       s.att.data(), s.lse.data(), d);
+  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
+  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+  detail::zero(dfull, N * D);
+  cpu::matmul_backward(dfull, g.wq, nullptr, k.dq.data(), s.an_seen, w.wq, N, D, Hq);
+  cpu::matmul_backward(dfull, g.wk, nullptr, k.dk.data(), s.an_seen, w.wk, N, D, Hk);
+  cpu::matmul_backward(dfull, g.wv, nullptr, k.dv.data(), s.an_seen, w.wv, N, D, Hk);
+  cpu::rmsnorm_backward(dres, g.attention_norm, h.reduce(dfull, k.dtmp.data()), x, w.attention_norm, s.rstd1.data(),
+                        Nr, D);
+}
+
+}  // namespace tessera

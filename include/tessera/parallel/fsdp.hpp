@@ -1,0 +1,264 @@
+// tessera/parallel/fsdp.hpp: the FSDP runtime -- parameters stored sharded, gathered per
+// unit before use, gradients reduced back to the shards (FSDP2's fully_shard, and HSDP).
+//
+// `parallel::sharded_params<Mesh, Spec>` knows no model. It is given a list of parameters
+// (name, TP style, global shape, unit) and a model to bind (anything with
+// bind(i, param, grad), param(i) and grad(i)), and keeps this rank's stored blocks (f32
+// master weights in layout storage_spec: TP, then FSDP) and their gradients in two arenas:
+//   - unshard(u) runs the plan storage -> compute for unit u's parameters (all-gathers over
+//     the dp axis, in bf16 under mixed precision) and binds the model to the result;
+//     unshard(u, prefetch = true) issues what can run asynchronously and returns (one even
+//     all-gather along dim 0, the FSDP case; other plans run when issued), and the next
+//     unshard(u) waits for it (FSDP2's prefetch);
+//   - reshard(u) frees the gathered copies;
+//   - alloc_grads(u) gives unit u's parameters gradient buffers in the compute layout, and
+//     reduce_grads(u) runs the plan grad_spec -> storage_spec on them (reduce-scatter over
+//     dp, all-reduce over HSDP's replicas and over tp for sequence-parallel norms) and adds
+//     the result to the stored gradients.
+// Where a plan moves nothing (no FSDP, no TP) the model is bound straight to the stored
+// blocks and nothing is copied. Which unit runs when is the caller's (the model's hooks,
+// or a pipeline schedule's UNSHARD / RESHARD / REDUCE_GRAD actions).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <tessera/comm/communicator.hpp>
+#include <tessera/parallel/layouts.hpp>
+#include <tessera/tensor/arena.hpp>
+#include <tessera/tensor/detail/box_copy.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+#include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/redistribute.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+namespace tessera::parallel {
+
+/// A parameter as the FSDP runtime sees it.
+struct param_info {
+  std::string name;
+  tp_style style = tp_style::replicated;
+  shape_t shape;           ///< global shape (rank 1 for replicated vectors, 2 otherwise)
+  std::int64_t unit = 0;   ///< the FSDP unit it is gathered and reduced with
+};
+
+/// Layout types and plans of a parameter of TP style S and rank R under spec P.
+template <class Mesh, parallel_spec P, tp_style S, int R>
+struct param_layouts {
+  using types = layout_types<Mesh, P>;
+  using compute = typename types::template param<S, R>::compute;
+  using storage = typename types::template param<S, R>::storage;
+  using grad = typename types::template param<S, R>::grad;
+  static constexpr bool direct_param = compute::spec == storage::spec && !P.bf16_params;
+  static constexpr bool direct_grad = grad::spec == storage::spec;
+  using param_t = std::conditional_t<P.bf16_params, bf16, float>;
+  using unshard_plan = plan_t<storage, compute, param_t>;
+  /// One all-gather along dim 0: with even blocks, rank k's block lands at k * block of
+  /// the output, so the call can be issued on the buffers and waited for later.
+  static constexpr bool async_gather = unshard_plan::size == 1 &&
+                                       unshard_plan::value[0].kind == step_kind::all_gather &&
+                                       unshard_plan::value[0].dim == 0;
+};
+
+template <class Model>
+concept bindable_model = requires(Model& m, std::int64_t i, float* p) {
+  m.bind(i, p, p);
+  { m.param(i) } -> std::convertible_to<float*>;
+  { m.grad(i) } -> std::convertible_to<float*>;
+};
+
+template <class Mesh, parallel_spec P, bindable_model Model>
+class sharded_params {
+ public:
+  sharded_params(device_mesh<Mesh>& dm, Model& model, std::vector<param_info> params, std::int64_t n_units)
+      : dm_(dm), model_(model), params_(std::move(params)), units_(static_cast<std::size_t>(n_units)) {
+    arena_layout layout;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const box b = storage_box(static_cast<std::int64_t>(i));
+      std::vector<std::int64_t> shape(b.size.begin(), b.size.begin() + b.rank);
+      layout.add(params_[i].name, std::span<const std::int64_t>(shape));
+      units_[static_cast<std::size_t>(params_[i].unit)].params.push_back(static_cast<std::int64_t>(i));
+    }
+    master_ = arena<float>(layout);
+    grads_ = arena<float>(layout);
+  }
+  sharded_params(const sharded_params&) = delete;
+  sharded_params& operator=(const sharded_params&) = delete;
+
+  std::int64_t size() const noexcept { return static_cast<std::int64_t>(params_.size()); }
+  const param_info& info(std::int64_t i) const { return params_[static_cast<std::size_t>(i)]; }
+  /// This rank's stored blocks (the optimizer's domain) and their gradients.
+  arena<float>& params() noexcept { return master_; }
+  arena<float>& grads() noexcept { return grads_; }
+  const arena<float>& params() const noexcept { return master_; }
+  const arena<float>& grads() const noexcept { return grads_; }
+  float* stored(std::int64_t i) { return master_.data() + slot(i).offset; }
+  float* stored_grad(std::int64_t i) { return grads_.data() + slot(i).offset; }
+  std::size_t stored_numel(std::int64_t i) const { return slot(i).numel; }
+  /// This rank's box of parameter i in the storage layout.
+  box storage_box(std::int64_t i) const {
+    box b;
+    visit(i, [&]<tp_style S, int R>() {
+      b = local_box(param_layouts<Mesh, P, S, R>::storage::spec, dm_.shape(), info(i).shape, dm_.coords());
+    });
+    return b;
+  }
+
+  /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
+  void set_full(std::int64_t i, const float* full) {
+    const shape_t& g = info(i).shape;
+    const box b = storage_box(i);
+    box whole;
+    whole.rank = g.rank;
+    whole.size = g.extent;
+    tessera::detail::copy_region(full, whole, stored(i), b, b);
+  }
+  /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank.
+  std::vector<float> gather_whole(std::int64_t i, const float* block) {
+    std::vector<float> out(static_cast<std::size_t>(info(i).shape.numel()));
+    visit(i, [&]<tp_style S, int R>() {
+      using L = param_layouts<Mesh, P, S, R>;
+      redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>>(dm_, info(i).shape, block,
+                                                                                           out.data());
+    });
+    return out;
+  }
+
+  /// Gathers unit u's parameters (plan storage -> compute) and binds the model to them.
+  /// `prefetch`: issue what can run asynchronously and return; unshard(u) waits for it.
+  void unshard(std::int64_t u, bool prefetch = false) {
+    unit_state& st = unit(u);
+    if (st.gathered) {
+      if (!prefetch) ready(st);
+      return;
+    }
+    st.p.resize(st.params.size());
+    for (std::size_t k = 0; k < st.params.size(); ++k) gather_param(st, k, prefetch);
+    st.gathered = true;
+    if (!prefetch) ready(st);
+  }
+  /// Frees unit u's gathered parameters.
+  void reshard(std::int64_t u) {
+    unit_state& st = unit(u);
+    ready(st);  // (every prefetched unit is begun before it is freed; this keeps buffers alive regardless)
+    st.p.clear();
+    st.gathered = false;
+  }
+  /// Binds unit u's gradients: to the stored gradients where the layouts agree, else to
+  /// zeroed buffers of the compute layout.
+  void alloc_grads(std::int64_t u) {
+    unit_state& st = unit(u);
+    if (!st.g.empty()) return;
+    st.g.resize(st.params.size());
+    for (std::size_t k = 0; k < st.params.size(); ++k) {
+      const std::int64_t i = st.params[k];
+      visit(i, [&]<tp_style S, int R>() {
+        using L = param_layouts<Mesh, P, S, R>;
+        if constexpr (L::direct_grad && L::direct_param) {
+          model_.bind(i, model_.param(i), stored_grad(i));
+        } else {
+          st.g[k] = tensor<float>({local_numel<typename L::compute>(dm_, info(i).shape)});  // zero-filled
+          model_.bind(i, model_.param(i), st.g[k].data());
+        }
+      });
+    }
+  }
+  /// Reduces unit u's gradients (plan grad -> storage) into the stored gradients.
+  void reduce_grads(std::int64_t u) {
+    unit_state& st = unit(u);
+    for (std::size_t k = 0; k < st.params.size(); ++k) {
+      const std::int64_t i = st.params[k];
+      if (st.g[k].numel() == 0 && model_.grad(i) == stored_grad(i)) continue;  // accumulated in place
+      visit(i, [&]<tp_style S, int R>() {
+        using L = param_layouts<Mesh, P, S, R>;
+        stage_.resize(slot(i).numel);
+        redistribute_local<typename L::grad, typename L::storage>(dm_, info(i).shape, st.g[k].data(), stage_.data());
+        float* dst = stored_grad(i);
+        for (std::size_t e = 0; e < stage_.size(); ++e) dst[e] += stage_[e];
+      });
+    }
+    st.g.clear();
+  }
+
+  /// Calls f.template operator()<S, R>() for parameter i's style.
+  template <class F>
+  void visit(std::int64_t i, F&& f) const {
+    visit_style(info(i).style, f);
+  }
+
+ private:
+  struct unit_state {
+    std::vector<std::int64_t> params;
+    std::vector<tensor<float>> p, g;  // gathered parameters / their gradients (empty when bound directly)
+    bool gathered = false;
+    std::vector<comm::any_request> pending;                       // prefetch gathers not yet waited for
+    std::vector<std::pair<std::size_t, std::vector<bf16>>> half;  // bf16 gathers of those, by parameter
+  };
+
+  device_mesh<Mesh>& dm_;
+  Model& model_;
+  std::vector<param_info> params_;
+  std::vector<unit_state> units_;
+  arena<float> master_, grads_;
+  std::vector<float> stage_;
+  std::vector<bf16> half_in_, half_out_;
+
+  unit_state& unit(std::int64_t u) { return units_[static_cast<std::size_t>(u)]; }
+  const arena_slot& slot(std::int64_t i) const { return master_.layout().slots()[static_cast<std::size_t>(i)]; }
+
+  /// Gathers the k-th parameter of a unit into its compute copy (or binds the stored block).
+  void gather_param(unit_state& st, std::size_t k, bool prefetch) {
+    const std::int64_t i = st.params[k];
+    visit(i, [&]<tp_style S, int R>() {
+      using L = param_layouts<Mesh, P, S, R>;
+      if constexpr (L::direct_param) {
+        model_.bind(i, stored(i), model_.grad(i));
+      } else {
+        const shape_t& g = info(i).shape;
+        st.p[k] = tensor<float>({local_numel<typename L::compute>(dm_, g)});
+        float* out = st.p[k].data();
+        model_.bind(i, out, model_.grad(i));
+        const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
+        if constexpr (L::async_gather) {
+          if (prefetch && is_even(L::storage::spec, dm_.shape(), g)) {
+            auto& c = dm_.group(L::unshard_plan::value[0].group);
+            if constexpr (P.bf16_params) {
+              auto& h = st.half.emplace_back(k, std::vector<bf16>(n_in + n_out)).second;
+              for (std::size_t e = 0; e < n_in; ++e) h[e] = bf16(stored(i)[e]);
+              st.pending.push_back(comm::all_gather(c, std::span<const bf16>(h.data(), n_in),
+                                                    std::span<bf16>(h.data() + n_in, n_out)));
+            } else {
+              st.pending.push_back(
+                  comm::all_gather(c, std::span<const float>(stored(i), n_in), std::span<float>(out, n_out)));
+            }
+            return;
+          }
+        }
+        if constexpr (P.bf16_params) {  // gathered in bf16, computed in f32 (FSDP2 MixedPrecisionPolicy)
+          half_in_.resize(n_in), half_out_.resize(n_out);
+          for (std::size_t e = 0; e < n_in; ++e) half_in_[e] = bf16(stored(i)[e]);
+          redistribute_local<typename L::storage, typename L::compute>(dm_, g, half_in_.data(), half_out_.data());
+          for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(half_out_[e]);
+        } else {
+          redistribute_local<typename L::storage, typename L::compute>(dm_, g, stored(i), out);
+        }
+      }
+    });
+  }
+  /// Waits for a unit's prefetch gathers (and widens bf16 ones to the f32 compute copies).
+  void ready(unit_state& st) {
+    for (auto& r : st.pending) r.wait();
+    st.pending.clear();
+    for (auto& [k, h] : st.half) {
+      float* out = st.p[k].data();
+      const std::size_t n_out = static_cast<std::size_t>(st.p[k].numel()), n_in = h.size() - n_out;
+      for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(h[n_in + e]);
+    }
+    st.half.clear();
+  }
+};
+
+}  // namespace tessera::parallel

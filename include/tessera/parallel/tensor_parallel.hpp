@@ -1,0 +1,82 @@
+// tessera/parallel/tensor_parallel.hpp: the tensor-parallel runtime -- the activation
+// layout changes of a TP region, each the planner's plan for the layouts of
+// parallel/layouts.hpp (Megatron's f / g operators, with sequence and loss parallel).
+//
+// `parallel::tp_activations<Mesh, Spec>` moves activations [B, T, X] of the current batch:
+//   gather  residual -> replicated  (in front of a column-parallel region: all-gather over
+//                                    the sequence under SP, nothing without)
+//   reduce  partial -> residual     (after a row-parallel region: reduce-scatter under SP,
+//                                    all-reduce without)
+//   reduce_row_max / reduce_row_stats  loss parallel's row statistics (max, then sums)
+//   gather_logits / slice_logits       the logits' vocabulary split without loss parallel
+// Each returns the buffer holding the result (its input when the plan is empty, e.g. with
+// no TP). It knows no model: the Llama's hooks (train/parallel_llama.hpp) call it.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include <tessera/parallel/layouts.hpp>
+#include <tessera/tensor/device_mesh.hpp>
+#include <tessera/tensor/redistribute.hpp>
+
+namespace tessera::parallel {
+
+template <class Mesh, parallel_spec P>
+class tp_activations {
+ public:
+  using types = layout_types<Mesh, P>;
+
+  explicit tp_activations(device_mesh<Mesh>& dm) : dm_(dm) {}
+
+  /// The global batch of the activations that follow: [B, T, .].
+  void set_batch(std::int64_t B, std::int64_t T) { B_ = B, T_ = T; }
+
+  const float* gather(const float* in, float* out, std::int64_t X) {
+    return move<typename types::residual, typename types::replicated>(in, out, X);
+  }
+  const float* reduce(const float* in, float* out, std::int64_t X) {
+    return move<typename types::partial, typename types::residual>(in, out, X);
+  }
+  void reduce_row_max(float* x) {
+    move_inplace<typename types::template row_stat_partial<reduce::max>, typename types::row_stat>(x, 1);
+  }
+  void reduce_row_stats(float* x) {
+    move_inplace<typename types::template row_stat_partial<reduce::sum>, typename types::row_stat>(x, 2);
+  }
+  void gather_logits(const float* in, float* out, std::int64_t V) {
+    move<typename types::vocab, typename types::replicated>(in, out, V);
+  }
+  void slice_logits(const float* in, float* out, std::int64_t V) {
+    move<typename types::replicated, typename types::vocab>(in, out, V);
+  }
+
+  /// An activation [B, T, X] from layout Src to Dst; returns `in` when the plan is empty.
+  template <class Src, class Dst>
+  const float* move(const float* in, float* out, std::int64_t X) {
+    if constexpr (plan_t<Src, Dst, float>::size == 0) {
+      return in;
+    } else {
+      redistribute_local<Src, Dst>(dm_, shape_t{B_, T_, X}, in, out);
+      return out;
+    }
+  }
+
+ private:
+  device_mesh<Mesh>& dm_;
+  std::int64_t B_ = 0, T_ = 0;
+  std::vector<float> stage_;
+
+  template <class Src, class Dst>
+  void move_inplace(float* x, std::int64_t X) {
+    if constexpr (plan_t<Src, Dst, float>::size != 0) {
+      const shape_t g{B_, T_, X};
+      stage_.resize(static_cast<std::size_t>(local_numel<Dst>(dm_, g)));
+      redistribute_local<Src, Dst>(dm_, g, x, stage_.data());
+      std::copy(stage_.begin(), stage_.end(), x);
+    }
+  }
+};
+
+}  // namespace tessera::parallel

@@ -1,4 +1,6 @@
 // expect: tessera recipe: two policies claim the same mesh axis; give each policy its own axis
+// expect-also: text<'d', 'p'>
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // fsdp and tensor_parallel both on "dp".

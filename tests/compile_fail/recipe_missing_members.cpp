@@ -1,4 +1,5 @@
 // expect: tessera recipe: a recipe needs `using model = <config type>`, `using mesh = tessera::mesh<...>` and `using parallelize = tessera::parallelize<...>`
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 // `policies` instead of `parallelize`
 struct r {

@@ -1,4 +1,7 @@
 // expect: tessera recipe: tensor_parallel's axis size does not divide n_heads; each rank needs whole attention heads
+// expect-gcc: n_heads = 6; long int tp_size = 4
+// expect-clang: '6L % 4L == 0'
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // TP 4: n_heads 6 fails; n_kv_heads 4 and the FFN width 256 divide (only the recipe check runs here, so the config need not be a valid llama<>).

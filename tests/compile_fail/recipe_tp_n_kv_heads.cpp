@@ -1,4 +1,7 @@
 // expect: tessera recipe: tensor_parallel's axis size does not divide n_kv_heads; each rank needs whole KV heads
+// expect-gcc: n_kv_heads = 2; long int tp_size = 4
+// expect-clang: '2L % 4L == 0'
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // TP 4: n_heads 4 and the FFN width 96 divide, n_kv_heads 2 does not.

@@ -1,4 +1,5 @@
 // expect: tessera recipe: more than one fsdp / hsdp policy; use one (hsdp for sharding within and replicating across)
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // two FSDP policies on two axes (hsdp<"a", "b"> is what this means).

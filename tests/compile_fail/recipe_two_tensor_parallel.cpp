@@ -1,4 +1,5 @@
 // expect: tessera recipe: more than one tensor_parallel policy; use one
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // two TP policies on two axes.

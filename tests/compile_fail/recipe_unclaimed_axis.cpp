@@ -1,4 +1,6 @@
 // expect: tessera recipe: a mesh axis is used by no policy; add a policy for it or remove it from the mesh
+// expect-also: text<'t', 'p'>
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // the mesh has a "tp" axis but no tensor_parallel policy.

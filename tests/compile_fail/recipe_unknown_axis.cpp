@@ -1,4 +1,7 @@
 // expect: tessera recipe: a policy names an axis that is not in the mesh; use the mesh's axis names
+// expect-also: text<'d', 'a', 't', 'a'>
+// expect-also: text<'d', 'p'>
+// max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 // fsdp names "data", the mesh calls the axis "dp".

@@ -122,3 +122,52 @@ TEST_CASE("parallel_llama: FSDP mixed precision gathers bf16 parameters and redu
     CHECK(worst <= 5e-2);  // bf16 weights: gradients agree to bf16's few significant digits
   });
 }
+
+namespace {
+/// An fsdp / hsdp recipe with options Opts... (in the given order) over 2 x 2 ranks.
+template <bool Hybrid, class... Opts>
+struct combined {
+  using model = tiny_recipes::tiny;
+  using mesh = tessera::mesh<axis<"r", 2>, axis<"s", 2>>;
+  using parallelize = std::conditional_t<Hybrid, tessera::parallelize<hsdp<"r", "s", Opts...>>,
+                                         tessera::parallelize<fsdp<"s", Opts...>, tensor_parallel<"r">>>;
+};
+template <class R, reshard Mode, bool Bf16>
+void check_combined() {
+  using T = recipe_traits<R>;
+  static_assert(T::ok && T::spec.reshard_mode == Mode && T::spec.bf16_params == Bf16);
+  const batch b = make_batch(4, 8, 6);
+  if constexpr (!Bf16) {
+    check_recipe<R>(4, b, 2e-5, {});
+  } else {  // bf16 parameters: the loss is close to, not equal to, the f32 one (as above)
+    const reference ref = serial(b);
+    comm::run_threads(4, [&](comm::threads_communicator& c) {
+      device_mesh<typename R::mesh> dm({}, c);
+      train::parallel_llama<R> pm(dm);
+      pm.init_weights(11);
+      pm.zero_grad();
+      const float loss = pm.forward(b.in, b.tg, b.B, b.T);
+      pm.backward();
+      CHECK(loss != ref.loss);
+      CHECK(std::abs(loss - ref.loss) <= 1e-2 * std::abs(ref.loss));
+    });
+  }
+}
+}  // namespace
+
+TEST_CASE("fsdp / hsdp: every combination of options, in either order, compiles and trains") {
+  using never = reshard_after_forward<reshard::never>;
+  using last = reshard_after_forward<reshard::all_but_last>;
+  using half = mixed_precision<bf16, float>;
+  using full = mixed_precision<float, float>;
+  check_combined<combined<true, never, half>, reshard::never, true>();
+  check_combined<combined<true, half, never>, reshard::never, true>();
+  check_combined<combined<true, last, full>, reshard::all_but_last, false>();
+  check_combined<combined<true, full, last>, reshard::all_but_last, false>();
+  check_combined<combined<false, never, half>, reshard::never, true>();
+  check_combined<combined<false, half, last>, reshard::all_but_last, true>();
+  check_combined<combined<false, full>, reshard::always, false>();
+  // tensor_parallel's options in either order
+  static_assert(tensor_parallel<"tp", loss_parallel, sequence_parallel>::desc.tp.sequence_parallel &&
+                tensor_parallel<"tp", loss_parallel, sequence_parallel>::desc.tp.loss_parallel);
+}

@@ -283,17 +283,18 @@ class llama_model {
 };
 
 /// A Llama model whose configuration `Config::config` is checked when the type is formed
-/// (the words of llama_config_problem; tests/compile_fail/model_*).
+/// (config_problem, in config_words' words; tests/compile_fail/model_*).
 template <class Config>
 class llama : public llama_model {
   static constexpr llama_config C = Config::config;
-  static_assert(C.dim > 0 && C.n_layers > 0 && C.n_heads > 0 && C.n_kv_heads > 0 && C.vocab_size > 0,
+  static constexpr config_error E = config_problem(C);
+  static_assert(E != config_error::nonpositive,
                 "tessera::llama<Config>: dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive");
-  static_assert(C.n_heads <= 0 || C.dim % C.n_heads == 0,
+  static_assert(E != config_error::dim_not_divisible,
                 "tessera::llama<Config>: dim is not divisible by n_heads; head_dim = dim / n_heads must be whole");
-  static_assert(C.n_kv_heads <= 0 || C.n_heads % C.n_kv_heads == 0,
+  static_assert(E != config_error::heads_not_divisible,
                 "tessera::llama<Config>: n_heads is not divisible by n_kv_heads; each KV head must serve the same number of query heads");
-  static_assert(C.n_heads <= 0 || (C.dim / C.n_heads) % 2 == 0,
+  static_assert(E != config_error::odd_head_dim,
                 "tessera::llama<Config>: head_dim (dim / n_heads) is odd; RoPE rotates pairs and needs it even");
 
  public:

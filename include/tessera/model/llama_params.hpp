@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include <tessera/core/error.hpp>
 #include <tessera/core/extents.hpp>
@@ -41,18 +42,51 @@ constexpr shape_t param_global_shape(const param_entry& e) {
   return e.shape.is_vector() ? shape_t{e.shape.cols} : shape_t{e.shape.rows, e.shape.cols};
 }
 
-/// Checks a configuration at run time (the same facts llama<Config> checks at compile time).
+/// What is wrong with a configuration: one constexpr check that both llama<Config>'s
+/// static_asserts and the run-time check_config read (their words: config_words).
+enum class config_error : std::uint8_t { none, nonpositive, dim_not_divisible, heads_not_divisible, odd_head_dim };
+
+constexpr config_error config_problem(const llama_config& c) {
+  if (!(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.vocab_size > 0))
+    return config_error::nonpositive;
+  if (c.dim % c.n_heads != 0) return config_error::dim_not_divisible;
+  if (c.n_heads % c.n_kv_heads != 0) return config_error::heads_not_divisible;
+  if (head_dim(c) % 2 != 0) return config_error::odd_head_dim;
+  return config_error::none;
+}
+
+/// The words of each error (the static_asserts in llama.hpp spell the same sentences).
+constexpr std::string_view config_words(config_error e) {
+  switch (e) {
+    case config_error::none: return "";
+    case config_error::nonpositive: return "dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive";
+    case config_error::dim_not_divisible:
+      return "dim is not divisible by n_heads; head_dim = dim / n_heads must be whole";
+    case config_error::heads_not_divisible:
+      return "n_heads is not divisible by n_kv_heads; each KV head must serve the same number of query heads";
+    case config_error::odd_head_dim: return "head_dim (dim / n_heads) is odd; RoPE rotates pairs and needs it even";
+  }
+  return "?";
+}
+
+/// Checks a configuration at run time: config_problem's words with the numbers.
 inline void check_config(const llama_config& c) {
-  const std::string n(c.name);
-  check(c.dim > 0 && c.n_layers > 0 && c.n_heads > 0 && c.n_kv_heads > 0 && c.vocab_size > 0,
-        "llama config '" + n + "': dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive");
-  check(c.dim % c.n_heads == 0, "llama config '" + n + "': dim (" + std::to_string(c.dim) +
-                                    ") is not divisible by n_heads (" + std::to_string(c.n_heads) + ")");
-  check(c.n_heads % c.n_kv_heads == 0,
-        "llama config '" + n + "': n_heads (" + std::to_string(c.n_heads) +
-            ") is not divisible by n_kv_heads (" + std::to_string(c.n_kv_heads) + ")");
-  check(head_dim(c) % 2 == 0, "llama config '" + n + "': head_dim (" +
-                                  std::to_string(head_dim(c)) + ") must be even for RoPE");
+  const config_error e = config_problem(c);
+  if (e == config_error::none) return;
+  auto n = [](std::int64_t v) { return std::to_string(v); };
+  std::string numbers;
+  switch (e) {
+    case config_error::nonpositive:
+      numbers = "dim " + n(c.dim) + ", n_layers " + n(c.n_layers) + ", n_heads " + n(c.n_heads) + ", n_kv_heads " +
+                n(c.n_kv_heads) + ", vocab_size " + n(c.vocab_size);
+      break;
+    case config_error::dim_not_divisible: numbers = "dim " + n(c.dim) + ", n_heads " + n(c.n_heads); break;
+    case config_error::heads_not_divisible:
+      numbers = "n_heads " + n(c.n_heads) + ", n_kv_heads " + n(c.n_kv_heads);
+      break;
+    default: numbers = "head_dim " + n(head_dim(c)); break;
+  }
+  throw error("llama config '" + std::string(c.name) + "': " + std::string(config_words(e)) + " (" + numbers + ")");
 }
 
 /// TorchTitan's Llama 3 initialization (torchtitan/models/llama3/model/model.py,

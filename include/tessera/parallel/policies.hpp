@@ -50,47 +50,57 @@ struct loss_parallel {};
 
 enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel };
 
-/// A policy as a value: its axes by name and its options.
-struct policy_desc {
-  policy_kind kind = policy_kind::fsdp;
-  std::string_view axis0;  ///< fsdp: the axis; hsdp: the replicate axis; tp: the axis
-  std::string_view axis1;  ///< hsdp: the shard axis
-  reshard reshard_mode = reshard::always;
-  bool bf16_params = false;
+/// FSDP's and HSDP's options as values.
+struct fsdp_settings {
+  reshard reshard_after_forward = reshard::always;
+  bool bf16_params = false;  ///< mixed_precision<bf16, float>
+};
+/// tensor_parallel's options as values.
+struct tp_settings {
   bool sequence_parallel = false;
   bool loss_parallel = false;
 };
 
+/// A policy as a value: its axes by name and its options.
+struct policy_desc {
+  policy_kind kind = policy_kind::fsdp;
+  std::string_view axis;            ///< fsdp and tensor_parallel: the axis; hsdp: the shard axis
+  std::string_view replicate_axis;  ///< hsdp: the replicate axis
+  fsdp_settings fsdp{};             ///< fsdp, hsdp
+  tp_settings tp{};                 ///< tensor_parallel
+};
+
 namespace detail {
+/// What an option of fsdp / hsdp is (unknown types are none of these).
 template <class O>
-struct is_reshard_option : std::false_type {};
+struct fsdp_option {
+  static constexpr bool is_reshard = false, is_mp = false, supported = true;
+};
 template <reshard R>
-struct is_reshard_option<reshard_after_forward<R>> : std::true_type {};
-template <class O>
-struct is_mp_option : std::false_type {};
+struct fsdp_option<reshard_after_forward<R>> {
+  static constexpr bool is_reshard = true, is_mp = false, supported = true;
+  static constexpr void apply(fsdp_settings& s) { s.reshard_after_forward = R; }
+};
 template <class P, class R>
-struct is_mp_option<mixed_precision<P, R>> : std::true_type {
+struct fsdp_option<mixed_precision<P, R>> {
+  static constexpr bool is_reshard = false, is_mp = true;
   static constexpr bool supported = (std::is_same_v<P, tessera::bf16> || std::is_same_v<P, float>)&&std::is_same_v<R, float>;
-  static constexpr bool is_bf16 = std::is_same_v<P, tessera::bf16>;
+  static constexpr void apply(fsdp_settings& s) { s.bf16_params = std::is_same_v<P, tessera::bf16>; }
 };
 
 template <class... O>
-constexpr policy_desc fsdp_options(policy_desc d) {
-  static_assert(((is_reshard_option<O>::value || is_mp_option<O>::value) && ...),
+constexpr fsdp_settings fsdp_options() {
+  static_assert(((fsdp_option<O>::is_reshard || fsdp_option<O>::is_mp) && ...),
                 "tessera::fsdp / hsdp: unknown option; the options are reshard_after_forward<reshard::...> and "
                 "mixed_precision<Param, Reduce>");
-  static_assert((int{is_reshard_option<O>::value} + ... + 0) <= 1 && (int{is_mp_option<O>::value} + ... + 0) <= 1,
+  static_assert((int{fsdp_option<O>::is_reshard} + ... + 0) <= 1 && (int{fsdp_option<O>::is_mp} + ... + 0) <= 1,
                 "tessera::fsdp / hsdp: an option is given twice; give each option at most once");
-  if constexpr ((is_mp_option<O>::value || ...)) {
-    static_assert(((!is_mp_option<O>::value || is_mp_option<O>::supported) && ...),
-                  "tessera::fsdp / hsdp: mixed_precision supports <tessera::bf16, float> and <float, float> "
-                  "(parameters in bf16 or f32, gradients reduced in f32)");
-  }
-  ([&] {
-    if constexpr (is_reshard_option<O>::value) d.reshard_mode = O::value;
-    if constexpr (is_mp_option<O>::value) d.bf16_params = is_mp_option<O>::is_bf16;
-  }(), ...);
-  return d;
+  static_assert((fsdp_option<O>::supported && ...),
+                "tessera::fsdp / hsdp: mixed_precision supports <tessera::bf16, float> and <float, float> "
+                "(parameters in bf16 or f32, gradients reduced in f32)");
+  fsdp_settings s;
+  if constexpr (((fsdp_option<O>::is_reshard || fsdp_option<O>::is_mp) && ...)) (fsdp_option<O>::apply(s), ...);
+  return s;
 }
 }  // namespace detail
 
@@ -99,16 +109,22 @@ constexpr policy_desc fsdp_options(policy_desc d) {
 /// block prefetched, gradients reduce-scattered.
 template <fixed_string Axis, class... Options>
 struct fsdp {
-  static constexpr policy_desc desc =
-      detail::fsdp_options<Options...>(policy_desc{policy_kind::fsdp, Axis.view(), {}, {}, false, false, false});
+  static constexpr policy_desc desc{.kind = policy_kind::fsdp,
+                                    .axis = Axis.view(),
+                                    .replicate_axis = {},
+                                    .fsdp = detail::fsdp_options<Options...>(),
+                                    .tp = {}};
 };
 
 /// Hybrid sharded data parallel: parameters sharded over `Shard`, replicated over
 /// `Replicate`; gradients reduce-scattered within a replica and all-reduced across.
 template <fixed_string Replicate, fixed_string Shard, class... Options>
 struct hsdp {
-  static constexpr policy_desc desc = detail::fsdp_options<Options...>(
-      policy_desc{policy_kind::hsdp, Replicate.view(), Shard.view(), {}, false, false, false});
+  static constexpr policy_desc desc{.kind = policy_kind::hsdp,
+                                    .axis = Shard.view(),
+                                    .replicate_axis = Replicate.view(),
+                                    .fsdp = detail::fsdp_options<Options...>(),
+                                    .tp = {}};
 };
 
 namespace detail {
@@ -123,9 +139,12 @@ template <fixed_string Axis, class... Options>
 struct tensor_parallel {
   static_assert((detail::is_tp_option<Options> && ...),
                 "tessera::tensor_parallel: unknown option; the options are sequence_parallel and loss_parallel");
-  static constexpr policy_desc desc{policy_kind::tensor_parallel, Axis.view(), {}, reshard::always, false,
-                                    (std::is_same_v<Options, sequence_parallel> || ...),
-                                    (std::is_same_v<Options, loss_parallel> || ...)};
+  static constexpr policy_desc desc{.kind = policy_kind::tensor_parallel,
+                                    .axis = Axis.view(),
+                                    .replicate_axis = {},
+                                    .fsdp = {},
+                                    .tp = {.sequence_parallel = (std::is_same_v<Options, sequence_parallel> || ...),
+                                           .loss_parallel = (std::is_same_v<Options, loss_parallel> || ...)}};
 };
 
 namespace detail {
@@ -170,7 +189,8 @@ struct parallel_spec {
   bool sequence_parallel = false;
   bool loss_parallel = false;
   policy_error error = policy_error::none;
-  int error_policy = -1;  ///< index of the offending policy (or axis for unclaimed_axis)
+  int error_policy = -1;  ///< index of the offending policy (or mesh axis for unclaimed_axis)
+  bool error_on_replicate_axis = false;  ///< unknown_axis / axis_twice: hsdp's replicate axis (else its `axis`)
 
   constexpr bool fsdp() const { return dp_shard >= 0; }
   /// Axes the batch is split over (replicate axis first), as a mask.
@@ -185,17 +205,17 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
   parallel_spec s;
   s.mesh_ndim = static_cast<int>(N);
   bool claimed[N > 0 ? N : 1] = {};
-  auto fail = [&](policy_error e, int i) {
-    if (s.error == policy_error::none) s.error = e, s.error_policy = i;
+  auto fail = [&](policy_error e, int i, bool replicate = false) {
+    if (s.error == policy_error::none) s.error = e, s.error_policy = i, s.error_on_replicate_axis = replicate;
   };
-  auto claim = [&](std::string_view name, int i) {
+  auto claim = [&](std::string_view name, int i, bool replicate = false) {
     for (std::size_t a = 0; a < N; ++a)
       if (names[a] == name) {
-        if (claimed[a]) fail(policy_error::axis_twice, i);
+        if (claimed[a]) fail(policy_error::axis_twice, i, replicate);
         claimed[a] = true;
         return static_cast<int>(a);
       }
-    fail(policy_error::unknown_axis, i);
+    fail(policy_error::unknown_axis, i, replicate);
     return -1;
   };
   for (std::size_t i = 0; i < P; ++i) {
@@ -203,19 +223,15 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
     const int pi = static_cast<int>(i);
     if (p.kind == policy_kind::tensor_parallel) {
       if (s.tp >= 0) fail(policy_error::two_tensor_parallel, pi);
-      s.tp = claim(p.axis0, pi);
-      s.sequence_parallel = p.sequence_parallel;
-      s.loss_parallel = p.loss_parallel;
+      s.tp = claim(p.axis, pi);
+      s.sequence_parallel = p.tp.sequence_parallel;
+      s.loss_parallel = p.tp.loss_parallel;
     } else {
       if (s.dp_shard >= 0) fail(policy_error::two_data_parallel, pi);
-      if (p.kind == policy_kind::hsdp) {
-        s.dp_replicate = claim(p.axis0, pi);
-        s.dp_shard = claim(p.axis1, pi);
-      } else {
-        s.dp_shard = claim(p.axis0, pi);
-      }
-      s.reshard_mode = p.reshard_mode;
-      s.bf16_params = p.bf16_params;
+      if (p.kind == policy_kind::hsdp) s.dp_replicate = claim(p.replicate_axis, pi, true);
+      s.dp_shard = claim(p.axis, pi);
+      s.reshard_mode = p.fsdp.reshard_after_forward;
+      s.bf16_params = p.fsdp.bf16_params;
     }
   }
   for (std::size_t a = 0; a < N; ++a)

@@ -18,10 +18,13 @@
 // with the same words and the numbers.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
+#include <tessera/core/diagnostic.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
@@ -52,15 +55,140 @@ struct recipe_parts {
                                        .vocab_size = 1};
   using mesh_type = mesh<axis<"?", 1>>;
   static constexpr parallel_spec spec{.mesh_ndim = 1};
+  static constexpr std::array<policy_desc, 0> policies{};
 };
 template <class R>
 struct recipe_parts<R, true> {
   static constexpr llama_config config = R::model::config;
   using mesh_type = typename R::mesh;
   static constexpr parallel_spec spec = resolve_policies(mesh_type::names, R::parallelize::policies);
+  static constexpr auto policies = R::parallelize::policies;
 };
-constexpr bool tp_divides(const llama_config& c, std::int64_t tp) {
-  return tp <= 0 || (c.n_heads % tp == 0 && c.n_kv_heads % tp == 0 && ffn_hidden_dim(c) % tp == 0);
+}  // namespace detail
+
+/// What the parallel sizes of a recipe break in its model config: one constexpr check that
+/// the static_asserts (static axis sizes) and check_mesh (dynamic ones, at start-up) both
+/// read, so both say the same words (parallel_words) about the same numbers.
+enum class parallel_error : std::uint8_t { none, tp_n_heads, tp_n_kv_heads, tp_ffn };
+
+struct parallel_problem {
+  parallel_error error = parallel_error::none;
+  std::int64_t value = 0;  ///< the size that does not divide (n_heads, n_kv_heads, FFN width)
+  std::int64_t size = 0;   ///< the axis size
+};
+
+/// Tensor parallel over `tp` ranks (0: none or dynamic and not yet known) on config `c`.
+constexpr parallel_problem check_parallel(const llama_config& c, std::int64_t tp) {
+  if (tp <= 0) return {};
+  if (c.n_heads % tp) return {parallel_error::tp_n_heads, c.n_heads, tp};
+  if (c.n_kv_heads % tp) return {parallel_error::tp_n_kv_heads, c.n_kv_heads, tp};
+  if (ffn_hidden_dim(c) % tp) return {parallel_error::tp_ffn, ffn_hidden_dim(c), tp};
+  return {};
+}
+constexpr std::string_view parallel_words(parallel_error e) {
+  switch (e) {
+    case parallel_error::none: return "";
+    case parallel_error::tp_n_heads: return "n_heads";
+    case parallel_error::tp_n_kv_heads: return "n_kv_heads";
+    case parallel_error::tp_ffn: return "the FFN width";
+  }
+  return "?";
+}
+
+/// The compile-time diagnostics of recipes. Each is instantiated only to fail, with the
+/// culprit as its template arguments (core/diagnostic.hpp), so the compiler shows which
+/// axis or size is wrong next to the message. Function templates, not classes: a failed
+/// one still returns a value, so nothing after it fails again.
+namespace diagnostic {
+template <class Axis, class MeshAxes>
+constexpr bool policy_axis_not_in_mesh() {
+  static_assert(always_false<Axis>, "tessera recipe: a policy names an axis that is not in the mesh; use the mesh's "
+                                    "axis names (the axis and the mesh's axes are the template arguments above)");
+  return false;
+}
+template <class Axis>
+constexpr bool axis_claimed_twice() {
+  static_assert(always_false<Axis>, "tessera recipe: two policies claim the same mesh axis; give each policy its own "
+                                    "axis (the axis is the template argument above)");
+  return false;
+}
+template <class Axis>
+constexpr bool mesh_axis_unused() {
+  static_assert(always_false<Axis>, "tessera recipe: a mesh axis is used by no policy; add a policy for it or remove "
+                                    "it from the mesh (the axis is the template argument above)");
+  return false;
+}
+template <int Policy>
+constexpr bool two_data_parallel() {
+  static_assert(Policy < 0, "tessera recipe: more than one fsdp / hsdp policy; use one (hsdp for sharding within and "
+                            "replicating across)");
+  return false;
+}
+template <int Policy>
+constexpr bool two_tensor_parallel() {
+  static_assert(Policy < 0, "tessera recipe: more than one tensor_parallel policy; use one");
+  return false;
+}
+template <std::int64_t n_heads, std::int64_t tp_size>
+constexpr bool tp_size_must_divide_n_heads() {
+  static_assert(n_heads % tp_size == 0, "tessera recipe: tensor_parallel's axis size does not divide n_heads; each "
+                                        "rank needs whole attention heads, so choose a TP size that divides n_heads");
+  return false;
+}
+template <std::int64_t n_kv_heads, std::int64_t tp_size>
+constexpr bool tp_size_must_divide_n_kv_heads() {
+  static_assert(n_kv_heads % tp_size == 0, "tessera recipe: tensor_parallel's axis size does not divide n_kv_heads; "
+                                           "each rank needs whole KV heads, so choose a TP size that divides n_kv_heads");
+  return false;
+}
+template <std::int64_t ffn_width, std::int64_t tp_size>
+constexpr bool tp_size_must_divide_ffn_width() {
+  static_assert(ffn_width % tp_size == 0, "tessera recipe: tensor_parallel's axis size does not divide the FFN width; "
+                                          "choose a TP size that divides ffn_hidden_dim");
+  return false;
+}
+}  // namespace diagnostic
+
+namespace detail {
+/// Instantiates the one diagnostic for a recipe's error (none: nothing) and says whether
+/// the recipe is fine.
+template <class Parts>
+constexpr bool report_recipe() {
+  using Mesh = typename Parts::mesh_type;
+  constexpr parallel_spec S = Parts::spec;
+  if constexpr (S.error == policy_error::unknown_axis || S.error == policy_error::axis_twice) {
+    constexpr const policy_desc& p = Parts::policies[static_cast<std::size_t>(S.error_policy)];
+    constexpr std::string_view name = S.error_on_replicate_axis ? p.replicate_axis : p.axis;
+    using axis = diagnostic::text_t<diagnostic::buffer_of<name.size()>(name)>;
+    if constexpr (S.error == policy_error::unknown_axis) {
+      constexpr std::span<const std::string_view> names(Mesh::names);
+      using mesh_axes = diagnostic::text_t<diagnostic::joined<diagnostic::joined_size(names)>(names)>;
+      (void)diagnostic::policy_axis_not_in_mesh<axis, mesh_axes>();
+    } else {
+      (void)diagnostic::axis_claimed_twice<axis>();
+    }
+    return false;
+  } else if constexpr (S.error == policy_error::unclaimed_axis) {
+    constexpr std::string_view name = Mesh::names[static_cast<std::size_t>(S.error_policy)];
+    (void)diagnostic::mesh_axis_unused<diagnostic::text_t<diagnostic::buffer_of<name.size()>(name)>>();
+    return false;
+  } else if constexpr (S.error == policy_error::two_data_parallel) {
+    (void)diagnostic::two_data_parallel<S.error_policy>();
+    return false;
+  } else if constexpr (S.error == policy_error::two_tensor_parallel) {
+    (void)diagnostic::two_tensor_parallel<S.error_policy>();
+    return false;
+  } else {
+    constexpr std::int64_t tp = S.tp >= 0 && Mesh::static_shape[S.tp] != dyn ? Mesh::static_shape[S.tp] : 0;
+    constexpr parallel_problem P = check_parallel(Parts::config, tp);
+    if constexpr (P.error == parallel_error::tp_n_heads)
+      (void)diagnostic::tp_size_must_divide_n_heads<P.value, P.size>();
+    else if constexpr (P.error == parallel_error::tp_n_kv_heads)
+      (void)diagnostic::tp_size_must_divide_n_kv_heads<P.value, P.size>();
+    else if constexpr (P.error == parallel_error::tp_ffn)
+      (void)diagnostic::tp_size_must_divide_ffn_width<P.value, P.size>();
+    return P.error == parallel_error::none;
+  }
 }
 }  // namespace detail
 
@@ -74,32 +202,13 @@ struct recipe_traits {
   static constexpr llama_config config = parts::config;
   static constexpr parallel_spec spec = parts::spec;
 
-  static_assert(spec.error != policy_error::unknown_axis,
-                "tessera recipe: a policy names an axis that is not in the mesh; use the mesh's axis names");
-  static_assert(spec.error != policy_error::axis_twice,
-                "tessera recipe: two policies claim the same mesh axis; give each policy its own axis");
-  static_assert(spec.error != policy_error::unclaimed_axis,
-                "tessera recipe: a mesh axis is used by no policy; add a policy for it or remove it from the mesh");
-  static_assert(spec.error != policy_error::two_data_parallel,
-                "tessera recipe: more than one fsdp / hsdp policy; use one (hsdp for sharding within and "
-                "replicating across)");
-  static_assert(spec.error != policy_error::two_tensor_parallel,
-                "tessera recipe: more than one tensor_parallel policy; use one");
-
   /// The static size of the TP axis (0: no TP or a dynamic size).
   static constexpr std::int64_t static_tp = spec.tp >= 0 && mesh_type::static_shape[spec.tp] != dyn
                                                 ? mesh_type::static_shape[spec.tp]
                                                 : 0;
-  static_assert(static_tp == 0 || config.n_heads % static_tp == 0,
-                "tessera recipe: tensor_parallel's axis size does not divide n_heads; each rank needs whole "
-                "attention heads, so choose a TP size that divides n_heads");
-  static_assert(static_tp == 0 || config.n_kv_heads % static_tp == 0,
-                "tessera recipe: tensor_parallel's axis size does not divide n_kv_heads; each rank needs whole "
-                "KV heads, so choose a TP size that divides n_kv_heads");
-  static_assert(static_tp == 0 || ffn_hidden_dim(config) % static_tp == 0,
-                "tessera recipe: tensor_parallel's axis size does not divide the FFN width; choose a TP size "
-                "that divides ffn_hidden_dim");
-  static constexpr bool ok = spec.error == policy_error::none && detail::tp_divides(config, static_tp);
+  /// True when the recipe is fine; otherwise the one diagnostic of its first mistake fired.
+  static constexpr bool ok = detail::report_recipe<parts>();
+  static_assert(ok || !ok);  // evaluates `ok`, so forming recipe_traits<R> runs every check
 
   static std::string name() {
     if constexpr (requires { Recipe::name; })
@@ -108,20 +217,17 @@ struct recipe_traits {
       return "recipe";
   }
 
-  /// Start-up check of what only the run fixes (dynamic axis sizes), in the words of the
-  /// static checks, with the numbers.
+  /// Start-up check of what only the run fixes (dynamic axis sizes): check_parallel, in
+  /// the words of the static checks, with the numbers.
   static void check_mesh(const mesh_shape& m) {
     if (spec.tp < 0) return;
     const std::int64_t tp = m[spec.tp];
+    const parallel_problem p = check_parallel(config, tp);
+    if (p.error == parallel_error::none) return;
     const std::string axis(mesh_type::names[static_cast<std::size_t>(spec.tp)]);
-    auto fail = [&](std::string_view what, std::int64_t n) {
-      throw error("recipe " + name() + ": tensor_parallel<\"" + axis + "\">: " + std::string(what) + " (" +
-                  std::to_string(n) + ") is not divisible by the size of axis \"" + axis + "\" (" +
-                  std::to_string(tp) + "); choose a TP size that divides it");
-    };
-    if (config.n_heads % tp) fail("n_heads", config.n_heads);
-    if (config.n_kv_heads % tp) fail("n_kv_heads", config.n_kv_heads);
-    if (ffn_hidden_dim(config) % tp) fail("the FFN width", ffn_hidden_dim(config));
+    throw error("recipe " + name() + ": tensor_parallel<\"" + axis + "\">: " + std::string(parallel_words(p.error)) +
+                " (" + std::to_string(p.value) + ") is not divisible by the size of axis \"" + axis + "\" (" +
+                std::to_string(tp) + "); choose a TP size that divides it");
   }
 };
 

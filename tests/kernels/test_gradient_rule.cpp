@@ -1,0 +1,121 @@
+// The gradient rule of docs/kernels.md, kernel by kernel: every backward accumulates (+=)
+// into parameter gradients; input gradients accumulate for matmul_backward,
+// rmsnorm_backward and feed_forward_backward and are written by rope_backward,
+// swiglu_backward, attention_backward and cross_entropy_backward. Each case runs a
+// backward into zeroed buffers and into buffers holding `base`, and checks the second
+// result is base + the first (accumulates) or equals the first (writes).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <tessera/kernels/cpu/attention.hpp>
+#include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cpu/rmsnorm.hpp>
+#include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/swiglu.hpp>
+
+#include "fd.hpp"
+
+using namespace tessera::cpu;
+using tt::randn;
+
+namespace {
+enum class rule { accumulates, writes };
+
+/// Runs `backward(grads)` with every gradient zeroed, then with gradient k holding a
+/// random base, and checks gradient k's rule.
+void check_rule(std::vector<std::size_t> sizes, const std::function<void(std::vector<std::vector<float>>&)>& backward,
+                std::size_t k, rule expected, const char* what) {
+  std::vector<std::vector<float>> zero;
+  for (std::size_t n : sizes) zero.emplace_back(n, 0.0f);
+  backward(zero);
+  std::vector<std::vector<float>> based = [&] {
+    std::vector<std::vector<float>> g;
+    for (std::size_t n : sizes) g.emplace_back(n, 0.0f);
+    return g;
+  }();
+  const std::vector<float> base = randn(sizes[k], 99);
+  based[k] = base;
+  backward(based);
+  double worst = 0;
+  for (std::size_t i = 0; i < sizes[k]; ++i) {
+    const double want = expected == rule::accumulates ? base[i] + zero[k][i] : zero[k][i];
+    worst = std::max(worst, std::abs(static_cast<double>(based[k][i]) - want));
+  }
+  CHECK_MESSAGE(worst <= 1e-4, what);
+}
+}  // namespace
+
+TEST_CASE("gradient rule: parameter gradients accumulate, input gradients as documented") {
+  const std::int64_t N = 6, C = 8, OC = 5, H = 12, V = 11;
+  const auto inp = randn(N * C, 1), w = randn(OC * C, 2), dout = randn(N * OC, 3);
+  auto mm = [&](std::vector<std::vector<float>>& g) {
+    matmul_backward(g[0].data(), g[1].data(), g[2].data(), dout.data(), inp.data(), w.data(), N, C, OC);
+  };
+  check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 0, rule::accumulates, "matmul dinp");
+  check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 1, rule::accumulates, "matmul dweight");
+  check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 2, rule::accumulates, "matmul dbias");
+
+  const auto nw = randn(C, 4), dn = randn(N * C, 5);
+  std::vector<float> out(N * C), rstd(N);
+  rmsnorm_forward(out.data(), rstd.data(), inp.data(), nw.data(), N, C);
+  auto rn = [&](std::vector<std::vector<float>>& g) {
+    rmsnorm_backward(g[0].data(), g[1].data(), dn.data(), inp.data(), nw.data(), rstd.data(), N, C);
+  };
+  check_rule({std::size_t(N * C), std::size_t(C)}, rn, 0, rule::accumulates, "rmsnorm dinp");
+  check_rule({std::size_t(N * C), std::size_t(C)}, rn, 1, rule::accumulates, "rmsnorm dweight");
+
+  const std::vector<std::int32_t> tok = {1, 3, 3, 0, 10, 7};
+  auto emb = [&](std::vector<std::vector<float>>& g) { embedding_backward(g[0].data(), dn.data(), tok.data(), N, V, C); };
+  check_rule({std::size_t(V * C)}, emb, 0, rule::accumulates, "embedding dwte");
+
+  const auto w1 = randn(H * C, 6), w3 = randn(H * C, 7), w2 = randn(C * H, 8), dff = randn(N * C, 9);
+  std::vector<float> h1(N * H), h3(N * H), act(N * H), ffo(N * C), scratch(2 * N * H);
+  feed_forward_forward(ffo.data(), h1.data(), h3.data(), act.data(), inp.data(), w1.data(), w3.data(), w2.data(), N, C,
+                       H);
+  auto ff = [&](std::vector<std::vector<float>>& g) {
+    feed_forward_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), dff.data(), inp.data(), h1.data(),
+                          h3.data(), act.data(), w1.data(), w3.data(), w2.data(), N, C, H, scratch.data());
+  };
+  const std::vector<std::size_t> ffs = {std::size_t(N * C), std::size_t(H * C), std::size_t(H * C), std::size_t(C * H)};
+  for (std::size_t k = 0; k < 4; ++k) check_rule(ffs, ff, k, rule::accumulates, "feed_forward gradients");
+
+  const auto dact = randn(N * H, 10);
+  auto sw = [&](std::vector<std::vector<float>>& g) {
+    swiglu_backward(g[0].data(), g[1].data(), dact.data(), h1.data(), h3.data(), N * H);
+  };
+  check_rule({std::size_t(N * H), std::size_t(N * H)}, sw, 0, rule::writes, "swiglu dh1");
+  check_rule({std::size_t(N * H), std::size_t(N * H)}, sw, 1, rule::writes, "swiglu dh3");
+
+  const std::int64_t B = 2, T = 3, NH = 2, NKV = 1, HD = 4;
+  std::vector<float> cs(T * HD / 2), sn(T * HD / 2);
+  rope_table(cs.data(), sn.data(), T, HD);
+  const auto dr = randn(B * T * NH * HD, 11);
+  auto rp = [&](std::vector<std::vector<float>>& g) {
+    rope_backward(g[0].data(), dr.data(), cs.data(), sn.data(), B, T, NH, HD);
+  };
+  check_rule({std::size_t(B * T * NH * HD)}, rp, 0, rule::writes, "rope dinp");
+
+  const auto q = randn(B * T * NH * HD, 12), kk = randn(B * T * NKV * HD, 13), vv = randn(B * T * NKV * HD, 14);
+  std::vector<float> ao(B * T * NH * HD), lse(B * NH * T);
+  attention_forward(ao.data(), lse.data(), q.data(), kk.data(), vv.data(), B, T, NH, NKV, HD);
+  const auto da = randn(B * T * NH * HD, 15);
+  auto at = [&](std::vector<std::vector<float>>& g) {
+    attention_backward(g[0].data(), g[1].data(), g[2].data(), da.data(), q.data(), kk.data(), vv.data(), ao.data(),
+                       lse.data(), B, T, NH, NKV, HD);
+  };
+  const std::vector<std::size_t> ats = {q.size(), kk.size(), vv.size()};
+  for (std::size_t k = 0; k < 3; ++k) check_rule(ats, at, k, rule::writes, "attention dq/dk/dv");
+
+  const auto logits = randn(N * V, 16);
+  const std::vector<std::int32_t> tg = {1, 2, -1, 4, 5, 10};
+  auto ce = [&](std::vector<std::vector<float>>& g) {
+    cross_entropy_backward(g[0].data(), logits.data(), tg.data(), N, V);
+  };
+  check_rule({std::size_t(N * V)}, ce, 0, rule::writes, "cross_entropy dlogits");
+}

@@ -73,3 +73,42 @@ TEST_CASE("lowering orders messages so that blocking send/recv cannot deadlock")
       CHECK(verify(lower(s)).ok);
     }
 }
+
+TEST_CASE("verify: each problem's message") {
+  // One broken schedule per problem, with the exact sentence users see; the verifier's
+  // phases (detail/verify_counts.hpp, verify_run.hpp) must keep every one of them.
+  auto message = [](const schedule& s) { return std::string(verify(s).message()); };
+  SUBCASE("sizes and single actions") {
+    schedule empty = generate(schedule_kind::gpipe, 2, 1, 2);
+    empty.microbatches = 0;
+    CHECK(verify(empty).what == problem::bad_shape);
+    CHECK(message(empty) == "schedule has no ranks, stages or microbatches, or sizes that disagree");
+    CHECK(message(read_csv("0F0,0SEND_F0,0RECV_B0,0B0\n0F0\n")) ==
+          "rank 0, step 1, 0SEND_F0: stage (or the stage it talks to) is out of range");
+    schedule s = generate(schedule_kind::gpipe, 2, 1, 2);
+    s.actions[0].push_back(action{op::F, 0, 7});
+    CHECK(message(s) == "rank 0, step 4, 0F7: microbatch is out of range");
+    s.actions[0].back() = action{op::F, 1, 0};
+    CHECK(message(s) == "rank 0, step 4, 1F0: stage 1 runs on rank 1, not here");
+    schedule local = make_empty(1, 2, 1, placement::loop);
+    local.actions[0] = {{op::F, 0, 0}, {op::SEND_F, 0, 0}, {op::F, 1, 0}, {op::B, 1, 0}, {op::B, 0, 0}};
+    CHECK(verify(local).what == problem::local_transfer);
+    CHECK(message(local) == "rank 0, step 1, 0SEND_F0: both stages are on this rank; pass the tensor locally, with no send/recv");
+    CHECK(message(read_csv("0F0,0B0,0F0,0B0\n")) == "rank 0, step 2, 0F0: appears twice");
+  }
+  SUBCASE("counts") {
+    CHECK(message(read_csv("0F0,0B0,0I0,0W0\n")) == "rank 0, step 2, 0I0: stage 0 microbatch 0 has both B and I/W");
+    CHECK(message(read_csv("0F0,0B0\n1F0,1B0,1SEND_B0\n")) == "rank 0 never runs 0SEND_F0 (stage 0, microbatch 0)");
+  }
+  SUBCASE("FSDP and WAIT order") {
+    CHECK(message(read_csv("0UNSHARD,0F0,0RESHARD,0B0\n")) ==
+          "rank 0, step 3, 0B0: stage 0 is resharded here; put 0UNSHARD before it");
+    CHECK(message(read_csv("0F0,0REDUCE_GRAD,0B0\n")) ==
+          "rank 0, step 1, 0REDUCE_GRAD: REDUCE_GRAD before the last backward of stage 0");
+    CHECK(message(read_csv("0F0,0B0,0WAIT_REDUCE_GRAD\n")) ==
+          "rank 0, step 2, 0WAIT_REDUCE_GRAD: waits for 0REDUCE_GRAD, which has not run on this rank");
+    CHECK(message(read_csv("0F0,0WAIT_SEND_F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n")) ==
+          "rank 0, step 1, 0WAIT_SEND_F0: waits for 0SEND_F0, which has not run on this rank");
+    CHECK(verify(read_csv("0UNSHARD,0F0,0B0,0RESHARD,0REDUCE_GRAD,0WAIT_REDUCE_GRAD\n")).ok);
+  }
+}

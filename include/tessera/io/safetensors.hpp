@@ -153,6 +153,7 @@ class reader {
     check(static_cast<std::int64_t>(out.size()) == t->numel(),
           "safetensors: output buffer size does not match tensor '" + std::string(name) + "'");
     const std::size_t bytes = t->end - t->begin;
+    if (bytes == 0) return;  // an empty tensor: nothing to read
     in_.clear();
     in_.seekg(static_cast<std::streamoff>(data_start_ + t->begin));
     if (t->type == dtype::f32) {
@@ -265,7 +266,9 @@ class writer {
     check(n == static_cast<std::int64_t>(data.size()),
           "safetensors: tensor '" + e.name + "': data size does not match its shape");
     e.bytes.resize(data.size() * dtype_size(type));
-    if (type == dtype::f32) {
+    if (data.empty()) {
+      // nothing to copy (and memcpy from the null data() of an empty span is undefined)
+    } else if (type == dtype::f32) {
       std::memcpy(e.bytes.data(), data.data(), e.bytes.size());
     } else {
       for (std::size_t i = 0; i < data.size(); ++i) {

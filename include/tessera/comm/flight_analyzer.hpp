@@ -29,10 +29,11 @@ struct flight_dump {
 };
 
 namespace detail {
-template <class E>
-E enum_named(std::string_view name, E last, std::string_view what, const std::string& source) {
+/// The value of E (0..last) whose name (as `name_fn` gives it) is `name`.
+template <class E, class NameFn>
+E enum_named(std::string_view name, E last, std::string_view what, const std::string& source, NameFn name_fn) {
   for (int i = 0; i <= static_cast<int>(last); ++i)
-    if (name_of(static_cast<E>(i)) == name) return static_cast<E>(i);
+    if (name_fn(static_cast<E>(i)) == name) return static_cast<E>(i);
   throw tessera::error(source + ": unknown " + std::string(what) + " \"" + std::string(name) + "\"");
 }
 }  // namespace detail
@@ -122,9 +123,9 @@ inline flight_dump parse_flight_dump(std::string_view text, const std::string& s
     f.string("kind", kind, true);
     f.string("dtype", type);
     f.string("op", op);
-    e.desc.kind = detail::enum_named(kind, call_kind::recv, "call kind", source);
-    if (x.get("dtype")) e.desc.type = detail::enum_named(type, dtype::f8e5m2, "dtype", source);
-    if (x.get("op")) e.desc.op = detail::enum_named(op, reduce_op::min, "reduce op", source);
+    e.desc.kind = detail::enum_named(kind, call_kind::recv, "call kind", source, [](call_kind k) { return name_of(k); });
+    if (x.get("dtype")) e.desc.type = detail::enum_named(type, last_dtype, "dtype", source, [](dtype t) { return short_name(t); });
+    if (x.get("op")) e.desc.op = detail::enum_named(op, reduce_op::min, "reduce op", source, [](reduce_op o) { return name_of(o); });
     f.integer("count", e.desc.count, false, 0, detail::max_flight_counter);
     f.integer("peer", e.desc.peer, false, -1, max_rank);
     f.integer("tag", e.desc.tag);

@@ -51,7 +51,7 @@ inline std::string flight_entry_json(const flight_entry& e) {
   }
   s += "],\"seq\":" + std::to_string(e.seq) + ",\"kind\":\"" + std::string(name_of(e.desc.kind)) +
        "\",\"count\":" + std::to_string(e.desc.count) + ",\"dtype\":\"" +
-       std::string(name_of(e.desc.type)) + "\",\"bytes\":" +
+       std::string(short_name(e.desc.type)) + "\",\"bytes\":" +
        std::to_string(e.desc.count * size_of(e.desc.type)) + ",\"op\":\"" +
        std::string(name_of(e.desc.op)) + "\",\"peer\":" + std::to_string(e.desc.peer) +
        ",\"tag\":" + std::to_string(e.desc.tag) + ",\"state\":" + quote(e.state) +

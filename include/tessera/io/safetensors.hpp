@@ -24,6 +24,7 @@
 
 #include <unistd.h>
 
+#include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/json.hpp>
 
@@ -35,18 +36,26 @@ inline void check_host_endianness() {
         "safetensors: tessera reads and writes safetensors on little-endian hosts only");
 }
 
-/// Element types tessera reads (F32, BF16, F16) and writes (F32, BF16).
-enum class dtype : std::uint8_t { f32, bf16, f16 };
+/// The library's one element-type enum (core/dtype.hpp). tessera reads F32, BF16 and F16
+/// and writes F32 and BF16.
+using dtype = ::tessera::dtype;
 
+/// The safetensors spelling of `d` ("F32", "BF16", "F16", "F8_E4M3", ...).
 inline std::string_view dtype_name(dtype d) {
   switch (d) {
+    case dtype::u8: return "U8";
+    case dtype::i32: return "I32";
+    case dtype::i64: return "I64";
     case dtype::f32: return "F32";
+    case dtype::f64: return "F64";
     case dtype::bf16: return "BF16";
+    case dtype::f8e4m3: return "F8_E4M3";
+    case dtype::f8e5m2: return "F8_E5M2";
     case dtype::f16: return "F16";
   }
   return "?";
 }
-inline std::size_t dtype_size(dtype d) { return d == dtype::f32 ? 4 : 2; }
+inline std::size_t dtype_size(dtype d) { return size_of(d); }
 
 namespace detail {
 inline float bf16_to_f32(std::uint16_t h) {
@@ -259,7 +268,8 @@ class writer {
   /// Adds a tensor from f32 data, stored as `type` (F32, or BF16 rounded to nearest even).
   void add(std::string name, std::vector<std::int64_t> shape, std::span<const float> data,
            dtype type = dtype::f32) {
-    check(type != dtype::f16, "safetensors: writing F16 is not supported; use F32 or BF16");
+    check(type == dtype::f32 || type == dtype::bf16,
+          "safetensors: writing " + std::string(dtype_name(type)) + " is not supported; use F32 or BF16");
     entry e{std::move(name), type, std::move(shape), {}};
     std::int64_t n = 1;
     for (auto s : e.shape) n *= s;

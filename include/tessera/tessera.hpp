@@ -4,10 +4,12 @@
 
 // core
 #include <tessera/core/config.hpp>
+#include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/extents.hpp>
 #include <tessera/core/fixed_string.hpp>
 #include <tessera/core/json.hpp>
+#include <tessera/core/reduce.hpp>
 #include <tessera/core/source_location.hpp>
 
 // layout

@@ -3,7 +3,9 @@
 #   1. g++: everything (library tests, examples, benchmarks), then all ctest tests
 #      (including the mpirun tests and the compile-fail tests);
 #   2. clang++: the tests and examples (benchmarks are built once, by g++), all ctest tests;
-#   3. ThreadSanitizer (clang++): the threads backend's tests.
+#   3. ThreadSanitizer (clang++): the threads backend's tests;
+#   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then
+#      30 s each (docs/fuzzing.md).
 # Usage: bash .ci/test.sh            (from anywhere; installs what is missing first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,5 +33,18 @@ else
   echo "ThreadSanitizer: FAILED"
   status=1
 fi
+# ---- fuzzing (issue 22; docs/fuzzing.md) -------------------------------------------------
+# The libFuzzer harnesses of tests/fuzz (clang++, ASan + UBSan): every harness once over its
+# seed corpus and reproducers (ctest -L fuzz), then each fuzzed TESSERA_FUZZ_SECONDS (30) s,
+# two at a time.
+echo "== tessera: fuzzing (libFuzzer, ASan + UBSan)"
+fuzz="$root/build/fuzz"
+cmake -S "$root" -B "$fuzz" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_FUZZERS=ON \
+  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF >/dev/null
+cmake --build "$fuzz" -j "$jobs" --target tessera_fuzzers
+(cd "$fuzz" && ctest -L fuzz --output-on-failure --timeout 300) || status=1
+bash "$root/tests/fuzz/run_fuzzers.sh" -j 2 "$fuzz" "${TESSERA_FUZZ_SECONDS:-30}" || status=1
+# ---- end of fuzzing ---------------------------------------------------------------------
+
 echo "== tessera: all tests took $(( $(date +%s) - start )) s"
 exit $status

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -95,7 +96,7 @@ std::string json_string(std::string_view s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+static int run(int argc, char** argv) {
   std::string name, csv_in, svg, csv_out, format = "text";
   int pp = -1, v = -1, m = -1;
   tp::costs full{};
@@ -182,4 +183,15 @@ int main(int argc, char** argv) {
       std::cout << "INVALID: " << vr.message() << "\n";
   }
   return valid ? 0 : 3;
+}
+
+int main(int argc, char** argv) {
+  // read_csv bounds what a table makes verify and simulate allocate; a schedule that still
+  // does not fit in memory is reported, not a crash.
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "tessera-schedule: out of memory for this schedule; use fewer stages or microbatches\n";
+    return 2;
+  }
 }

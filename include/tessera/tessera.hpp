@@ -4,9 +4,12 @@
 
 // core
 #include <tessera/core/config.hpp>
+#include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/extents.hpp>
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/core/json.hpp>
+#include <tessera/core/reduce.hpp>
 #include <tessera/core/source_location.hpp>
 
 // layout
@@ -61,6 +64,11 @@
 #include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/policies.hpp>
+
+// io (formats; io/tokenizer.hpp needs the sentencepiece component)
+#include <tessera/io/hf_checkpoint.hpp>
+#include <tessera/io/safetensors.hpp>
+#include <tessera/io/token_file.hpp>
 
 // train (train/trainer.hpp and train/sgemm_peak.hpp need OpenBLAS, train/tokenizer.hpp
 // SentencePiece)

@@ -206,6 +206,27 @@ TEST_CASE("config errors: unreadable file, TOML syntax with line and column") {
   CHECK(has(m, "TOML syntax error"));
 }
 
+TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (issue 22, finding 11)") {
+  bound b;
+  const std::string header = write("dollar.toml", "[training]\nsteps = 3\n[$\n");
+  CHECK(b.load_error(header) == header + ":3:2: TOML syntax error: a table header must start with a key, e.g. "
+                                         "[training] or [[a.b]]");
+  const std::string triple = write("triple.toml", "[[[1]]]\n");
+  CHECK(has(b.load_error(triple), triple + ":1:3: TOML syntax error: a table header must start with a key"));
+  const std::string greek = write("greek.toml", "\xcf\xa2");
+  CHECK(b.load_error(greek) == greek + ":1:1: TOML syntax error: a character outside ASCII stands outside a string "
+                                       "or comment; quote the key or the value");
+  const std::string latin1 = write("latin1.toml", "# caf\xe9\n");
+  CHECK(has(b.load_error(latin1), latin1 + ":1:6: TOML syntax error: the file is not valid UTF-8"));
+  // what TOML allows still loads: non-ASCII in strings and comments, arrays first on a line
+  const std::string ok = write("utf8.toml",
+                               "# \xc3\xa9t\xc3\xa9\n[job]\ndescription = \"\xcf\xa2 \\\" [x\"\n"
+                               "[\"training\"]\nsteps = 4 # \xcf\xa2\n");
+  train::load_toml(ok, b.o);
+  CHECK(b.c.job.description == "\xcf\xa2 \" [x");
+  CHECK(b.c.training.steps == 4);
+}
+
 TEST_CASE("config errors: unknown key with the nearest, alias as key, nested config file") {
   bound b;
   const std::string f = write("unknown.toml", "[training]\nsteps = 1\nstepz = 10\n");

@@ -10,9 +10,10 @@
 #include <set>
 #include <sstream>
 #include <string>
-#include <tessera/comm/detail/json.hpp>
 #include <tessera/comm/flight_recorder.hpp>
 #include <tessera/comm/types.hpp>
+#include <tessera/core/json.hpp>
+#include <limits>
 #include <vector>
 
 namespace tessera::comm {
@@ -28,56 +29,127 @@ struct flight_dump {
 };
 
 namespace detail {
-template <class E>
-E enum_named(std::string_view name, E last, std::string_view what, const std::string& source) {
+/// The value of E (0..last) whose name (as `name_fn` gives it) is `name`.
+template <class E, class NameFn>
+E enum_named(std::string_view name, E last, std::string_view what, const std::string& source, NameFn name_fn) {
   for (int i = 0; i <= static_cast<int>(last); ++i)
-    if (name_of(static_cast<E>(i)) == name) return static_cast<E>(i);
+    if (name_fn(static_cast<E>(i)) == name) return static_cast<E>(i);
   throw tessera::error(source + ": unknown " + std::string(what) + " \"" + std::string(name) + "\"");
 }
 }  // namespace detail
 
-/// Parses one rank's dump; throws tessera::error naming the source on bad input.
+namespace detail {
+/// Reads the fields of one JSON object of a dump, each checked for its type and range;
+/// a missing optional field keeps its default.
+struct dump_fields {
+  const json::value& obj;
+  const std::string& source;
+  std::string where;  // "" or " in entry 3"
+
+  [[noreturn]] void bad(const char* key, const std::string& why) const {
+    throw tessera::error(source + ": field \"" + key + "\"" + where + " " + why +
+                         "; is this a tessera flight-recorder dump?");
+  }
+  const json::value* find(const char* key, json::value::kind k, bool required) const {
+    const json::value* v = obj.get(key);
+    if (!v) {
+      if (required) bad(key, "is missing");
+      return nullptr;
+    }
+    if (v->k != k) bad(key, "is " + std::string(json::kind_name(v->k)) + ", expected " +
+                                std::string(json::kind_name(k)));
+    return v;
+  }
+  static std::int64_t integer_in(const json::value& v, std::int64_t lo, std::int64_t hi,
+                                 const dump_fields& f, const char* key) {
+    const auto n = v.as_int64();
+    if (!n || *n < lo || *n > hi)
+      f.bad(key, "is " + (n ? std::to_string(*n) : std::string("not an integer")) +
+                     ", expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    return *n;
+  }
+  template <class T>
+  void integer(const char* key, T& out, bool required = false,
+               std::int64_t lo = std::numeric_limits<T>::min() < 0 ? std::numeric_limits<std::int64_t>::min() : 0,
+               std::int64_t hi = static_cast<std::int64_t>(std::min<std::uint64_t>(
+                   std::numeric_limits<T>::max(), std::numeric_limits<std::int64_t>::max()))) const {
+    if (const json::value* v = find(key, json::value::kind::number, required))
+      out = static_cast<T>(integer_in(*v, std::max<std::int64_t>(lo, static_cast<std::int64_t>(
+                                                                         std::numeric_limits<T>::min())),
+                                      hi, *this, key));
+  }
+  void string(const char* key, std::string& out, bool required = false) const {
+    if (const json::value* v = find(key, json::value::kind::string, required)) out = v->str;
+  }
+};
+
+/// Sequence numbers and ids beyond this are not what a run records (2^53: exact in a
+/// double, so any JSON tool reads them back unchanged).
+inline constexpr std::int64_t max_flight_counter = std::int64_t{1} << 53;
+}  // namespace detail
+
+/// Parses one rank's dump; throws tessera::error naming the source (and the field) on bad
+/// input: invalid JSON, a required field missing, a field of the wrong type, an integer
+/// out of its range, an unknown call kind, dtype or reduce op.
 inline flight_dump parse_flight_dump(std::string_view text, const std::string& source) {
-  const auto v = detail::json_parser(text, source).parse();
-  auto need = [&](const detail::json_value& x, detail::json_value::type t, const char* key) {
-    if (x.t != t)
-      throw tessera::error(source + ": field \"" + key + "\" is missing or has the wrong type; "
-                           "is this a tessera flight-recorder dump?");
-  };
-  using jt = detail::json_value::type;
-  need(v["rank"], jt::number, "rank");
-  need(v["entries"], jt::array, "entries");
+  const json::value v = json::parse(text, source);
+  if (!v.is_object())
+    throw tessera::error(source + ": a flight-recorder dump is a JSON object, this is " +
+                         std::string(json::kind_name(v.k)));
+  constexpr int max_rank = std::numeric_limits<int>::max();
+  const detail::dump_fields top{v, source, ""};
   flight_dump d;
   d.source = source;
-  d.rank = static_cast<int>(v["rank"].integer());
-  d.world_size = static_cast<int>(v["world_size"].integer());
-  d.backend = v["backend"].str;
-  d.recorded = static_cast<std::uint64_t>(v["recorded"].integer());
-  d.capacity = static_cast<std::size_t>(v["capacity"].integer());
-  for (const auto& x : v["entries"].arr) {
+  top.integer("rank", d.rank, true, 0, max_rank);
+  top.integer("world_size", d.world_size, false, 0, max_rank);
+  top.string("backend", d.backend);
+  top.integer("recorded", d.recorded, false, 0, detail::max_flight_counter);
+  top.integer("capacity", d.capacity, false, 0, detail::max_flight_counter);
+  const json::value* entries = top.find("entries", json::value::kind::array, true);
+  d.entries.reserve(entries->items.size());
+  for (std::size_t i = 0; i < entries->items.size(); ++i) {
+    const json::value& x = entries->items[i];
+    if (!x.is_object())
+      throw tessera::error(source + ": entry " + std::to_string(i) + " is " +
+                           std::string(json::kind_name(x.k)) + ", expected an object");
+    const detail::dump_fields f{x, source, " of entry " + std::to_string(i)};
     flight_entry e;
-    need(x["kind"], jt::string, "kind");
-    need(x["group"], jt::array, "group");
-    e.id = static_cast<std::uint64_t>(x["id"].integer());
-    for (const auto& g : x["group"].arr) e.group.push_back(static_cast<int>(g.integer()));
-    e.seq = static_cast<std::uint64_t>(x["seq"].integer());
-    e.desc.kind = detail::enum_named(x["kind"].str, call_kind::recv, "call kind", source);
-    e.desc.count = static_cast<std::size_t>(x["count"].integer());
-    e.desc.type = detail::enum_named(x["dtype"].str, dtype::f8e5m2, "dtype", source);
-    e.desc.op = detail::enum_named(x["op"].str, reduce_op::min, "reduce op", source);
-    e.desc.peer = static_cast<int>(x["peer"].integer());
-    e.desc.tag = static_cast<int>(x["tag"].integer());
-    e.state = x["state"].str;
-    e.error = x["error"].str;
-    e.enqueue_us = x["enqueue_us"].integer();
-    e.start_us = x["start_us"].integer();
-    e.end_us = x["end_us"].integer();
-    e.file = x["file"].str;
-    e.line = static_cast<std::uint32_t>(x["line"].integer());
-    e.function = x["function"].str;
+    f.integer("id", e.id, false, 0, detail::max_flight_counter);
+    const json::value* g = f.find("group", json::value::kind::array, true);
+    for (const auto& r : g->items)
+      e.group.push_back(static_cast<int>(detail::dump_fields::integer_in(r, 0, max_rank, f, "group")));
+    f.integer("seq", e.seq, false, 0, detail::max_flight_counter);
+    std::string kind, type, op;
+    f.string("kind", kind, true);
+    f.string("dtype", type);
+    f.string("op", op);
+    e.desc.kind = detail::enum_named(kind, call_kind::recv, "call kind", source, [](call_kind k) { return name_of(k); });
+    if (x.get("dtype")) e.desc.type = detail::enum_named(type, last_dtype, "dtype", source, [](dtype t) { return short_name(t); });
+    if (x.get("op")) e.desc.op = detail::enum_named(op, reduce_op::min, "reduce op", source, [](reduce_op o) { return name_of(o); });
+    f.integer("count", e.desc.count, false, 0, detail::max_flight_counter);
+    f.integer("peer", e.desc.peer, false, -1, max_rank);
+    f.integer("tag", e.desc.tag);
+    f.string("state", e.state);
+    f.string("error", e.error);
+    f.integer("enqueue_us", e.enqueue_us);
+    f.integer("start_us", e.start_us);
+    f.integer("end_us", e.end_us);
+    f.string("file", e.file);
+    f.integer("line", e.line);
+    f.string("function", e.function);
     d.entries.push_back(std::move(e));
   }
   return d;
+}
+
+/// Writes a dump as the recorder does (parse_flight_dump reads it back equal).
+inline std::string to_json(const flight_dump& d) {
+  std::string s = flight_dump_json_head(d.rank, d.world_size, d.backend, d.capacity, d.recorded);
+  for (std::size_t i = 0; i < d.entries.size(); ++i) {
+    if (i) s += ",\n";
+    s += flight_entry_json(d.entries[i]);
+  }
+  return s + "]}\n";
 }
 
 inline flight_dump load_flight_dump(const std::string& path) {
@@ -140,17 +212,19 @@ inline flight_report analyze_flight(const std::vector<flight_dump>& dumps) {
       if (by_rank.count(r)) members.push_back(r);
       else rep.notes.push_back("no dump from rank " + std::to_string(r) + " (a member of " + gs + ")");
     }
-    std::uint64_t lo = 0, hi = 0;
-    bool any = false;
+    // Visit the sequence numbers some member recorded (not every number between the lowest
+    // and the highest: a dump may jump from #0 to #10^15), from the first that every rank
+    // that dropped old entries still holds.
+    std::uint64_t lo = 0;
+    std::set<std::uint64_t> seqs;
     for (int r : members) {
       auto& m = per_rank[r];
       if (m.empty()) continue;
       if (by_rank[r]->dropped()) lo = std::max(lo, m.begin()->first);
-      hi = std::max(hi, m.rbegin()->first);
-      any = true;
+      for (const auto& kv : m) seqs.insert(kv.first);
     }
-    if (!any) continue;
-    for (std::uint64_t k = lo; k <= hi; ++k) {
+    for (auto ks = seqs.lower_bound(lo); ks != seqs.end(); ++ks) {
+      const std::uint64_t k = *ks;
       std::vector<int> have, miss;
       std::int64_t t = INT64_MAX;
       for (int r : members) {
@@ -230,13 +304,15 @@ inline flight_report analyze_flight(const std::vector<flight_dump>& dumps) {
       continue;
     }
     auto& [sends, recvs] = sr;
-    std::uint64_t lo = 0, hi = 0;
+    std::uint64_t lo = 0;
     if (by_rank[from]->dropped() && !sends.empty()) lo = std::max(lo, sends.begin()->first);
     if (by_rank[to]->dropped() && !recvs.empty()) lo = std::max(lo, recvs.begin()->first);
-    if (!sends.empty()) hi = std::max(hi, sends.rbegin()->first);
-    if (!recvs.empty()) hi = std::max(hi, recvs.rbegin()->first);
+    std::set<std::uint64_t> seqs;  // the numbers either side recorded, as for collectives
+    for (const auto& kv : sends) seqs.insert(kv.first);
+    for (const auto& kv : recvs) seqs.insert(kv.first);
     const std::string where_g = " (tag " + std::to_string(tag) + ", group [" + ranks_string(group) + "])";
-    for (std::uint64_t k = lo; k <= hi; ++k) {
+    for (auto ks = seqs.lower_bound(lo); ks != seqs.end(); ++ks) {
+      const std::uint64_t k = *ks;
       auto s = sends.find(k);
       auto r = recvs.find(k);
       if (s != sends.end() && r == recvs.end()) {

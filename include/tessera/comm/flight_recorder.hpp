@@ -20,8 +20,8 @@
 #include <span>
 #include <string>
 #include <tessera/comm/communicator.hpp>
-#include <tessera/comm/detail/json.hpp>
 #include <tessera/comm/types.hpp>
+#include <tessera/core/json.hpp>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -40,6 +40,36 @@ struct flight_entry {
   std::string file, function;
   std::uint32_t line = 0;
 };
+
+/// One entry as the dump's JSON writes it (the reader is parse_flight_dump).
+inline std::string flight_entry_json(const flight_entry& e) {
+  using json::quote;
+  std::string s = "{\"id\":" + std::to_string(e.id) + ",\"group\":[";
+  for (std::size_t i = 0; i < e.group.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(e.group[i]);
+  }
+  s += "],\"seq\":" + std::to_string(e.seq) + ",\"kind\":\"" + std::string(name_of(e.desc.kind)) +
+       "\",\"count\":" + std::to_string(e.desc.count) + ",\"dtype\":\"" +
+       std::string(short_name(e.desc.type)) + "\",\"bytes\":" +
+       std::to_string(e.desc.count * size_of(e.desc.type)) + ",\"op\":\"" +
+       std::string(name_of(e.desc.op)) + "\",\"peer\":" + std::to_string(e.desc.peer) +
+       ",\"tag\":" + std::to_string(e.desc.tag) + ",\"state\":" + quote(e.state) +
+       ",\"error\":" + quote(e.error) + ",\"enqueue_us\":" + std::to_string(e.enqueue_us) +
+       ",\"start_us\":" + std::to_string(e.start_us) + ",\"end_us\":" + std::to_string(e.end_us) +
+       ",\"file\":" + quote(e.file) + ",\"line\":" + std::to_string(e.line) +
+       ",\"function\":" + quote(e.function) + "}";
+  return s;
+}
+
+/// The dump's fields before its entries: `{"version":1,...,"entries":[`.
+inline std::string flight_dump_json_head(int rank, int world_size, std::string_view backend,
+                                         std::size_t capacity, std::uint64_t recorded) {
+  return "{\"version\":1,\"rank\":" + std::to_string(rank) + ",\"world_size\":" +
+         std::to_string(world_size) + ",\"backend\":" + json::quote(backend) +
+         ",\"capacity\":" + std::to_string(capacity) + ",\"recorded\":" + std::to_string(recorded) +
+         ",\"entries\":[";
+}
 
 /// Bytes this rank moves in a recorded call, as nccl-tests counts "bus bytes" (and as
 /// tessera's cost model does, plan/cost_model.hpp): with n ranks in the group and S the
@@ -94,30 +124,12 @@ struct flight_ring {
 
   std::string json() {
     std::lock_guard<std::mutex> lock(m);
-    std::string s = "{\"version\":1,\"rank\":" + std::to_string(world_rank) +
-                    ",\"world_size\":" + std::to_string(world_size) + ",\"backend\":" +
-                    json_quote(backend) + ",\"capacity\":" + std::to_string(ring.size()) +
-                    ",\"recorded\":" + std::to_string(next_id) + ",\"entries\":[";
+    std::string s = flight_dump_json_head(world_rank, world_size, backend, ring.size(), next_id);
     const std::uint64_t first = next_id > ring.size() ? next_id - ring.size() : 0;
     for (std::uint64_t id = first; id < next_id; ++id) {
       const auto& e = ring[id % ring.size()];
       if (id != first) s += ",\n";
-      s += "{\"id\":" + std::to_string(e.id) + ",\"group\":[";
-      for (std::size_t i = 0; i < e.group.size(); ++i) {
-        if (i) s += ',';
-        s += std::to_string(e.group[i]);
-      }
-      s += "],\"seq\":" + std::to_string(e.seq) + ",\"kind\":\"" +
-           std::string(name_of(e.desc.kind)) + "\",\"count\":" + std::to_string(e.desc.count) +
-           ",\"dtype\":\"" + std::string(name_of(e.desc.type)) + "\",\"bytes\":" +
-           std::to_string(e.desc.count * size_of(e.desc.type)) + ",\"op\":\"" +
-           std::string(name_of(e.desc.op)) + "\",\"peer\":" + std::to_string(e.desc.peer) +
-           ",\"tag\":" + std::to_string(e.desc.tag) + ",\"state\":\"" + e.state +
-           "\",\"error\":" + json_quote(e.error) + ",\"enqueue_us\":" +
-           std::to_string(e.enqueue_us) + ",\"start_us\":" + std::to_string(e.start_us) +
-           ",\"end_us\":" + std::to_string(e.end_us) + ",\"file\":" + json_quote(e.file) +
-           ",\"line\":" + std::to_string(e.line) + ",\"function\":" + json_quote(e.function) +
-           "}";
+      s += flight_entry_json(e);
     }
     return s + "]}\n";
   }

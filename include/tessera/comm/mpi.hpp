@@ -68,7 +68,7 @@ inline MPI_Datatype mpi_type(dtype t) {
     case dtype::i64: return MPI_INT64_T;
     case dtype::f32: return MPI_FLOAT;
     case dtype::f64: return MPI_DOUBLE;
-    case dtype::bf16: return MPI_UINT16_T;
+    case dtype::bf16: case dtype::f16: return MPI_UINT16_T;
   }
   return MPI_BYTE;
 }

@@ -45,6 +45,7 @@ inline ncclDataType_t nccl_type(dtype t) {
     case dtype::f32: return ncclFloat32;
     case dtype::f64: return ncclFloat64;
     case dtype::bf16: return ncclBfloat16;
+    case dtype::f16: return ncclFloat16;
     case dtype::f8e4m3: case dtype::f8e5m2: return ncclUint8;  // moved, never reduced
   }
   return ncclUint8;

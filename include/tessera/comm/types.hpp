@@ -9,41 +9,25 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/reduce.hpp>
 #include <type_traits>
 
 namespace tessera::comm {
 
-/// Element types a communicator moves (and reduces, except the 8-bit float formats).
-enum class dtype : std::uint8_t { u8, i32, i64, f32, f64, bf16, f8e4m3, f8e5m2 };
+// Element types (dtype, size_of, short_name) and reduce ops (reduce_op, name_of) are the
+// library's one vocabulary of core/dtype.hpp and core/reduce.hpp.
+using tessera::dtype;
+using tessera::name_of;
+using tessera::reduce_op;
+using tessera::short_name;
+using tessera::size_of;
 
-/// Bytes per element of `t`.
-constexpr std::size_t size_of(dtype t) noexcept {
-  switch (t) {
-    case dtype::u8: case dtype::f8e4m3: case dtype::f8e5m2: return 1;
-    case dtype::bf16: return 2;
-    case dtype::i32: case dtype::f32: return 4;
-    case dtype::i64: case dtype::f64: return 8;
-  }
-  return 0;
+/// True when a reduction over `t` is defined (8-bit floats and f16 only move).
+constexpr bool reducible(dtype t) noexcept {
+  return t != dtype::f8e4m3 && t != dtype::f8e5m2 && t != dtype::f16;
 }
-
-constexpr std::string_view name_of(dtype t) noexcept {
-  switch (t) {
-    case dtype::u8: return "u8";
-    case dtype::i32: return "i32";
-    case dtype::i64: return "i64";
-    case dtype::f32: return "f32";
-    case dtype::f64: return "f64";
-    case dtype::bf16: return "bf16";
-    case dtype::f8e4m3: return "f8e4m3";
-    case dtype::f8e5m2: return "f8e5m2";
-  }
-  return "?";
-}
-
-/// True when a reduction over `t` is defined (8-bit floats only move).
-constexpr bool reducible(dtype t) noexcept { return t != dtype::f8e4m3 && t != dtype::f8e5m2; }
 
 /// The dtype of a C++ element type. Types of higher layers (bf16, f8) specialize
 /// `dtype_traits` next to their definition: `static constexpr dtype value = ...`.
@@ -62,19 +46,6 @@ concept element = requires { dtype_traits<std::remove_cv_t<T>>::value; } &&
 
 template <element T>
 inline constexpr dtype dtype_of = dtype_traits<std::remove_cv_t<T>>::value;
-
-/// Reduce operations of reduce-scatter and all-reduce (DTensor's Partial ops).
-enum class reduce_op : std::uint8_t { sum, avg, max, min };
-
-constexpr std::string_view name_of(reduce_op op) noexcept {
-  switch (op) {
-    case reduce_op::sum: return "sum";
-    case reduce_op::avg: return "avg";
-    case reduce_op::max: return "max";
-    case reduce_op::min: return "min";
-  }
-  return "?";
-}
 
 /// What a call does; the flight recorder and error messages name calls by it.
 enum class call_kind : std::uint8_t {
@@ -139,7 +110,7 @@ struct call_desc {
   std::string str() const {
     std::string s(name_of(kind));
     if (kind == call_kind::barrier) return s + "()";
-    s += "(count=" + std::to_string(count) + ", " + std::string(name_of(type));
+    s += "(count=" + std::to_string(count) + ", " + std::string(short_name(type));
     if (kind == call_kind::reduce_scatter || kind == call_kind::all_reduce)
       s += ", " + std::string(name_of(op));
     if (kind == call_kind::broadcast) s += ", root=" + std::to_string(peer);

@@ -48,6 +48,9 @@ struct text_cursor {
   }
 };
 
+/// The largest number a layout string may hold (a dimension or a #order).
+inline constexpr int max_layout_number = 99999;
+
 inline int parse_int(std::string_view w, std::string_view what) {
   check(!w.empty(), std::string(what) + ": expected a number");
   int v = 0;
@@ -61,6 +64,9 @@ inline int parse_int(std::string_view w, std::string_view what) {
   for (; k < w.size(); ++k) {
     check(std::isdigit(static_cast<unsigned char>(w[k])) != 0,
           std::string(what) + ": expected a number, got '" + std::string(w) + "'");
+    // Dimensions and #orders are small; the bound keeps v * 10 + 9 inside int.
+    check(v <= max_layout_number / 10,
+          std::string(what) + ": the number '" + std::string(w.substr(0, 24)) + "' is too large");
     v = v * 10 + (w[k] - '0');
   }
   return neg ? -v : v;

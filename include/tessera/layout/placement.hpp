@@ -14,21 +14,11 @@
 
 #include <tessera/core/config.hpp>
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/core/reduce.hpp>
 
 namespace tessera {
 
-/// The reduce op of a partial tensor: the global value is op over the ranks' values.
-enum class reduce : std::uint8_t { sum, avg, max, min };
-
-constexpr std::string_view to_string(reduce op) noexcept {
-  switch (op) {
-    case reduce::sum: return "sum";
-    case reduce::avg: return "avg";
-    case reduce::max: return "max";
-    case reduce::min: return "min";
-  }
-  return "?";
-}
+// The reduce op of a partial tensor (`reduce`, an alias of reduce_op) is core/reduce.hpp's.
 
 namespace detail {
 enum class item_kind : std::uint8_t { shard, replicate, partial, dim, partial_on };

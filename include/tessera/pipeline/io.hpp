@@ -1,7 +1,7 @@
 // tessera/pipeline/io.hpp: schedules as text, at run time.
 //
 //   to_csv(s)          PyTorch's CSV: one row per rank, one action per cell (`0F1,0B0`)
-//   read_csv(text)     the reverse; also reads PyTorch's own dumps (idle steps as empty
+//   read_csv(text)     the reverse (a blank line is an idle rank); also reads PyTorch's own dumps (idle steps as empty
 //                      cells, `(0F3;7B1)OVERLAP_F_B` pairs, WAIT_* actions)
 //   format_grid(s)     the step-by-rank grid in the layout of PyTorch's
 //                      `_format_pipeline_order`, so the two can be compared by eye
@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -34,6 +35,9 @@ inline std::string to_csv(const schedule& s) {
   return out;
 }
 
+/// The most (stage, microbatch) pairs read_csv accepts from one table.
+inline constexpr std::int64_t max_csv_pairs = 4'000'000;
+
 /// Parses PyTorch's CSV format (one row per rank). Throws schedule_error naming the line
 /// and cell of the first thing that is not an action.
 inline schedule read_csv(std::string_view text) {
@@ -46,8 +50,8 @@ inline schedule read_csv(std::string_view text) {
     if (nl == std::string_view::npos) break;
     text.remove_prefix(nl + 1);
   }
-  while (!rows.empty() && rows.back().find_first_not_of(" ,\t") == std::string_view::npos) rows.pop_back();
-  if (rows.empty()) throw schedule_error("schedule CSV is empty: expected one row of actions per rank, e.g. 0F0,0B0");
+  // Every line is a rank, blank ones too (an idle rank, as to_csv writes it and PyTorch's
+  // _load_csv reads it); the text after the last '\n' is a rank only when not empty.
   const table_result r = from_table(rows);
   if (!r.ok) {
     const std::string_view row = rows[static_cast<std::size_t>(r.rank)];
@@ -56,6 +60,20 @@ inline schedule read_csv(std::string_view text) {
                          "({stage}{F|B|I|W|SEND_F|RECV_F|SEND_B|RECV_B|UNSHARD|RESHARD|REDUCE_GRAD}{microbatch}, "
                          "e.g. 2F0); the line reads: " + std::string(row.substr(0, 120)));
   }
+  if (r.value.size() == 0)
+    throw schedule_error("schedule CSV has no actions: expected one row of actions per rank, e.g. 0F0,0B0");
+  // What verify and simulate allocate grows with stages x microbatches; a table can name
+  // stage 99 and microbatch 999999 in a few bytes. A complete schedule holds an F action for
+  // every (stage, microbatch) pair, so allow at most 64 pairs per action (room for tables
+  // that miss some, which verify then names) and 4,000,000 in all (tessera-schedule's bound).
+  const std::int64_t pairs = std::int64_t{r.value.stages} * std::max(r.value.microbatches, 1);
+  const std::int64_t limit = std::min<std::int64_t>(max_csv_pairs, 64 * static_cast<std::int64_t>(r.value.size()) + 4096);
+  if (pairs > limit)
+    throw schedule_error("schedule CSV names " + std::to_string(r.value.stages) + " stages and " +
+                         std::to_string(r.value.microbatches) + " microbatches (" + std::to_string(pairs) +
+                         " pairs) but holds only " + std::to_string(r.value.size()) +
+                         " actions; a schedule has an F action for every stage and microbatch, so at most " +
+                         std::to_string(limit) + " pairs are accepted from this table; check the numbers in its cells");
   return r.value;
 }
 

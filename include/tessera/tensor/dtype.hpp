@@ -25,30 +25,13 @@
 #include <type_traits>
 
 #include <tessera/comm/types.hpp>
+#include <tessera/core/dtype.hpp>
 
 namespace tessera {
 
-/// The element types of tessera tensors.
-enum class dtype : std::uint8_t { f32, bf16, f8_e4m3fn, f8_e5m2 };
-
-/// Bytes per element.
-constexpr std::size_t size_of(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return 4;
-    case dtype::bf16: return 2;
-    default: return 1;
-  }
-}
-
-/// PyTorch-style name ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2").
-constexpr std::string_view name_of(dtype t) noexcept {
-  switch (t) {
-    case dtype::f32: return "float32";
-    case dtype::bf16: return "bfloat16";
-    case dtype::f8_e4m3fn: return "float8_e4m3fn";
-    default: return "float8_e5m2";
-  }
-}
+// The element-type tags (dtype, size_of, name_of: "float32", "bfloat16", ...) are
+// core/dtype.hpp's, shared with the communicators and the formats; this header defines the
+// narrow float types and which C++ type each tag names.
 
 namespace detail {
 

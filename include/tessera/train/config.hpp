@@ -33,6 +33,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/train/cli.hpp>
+#include <tessera/train/detail/toml_precheck.hpp>
 
 namespace tessera::train {
 
@@ -285,6 +286,7 @@ inline void load_toml(const std::string& path, option_set& options) {
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw error("cannot read config file '" + path + "'");
+  detail::toml_precheck(text.str(), path);  // toml++ 3.3.0's defects: see toml_precheck.hpp
   toml::table root;
 #if TOML_EXCEPTIONS
   try {

@@ -1,4 +1,4 @@
-// tessera/train/data.hpp: token streams and llm.c-style batching.
+// tessera/train/data.hpp: llm.c-style batching over token streams (token files: io/token_file.hpp).
 //
 // A token stream is a flat vector of int32 ids. Each training step takes the next window of
 // B*T+1 tokens: row i's inputs are tokens [i*T, i*T+T) of the window and its targets the
@@ -22,50 +22,13 @@
 #include <unistd.h>
 
 #include <tessera/core/error.hpp>
+#include <tessera/io/token_file.hpp>
 
 namespace tessera::train {
 
-/// Reads a file of raw little-endian int32 tokens. Throws on a missing, empty or
-/// odd-sized file, and on negative ids or ids >= vocab_size (when vocab_size > 0).
-inline std::vector<std::int32_t> read_token_file(const std::filesystem::path& path,
-                                                 std::int64_t vocab_size = 0) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw error("tokens: cannot open '" + path.string() + "': no such file");
-  const auto bytes = std::filesystem::file_size(path, ec);
-  if (bytes == 0) throw error("tokens: '" + path.string() + "' is empty");
-  if (bytes % 4 != 0)
-    throw error("tokens: '" + path.string() + "' has " + std::to_string(bytes) +
-                " bytes, not a multiple of 4; expected raw little-endian int32 tokens");
-  std::vector<std::int32_t> out(bytes / 4);
-  std::ifstream in(path, std::ios::binary);
-  in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(bytes));
-  if (!in) throw error("tokens: reading '" + path.string() + "' failed");
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    if (out[i] < 0 || (vocab_size > 0 && out[i] >= vocab_size))
-      throw error("tokens: '" + path.string() + "': token " + std::to_string(i) + " is " +
-                  std::to_string(out[i]) + ", outside the vocabulary [0, " +
-                  std::to_string(vocab_size) + ")");
-  }
-  return out;
-}
-
-/// Writes tokens as raw little-endian int32 (to a temporary name, then renamed).
-inline void write_token_file(const std::filesystem::path& path,
-                             std::span<const std::int32_t> tokens) {
-  const std::filesystem::path tmp =
-      path.string() + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw error("tokens: cannot create '" + tmp.string() + "'");
-    out.write(reinterpret_cast<const char*>(tokens.data()),
-              static_cast<std::streamsize>(tokens.size_bytes()));
-    if (!out) throw error("tokens: writing '" + tmp.string() + "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw error("tokens: cannot rename '" + tmp.string() + "' to '" + path.string() + "'");
-}
+// The token-file format (read_token_file, write_token_file) lives in io/token_file.hpp.
+using io::read_token_file;
+using io::write_token_file;
 
 /// llm.c-style batches over a token stream, deterministic from a seed, sharded by rank.
 class batch_loader {

@@ -166,7 +166,7 @@ class mpi_communicator {
     const std::string w = who(d, l);
     if (!local_error.empty()) throw error(w + ": " + local_error);
     if ((d.kind == call_kind::reduce_scatter || d.kind == call_kind::all_reduce) && !reducible(d.type))
-      throw error(w + ": " + std::string(name_of(d.type)) + " cannot be reduced; convert to f32 or bf16 first");
+      throw error(w + ": " + std::string(short_name(d.type)) + " cannot be reduced; convert to f32 or bf16 first");
     if ((d.kind == call_kind::broadcast || is_p2p(d.kind)) && (d.peer < 0 || d.peer >= size_))
       throw error(w + ": rank " + std::to_string(d.peer) + " is outside this group of " + std::to_string(size_) + " ranks");
     if (is_p2p(d.kind) && d.tag < 0) throw error(w + ": tags must be >= 0");

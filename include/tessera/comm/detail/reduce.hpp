@@ -118,7 +118,7 @@ inline void reduce(void* const* dsts, int ndst, const void* const* srcs, int nsr
     case dtype::f32: reduce_typed<float>(dsts, ndst, srcs, nsrc, count, op, ranks); break;
     case dtype::f64: reduce_typed<double>(dsts, ndst, srcs, nsrc, count, op, ranks); break;
     case dtype::bf16: reduce_bf16(dsts, ndst, srcs, nsrc, count, op, ranks); break;
-    case dtype::f8e4m3: case dtype::f8e5m2: break;
+    case dtype::f8e4m3: case dtype::f8e5m2: case dtype::f16: break;
   }
 }
 

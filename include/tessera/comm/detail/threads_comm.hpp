@@ -133,7 +133,7 @@ class threads_communicator {
     };
     if ((d.kind == call_kind::reduce_scatter || d.kind == call_kind::all_reduce) &&
         !reducible(d.type))
-      bad(std::string(name_of(d.type)) + " cannot be reduced; convert to f32 or bf16 first");
+      bad(std::string(short_name(d.type)) + " cannot be reduced; convert to f32 or bf16 first");
     if ((d.kind == call_kind::broadcast || is_p2p(d.kind)) && (d.peer < 0 || d.peer >= size()))
       bad("rank " + std::to_string(d.peer) + " is outside this group of " +
           std::to_string(size()) + " ranks");

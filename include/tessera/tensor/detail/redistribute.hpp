@@ -20,16 +20,6 @@
 
 namespace tessera::detail {
 
-constexpr comm::reduce_op to_comm(reduce op) noexcept {
-  switch (op) {
-    case reduce::sum: return comm::reduce_op::sum;
-    case reduce::avg: return comm::reduce_op::avg;
-    case reduce::max: return comm::reduce_op::max;
-    case reduce::min: return comm::reduce_op::min;
-  }
-  return comm::reduce_op::sum;
-}
-
 /// True when every dimension before `d` has extent 1 in `b`: blocks split along d are then
 /// contiguous, in order, in the row-major block.
 constexpr bool outer_trivial(const box& b, int d) noexcept {
@@ -229,18 +219,18 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
       for (std::size_t k = 0; k < n; ++k) even = even && b1k[k].numel() == maxn;
       const auto mx = static_cast<std::size_t>(maxn);
       if (even && outer_trivial(b, s.dim)) {  // pieces are in place in the block
-        c.reduce_scatter(in, out, mx, dt, to_comm(s.op)).wait();
+        c.reduce_scatter(in, out, mx, dt, s.op).wait();
         break;
       }
       T* send = dm.template scratch<T>(0, mx * n);
       T* recv = dm.template scratch<T>(1, mx);
       for (std::size_t k = 0; k < n; ++k) copy_region(in, b, send + k * mx, b1k[k], b1k[k]);
-      c.reduce_scatter(send, recv, mx, dt, to_comm(s.op)).wait();
+      c.reduce_scatter(send, recv, mx, dt, s.op).wait();
       if (n_out) std::memcpy(out, recv, n_out * sizeof(T));
       break;
     }
     case step_kind::all_reduce:
-      c.all_reduce(in, out, n_out, dt, to_comm(s.op)).wait();
+      c.all_reduce(in, out, n_out, dt, s.op).wait();
       break;
     case step_kind::all_to_all:
       all_to_all_step(dm, c, members, b, b0k, b1, b1k, in, out);

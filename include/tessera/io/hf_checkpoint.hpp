@@ -1,0 +1,210 @@
+// tessera/io/hf_checkpoint.hpp: Llama weights as Hugging Face safetensors.
+//
+// Names and layouts are those of transformers' LlamaForCausalLM (model.embed_tokens.weight,
+// model.layers.N.self_attn.{q,k,v,o}_proj.weight, model.layers.N.mlp.{gate,up,down}_proj
+// .weight, model.layers.N.{input,post_attention}_layernorm.weight, model.norm.weight,
+// lm_head.weight), so a checkpoint downloaded from the Hub loads as is: one .safetensors
+// file, or a sharded one through its model.safetensors.index.json. Linear weights are
+// [out, in] in both. The rows of q_proj and k_proj differ: HF rotates the two halves of each
+// head (rotate_half) while Meta's and TorchTitan's RoPE (and tessera's kernel) rotate
+// interleaved pairs, so within each head HF row s*hd/2 + i is tessera row 2i + s (the
+// permutation of Meta's convert_llama_weights_to_hf.py, undone on load, redone on save).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <map>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <tessera/core/error.hpp>
+#include <tessera/model/llama_config.hpp>
+#include <tessera/core/json.hpp>
+#include <tessera/io/safetensors.hpp>
+
+namespace tessera::io {
+
+/// The Hugging Face name of a parameter.
+inline std::string hf_name(const param_entry& e) {
+  const std::string p = "model.layers." + std::to_string(e.layer) + ".";
+  switch (e.role) {
+    case param_role::embedding: return "model.embed_tokens.weight";
+    case param_role::attention_norm: return p + "input_layernorm.weight";
+    case param_role::attention_q: return p + "self_attn.q_proj.weight";
+    case param_role::attention_k: return p + "self_attn.k_proj.weight";
+    case param_role::attention_v: return p + "self_attn.v_proj.weight";
+    case param_role::attention_o: return p + "self_attn.o_proj.weight";
+    case param_role::ffn_norm: return p + "post_attention_layernorm.weight";
+    case param_role::ffn_w1: return p + "mlp.gate_proj.weight";
+    case param_role::ffn_w2: return p + "mlp.down_proj.weight";
+    case param_role::ffn_w3: return p + "mlp.up_proj.weight";
+    case param_role::final_norm: return "model.norm.weight";
+    case param_role::output: return "lm_head.weight";
+  }
+  return {};
+}
+
+/// The safetensors shape of a parameter (norm weights are 1-D).
+inline std::vector<std::int64_t> hf_shape(const param_entry& e) {
+  if (e.shape.is_vector()) return {e.shape.cols};
+  return {e.shape.rows, e.shape.cols};
+}
+
+/// Reorders the rows of a q or k projection [heads*hd, dim] between the two RoPE
+/// conventions: to_interleaved (HF -> tessera) or back (tessera -> HF).
+inline void permute_rope_rows(std::span<float> w, std::int64_t heads, std::int64_t hd,
+                              std::int64_t cols, bool to_interleaved) {
+  check(hd % 2 == 0, "RoPE needs an even head dimension");
+  check(static_cast<std::int64_t>(w.size()) == heads * hd * cols,
+        "permute_rope_rows: size mismatch");
+  std::vector<float> src(w.begin(), w.end());
+  const std::int64_t half = hd / 2;
+  for (std::int64_t h = 0; h < heads; ++h)
+    for (std::int64_t s = 0; s < 2; ++s)
+      for (std::int64_t i = 0; i < half; ++i) {
+        const std::int64_t hf_row = h * hd + s * half + i;
+        const std::int64_t il_row = h * hd + 2 * i + s;
+        const std::int64_t from = to_interleaved ? hf_row : il_row;
+        const std::int64_t to = to_interleaved ? il_row : hf_row;
+        std::copy(src.begin() + from * cols, src.begin() + (from + 1) * cols,
+                  w.begin() + to * cols);
+      }
+}
+
+/// Access to a model's parameter tensors by index (in param_at order).
+using param_access = std::function<float*(std::int64_t)>;
+
+namespace detail {
+/// Reads the text of a model.safetensors.index.json: its "weight_map" maps each tensor
+/// name to a file name in the index's folder. Throws tessera::error naming `index` on
+/// invalid JSON, a missing weight_map, a file name that is not a string or that leaves the
+/// folder (absolute, or with a `..` part).
+inline std::map<std::string, std::filesystem::path> index_files(std::string_view text,
+                                                                const std::filesystem::path& index) {
+  const std::string where = "checkpoint: '" + index.string() + "'";
+  json::value root;
+  try {
+    root = json::parse(text, "JSON");
+  } catch (const error& e) {
+    throw error(where + " is not valid JSON: " + e.what());
+  }
+  const json::value* wm = root.get("weight_map");
+  if (!wm || !wm->is_object()) throw error(where + " has no \"weight_map\" object");
+  std::map<std::string, std::filesystem::path> out;
+  for (std::size_t i = 0; i < wm->keys.size(); ++i) {
+    const json::value& f = wm->items[i];
+    if (wm->keys[i].empty()) throw error(where + ": weight_map has an empty tensor name");
+    if (!f.is_string() || f.str.empty())
+      throw error(where + ": weight_map[\"" + wm->keys[i] + "\"] is " +
+                  std::string(f.is_string() ? "an empty string" : json::kind_name(f.k)) +
+                  ", not a file name");
+    const std::filesystem::path rel(f.str);
+    bool escapes = rel.is_absolute() || rel.has_root_name() || f.str.find('\0') != std::string::npos;
+    for (const auto& part : rel) escapes = escapes || part == "..";
+    if (escapes)
+      throw error(where + ": weight_map[\"" + wm->keys[i] + "\"] names '" + f.str +
+                  "', a file outside the index's folder; give a file name in that folder");
+    out[wm->keys[i]] = index.parent_path() / rel;
+  }
+  return out;
+}
+
+/// Maps tensor names to files for a single file or a sharded checkpoint's index.json.
+inline std::map<std::string, std::filesystem::path> checkpoint_files(
+    const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::path index;
+  if (std::filesystem::is_directory(path, ec)) {
+    if (std::filesystem::is_regular_file(path / "model.safetensors", ec))
+      return {{"", path / "model.safetensors"}};
+    index = path / "model.safetensors.index.json";
+  } else if (path.string().ends_with(".index.json")) {
+    index = path;
+  } else {
+    return {{"", path}};
+  }
+  if (!std::filesystem::is_regular_file(index, ec))
+    throw error("checkpoint: '" + path.string() + "' has neither model.safetensors nor "
+                "model.safetensors.index.json");
+  std::ifstream in(index, std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return index_files(text, index);
+}
+inline bool ignorable_tensor(const std::string& name) {
+  return name.ends_with("rotary_emb.inv_freq");  // a buffer some old checkpoints carry
+}
+}  // namespace detail
+
+/// Loads every parameter of config `c` from a Hugging Face safetensors checkpoint (a file,
+/// a directory, or a model.safetensors.index.json) into `param(i)`. F32, BF16 and F16 are
+/// converted to f32. Throws on a missing file, a corrupt file, a missing tensor, a tensor of
+/// the wrong shape, or a tensor the model does not have.
+inline void load_hf_checkpoint(const llama_config& c, const param_access& param,
+                               const std::filesystem::path& path) {
+  const auto files = detail::checkpoint_files(path);
+  std::map<std::filesystem::path, std::unique_ptr<safetensors::reader>> readers;
+  auto reader_for = [&](const std::string& name) -> safetensors::reader& {
+    std::filesystem::path f;
+    if (auto it = files.find(""); it != files.end()) f = it->second;
+    else if (auto jt = files.find(name); jt != files.end()) f = jt->second;
+    else
+      throw error("checkpoint: '" + path.string() + "' has no tensor named '" + name +
+                  "' (expected for " + std::string(c.name) + ")");
+    auto& r = readers[f];
+    if (!r) r = std::make_unique<safetensors::reader>(f);
+    return *r;
+  };
+  std::set<std::string> expected;
+  for (std::int64_t i = 0; i < param_tensor_count(c); ++i) {
+    const param_entry e = param_at(c, i);
+    const std::string name = hf_name(e);
+    expected.insert(name);
+    auto& r = reader_for(name);
+    if (!r.find(name))
+      throw error("checkpoint: '" + r.path().string() + "' has no tensor named '" + name +
+                  "'; is it a checkpoint of " + std::string(c.name) + "?");
+    const auto shape = hf_shape(e);
+    std::span<float> out(param(i), static_cast<std::size_t>(e.shape.numel()));
+    r.read_f32(name, shape, out);
+    if (e.role == param_role::attention_q)
+      permute_rope_rows(out, c.n_heads, head_dim(c), c.dim, true);
+    if (e.role == param_role::attention_k)
+      permute_rope_rows(out, c.n_kv_heads, head_dim(c), c.dim, true);
+  }
+  for (const auto& [f, r] : readers)
+    for (const auto& t : r->tensors())
+      if (!expected.count(t.name) && !detail::ignorable_tensor(t.name) &&
+          !(c.tied_embeddings && t.name == "lm_head.weight"))
+        throw error("checkpoint: '" + f.string() + "' has tensor '" + t.name + "' of shape " +
+                    safetensors::shape_string(t.shape) + " that " + std::string(c.name) +
+                    " does not have; is it a checkpoint of another model?");
+}
+
+/// Saves every parameter (or gradient: any accessor) of config `c` as one Hugging Face
+/// safetensors file, in `type` (F32 or BF16), atomically.
+inline void save_hf_checkpoint(const llama_config& c, const param_access& param,
+                               const std::filesystem::path& path,
+                               safetensors::dtype type = safetensors::dtype::f32) {
+  safetensors::writer w;
+  w.add_metadata("format", "pt");  // what transformers expects of a PyTorch checkpoint
+  w.add_metadata("tessera_config", std::string(c.name));
+  for (std::int64_t i = 0; i < param_tensor_count(c); ++i) {
+    const param_entry e = param_at(c, i);
+    std::vector<float> buf(param(i), param(i) + e.shape.numel());
+    if (e.role == param_role::attention_q)
+      permute_rope_rows(buf, c.n_heads, head_dim(c), c.dim, false);
+    if (e.role == param_role::attention_k)
+      permute_rope_rows(buf, c.n_kv_heads, head_dim(c), c.dim, false);
+    w.add(hf_name(e), hf_shape(e), buf, type);
+  }
+  w.write(path);
+}
+
+}  // namespace tessera::io

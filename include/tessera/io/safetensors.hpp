@@ -1,0 +1,374 @@
+// tessera/io/safetensors.hpp: read and write the safetensors format.
+//
+// Format (huggingface/safetensors): 8-byte little-endian header length N, then N bytes of
+// JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+// "__metadata__": {"k": "v"}}, then the raw little-endian data; offsets are relative to the
+// end of the header. Readers here validate everything (header length, JSON, dtype, shape
+// against byte size, offsets inside the file) and throw tessera::error naming the file and
+// the tensor. Writers write to "<path>.tmp.<pid>" and rename, so a crash never leaves a
+// half-written file under the final name.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <tessera/core/dtype.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/core/json.hpp>
+
+namespace tessera::io::safetensors {
+
+/// safetensors data is little-endian; tessera copies it as is, so the host must be too.
+inline void check_host_endianness() {
+  check(std::endian::native == std::endian::little,
+        "safetensors: tessera reads and writes safetensors on little-endian hosts only");
+}
+
+/// The library's one element-type enum (core/dtype.hpp). tessera reads F32, BF16 and F16
+/// and writes F32 and BF16.
+using dtype = ::tessera::dtype;
+
+/// The safetensors spelling of `d` ("F32", "BF16", "F16", "F8_E4M3", ...).
+inline std::string_view dtype_name(dtype d) {
+  switch (d) {
+    case dtype::u8: return "U8";
+    case dtype::i32: return "I32";
+    case dtype::i64: return "I64";
+    case dtype::f32: return "F32";
+    case dtype::f64: return "F64";
+    case dtype::bf16: return "BF16";
+    case dtype::f8e4m3: return "F8_E4M3";
+    case dtype::f8e5m2: return "F8_E5M2";
+    case dtype::f16: return "F16";
+  }
+  return "?";
+}
+inline std::size_t dtype_size(dtype d) { return size_of(d); }
+
+namespace detail {
+inline float bf16_to_f32(std::uint16_t h) {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16);
+}
+/// Round to nearest even; NaN stays a (quiet) NaN.
+inline std::uint16_t f32_to_bf16(float f) {
+  const auto u = std::bit_cast<std::uint32_t>(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  const std::uint32_t lsb = (u >> 16) & 1u;
+  return static_cast<std::uint16_t>((u + 0x7FFFu + lsb) >> 16);
+}
+inline float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1Fu;
+  const std::uint32_t man = h & 0x3FFu;
+  if (exp == 0) {
+    const float v = static_cast<float>(man) * 0x1p-24f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7F800000u | (man << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (man << 13));
+}
+}  // namespace detail
+
+/// One tensor's entry in the header.
+struct tensor_info {
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  ///< byte offsets into the data section
+  std::uint64_t end = 0;
+  std::int64_t numel() const {
+    std::int64_t n = 1;
+    for (auto s : shape) n *= s;
+    return n;
+  }
+};
+
+inline std::string shape_string(std::span<const std::int64_t> s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(s[i]);
+  }
+  out += "]";
+  return out;
+}
+
+/// A safetensors file opened for reading: the header is parsed and checked at open time;
+/// tensor data is read on demand, converted to f32.
+class reader {
+ public:
+  explicit reader(const std::filesystem::path& path) : path_(path) {
+    check_host_endianness();
+    const std::string p = path.string();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec))
+      throw error("safetensors: cannot open '" + p + "': no such file");
+    file_size_ = std::filesystem::file_size(path, ec);
+    in_.open(path, std::ios::binary);
+    if (!in_) throw error("safetensors: cannot open '" + p + "' for reading");
+    if (file_size_ < 8)
+      throw error("safetensors: '" + p + "' is truncated: " + std::to_string(file_size_) +
+                  " bytes, shorter than the 8-byte header length");
+    unsigned char len_bytes[8];
+    in_.read(reinterpret_cast<char*>(len_bytes), 8);
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len_bytes[i];
+    if (n > file_size_ - 8)
+      throw error("safetensors: '" + p + "' is truncated or not a safetensors file: header "
+                  "length " + std::to_string(n) + " exceeds the " +
+                  std::to_string(file_size_ - 8) + " bytes after it");
+    if (n > (std::uint64_t{100} << 20))
+      throw error("safetensors: '" + p + "': header length " + std::to_string(n) +
+                  " is over 100 MiB; the file is corrupt");
+    std::string header(n, '\0');
+    in_.read(header.data(), static_cast<std::streamsize>(n));
+    data_start_ = 8 + n;
+    parse_header(header);
+  }
+
+  const std::filesystem::path& path() const { return path_; }
+  const std::vector<tensor_info>& tensors() const { return tensors_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  const tensor_info* find(std::string_view name) const {
+    for (const auto& t : tensors_)
+      if (t.name == name) return &t;
+    return nullptr;
+  }
+
+  /// Reads tensor `name` into `out` as f32, checking that it exists and has `shape`.
+  void read_f32(std::string_view name, std::span<const std::int64_t> shape,
+                std::span<float> out) {
+    const tensor_info* t = find(name);
+    if (!t)
+      throw error("safetensors: '" + path_.string() + "' has no tensor named '" +
+                  std::string(name) + "'");
+    if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()))
+      throw error("safetensors: '" + path_.string() + "': tensor '" + std::string(name) +
+                  "' has shape " + shape_string(t->shape) + ", expected " +
+                  shape_string(shape));
+    check(static_cast<std::int64_t>(out.size()) == t->numel(),
+          "safetensors: output buffer size does not match tensor '" + std::string(name) + "'");
+    const std::size_t bytes = t->end - t->begin;
+    if (bytes == 0) return;  // an empty tensor: nothing to read
+    in_.clear();
+    in_.seekg(static_cast<std::streamoff>(data_start_ + t->begin));
+    if (t->type == dtype::f32) {
+      in_.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(bytes));
+    } else {
+      std::vector<std::uint16_t> tmp(out.size());
+      in_.read(reinterpret_cast<char*>(tmp.data()), static_cast<std::streamsize>(bytes));
+      for (std::size_t i = 0; i < tmp.size(); ++i)
+        out[i] = t->type == dtype::bf16 ? detail::bf16_to_f32(tmp[i]) : detail::f16_to_f32(tmp[i]);
+    }
+    if (!in_)
+      throw error("safetensors: '" + path_.string() + "': reading tensor '" +
+                  std::string(name) + "' failed (file truncated?)");
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t data_start_ = 0;
+  std::vector<tensor_info> tensors_;
+  std::map<std::string, std::string> metadata_;
+
+  /// Headers nest 3 levels (root, tensor, shape); a little room for metadata writers.
+  static constexpr int max_header_depth = 8;
+
+  [[noreturn]] void bad(const std::string& what) const {
+    throw error("safetensors: '" + path_.string() + "' has a corrupt header: " + what);
+  }
+
+  void parse_header(const std::string& header) {
+    json::value root;
+    try {
+      root = json::parse(header, "the JSON", max_header_depth);
+    } catch (const error& e) {
+      bad(e.what());
+    }
+    if (!root.is_object()) bad("the header is not a JSON object");
+    const std::uint64_t data_size = file_size_ - data_start_;
+    for (std::size_t i = 0; i < root.keys.size(); ++i) {
+      const std::string& name = root.keys[i];
+      const json::value& v = root.items[i];
+      if (name == "__metadata__") {
+        if (!v.is_object()) bad("__metadata__ is not an object");
+        for (std::size_t j = 0; j < v.keys.size(); ++j) {
+          if (!v.items[j].is_string())
+            bad("__metadata__ value '" + v.keys[j] + "' is not a string");
+          metadata_[v.keys[j]] = v.items[j].str;
+        }
+        continue;
+      }
+      if (!v.is_object()) bad("entry '" + name + "' is not an object");
+      tensor_info t;
+      t.name = name;
+      const json::value* dt = v.get("dtype");
+      const json::value* sh = v.get("shape");
+      const json::value* off = v.get("data_offsets");
+      if (!dt || !dt->is_string()) bad("tensor '" + name + "' has no dtype string");
+      if (!sh || !sh->is_array()) bad("tensor '" + name + "' has no shape array");
+      if (!off || !off->is_array() || off->items.size() != 2)
+        bad("tensor '" + name + "' has no [begin, end] data_offsets");
+      if (dt->str == "F32") t.type = dtype::f32;
+      else if (dt->str == "BF16") t.type = dtype::bf16;
+      else if (dt->str == "F16") t.type = dtype::f16;
+      else
+        throw error("safetensors: '" + path_.string() + "': tensor '" + name + "' has dtype " +
+                    dt->str.substr(0, 40) + "; tessera reads F32, BF16 and F16");
+      // Sizes in checked arithmetic: the byte size of the tensor must fit 63 bits.
+      std::int64_t bytes = static_cast<std::int64_t>(dtype_size(t.type));
+      for (const auto& d : sh->items) {
+        const auto n = d.as_int64();
+        if (!n || *n < 0) bad("tensor '" + name + "' has a dimension that is not an integer >= 0");
+        t.shape.push_back(*n);
+        if (bytes != 0 && *n > std::numeric_limits<std::int64_t>::max() / bytes)
+          bad("tensor '" + name + "' of shape " + shape_string(t.shape) +
+              "... has more elements than any file can hold (its byte size overflows 64 bits)");
+        bytes *= *n;
+      }
+      const auto b = off->items[0].as_int64();
+      const auto e = off->items[1].as_int64();
+      if (!b || !e || *b < 0 || *e < 0)
+        bad("tensor '" + name + "' has a data offset that is not an integer >= 0");
+      t.begin = static_cast<std::uint64_t>(*b);
+      t.end = static_cast<std::uint64_t>(*e);
+      if (t.end < t.begin) bad("tensor '" + name + "' ends before it begins");
+      const std::uint64_t want = static_cast<std::uint64_t>(bytes);
+      if (t.end - t.begin != want)
+        bad("tensor '" + name + "' of shape " + shape_string(t.shape) + " and dtype " +
+            dt->str + " needs " + std::to_string(want) + " bytes but its offsets span " +
+            std::to_string(t.end - t.begin));
+      if (t.end > data_size)
+        throw error("safetensors: '" + path_.string() + "' is truncated: tensor '" + name +
+                    "' ends at byte " + std::to_string(t.end) + " of the data section, which "
+                    "has only " + std::to_string(data_size) + " bytes");
+      tensors_.push_back(std::move(t));
+    }
+  }
+};
+
+/// Collects tensors and writes one safetensors file (atomically: temp file, then rename).
+class writer {
+ public:
+  /// Adds a tensor from f32 data, stored as `type` (F32, or BF16 rounded to nearest even).
+  void add(std::string name, std::vector<std::int64_t> shape, std::span<const float> data,
+           dtype type = dtype::f32) {
+    check(type == dtype::f32 || type == dtype::bf16,
+          "safetensors: writing " + std::string(dtype_name(type)) + " is not supported; use F32 or BF16");
+    entry e{std::move(name), type, std::move(shape), {}};
+    std::int64_t n = 1;
+    for (auto s : e.shape) n *= s;
+    check(n == static_cast<std::int64_t>(data.size()),
+          "safetensors: tensor '" + e.name + "': data size does not match its shape");
+    e.bytes.resize(data.size() * dtype_size(type));
+    if (data.empty()) {
+      // nothing to copy (and memcpy from the null data() of an empty span is undefined)
+    } else if (type == dtype::f32) {
+      std::memcpy(e.bytes.data(), data.data(), e.bytes.size());
+    } else {
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        const std::uint16_t h = detail::f32_to_bf16(data[i]);
+        std::memcpy(e.bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    entries_.push_back(std::move(e));
+  }
+  void add_metadata(std::string key, std::string value) { meta_[std::move(key)] = std::move(value); }
+
+  void write(const std::filesystem::path& path) const {
+    check_host_endianness();
+    using json::quote;
+    std::string h = "{";
+    bool first = true;
+    if (!meta_.empty()) {
+      h += "\"__metadata__\":{";
+      bool f2 = true;
+      for (const auto& [k, v] : meta_) {
+        if (!f2) h += ",";
+        h += quote(k);
+        h += ":";
+        h += quote(v);
+        f2 = false;
+      }
+      h += "}";
+      first = false;
+    }
+    std::uint64_t off = 0;
+    for (const auto& e : entries_) {
+      if (!first) h += ",";
+      h += quote(e.name) + ":{\"dtype\":\"" +
+           std::string(dtype_name(e.type)) + "\",\"shape\":" + shape_json(e.shape) +
+           ",\"data_offsets\":[" + std::to_string(off) + "," +
+           std::to_string(off + e.bytes.size()) + "]}";
+      off += e.bytes.size();
+      first = false;
+    }
+    h += "}";
+    while ((8 + h.size()) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
+    const std::filesystem::path tmp =
+        path.string() + ".tmp." + std::to_string(static_cast<long>(::getpid()));
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out)
+        throw error("safetensors: cannot create '" + tmp.string() +
+                    "' (does the directory exist and is it writable?)");
+      unsigned char len[8];
+      std::uint64_t n = h.size();
+      for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
+      out.write(reinterpret_cast<const char*>(len), 8);
+      out.write(h.data(), static_cast<std::streamsize>(h.size()));
+      for (const auto& e : entries_)
+        out.write(reinterpret_cast<const char*>(e.bytes.data()),
+                  static_cast<std::streamsize>(e.bytes.size()));
+      out.flush();
+      if (!out) {
+        std::error_code ec;
+        std::filesystem::remove(tmp, ec);
+        throw error("safetensors: writing '" + tmp.string() + "' failed (disk full?)");
+      }
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    if (ec) {
+      std::filesystem::remove(tmp, ec);
+      throw error("safetensors: cannot rename the temporary file to '" + path.string() + "'");
+    }
+  }
+
+ private:
+  struct entry {
+    std::string name;
+    dtype type;
+    std::vector<std::int64_t> shape;
+    std::vector<unsigned char> bytes;
+  };
+  std::vector<entry> entries_;
+  std::map<std::string, std::string> meta_;
+
+  static std::string shape_json(const std::vector<std::int64_t>& s) {
+    std::string out = "[";
+    for (std::size_t i = 0; i < s.size(); ++i) {
+      if (i) out += ",";
+      out += std::to_string(s[i]);
+    }
+    out += "]";
+    return out;
+  }
+};
+
+}  // namespace tessera::io::safetensors

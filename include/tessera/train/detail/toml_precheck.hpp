@@ -1,0 +1,134 @@
+// tessera/train/detail/toml_precheck.hpp: what a run configuration must pass before it is
+// handed to toml++.
+//
+// Debian 12's toml++ 3.3.0 has parser defects a config file can reach: a table header that
+// does not start with a key (`[$`, `[[[1]]]`) violates an assumption of its key parser
+// (an assertion in debug builds, undefined behaviour in release builds), and non-ASCII bytes
+// outside strings and comments (`\xcf\xa2`) reach code with undefined behaviour
+// (marzer/tomlplusplus #294, #295; fixed upstream after 3.3.0). This check rejects, with a
+// message naming the file, line and column, what would reach those paths; anything it
+// lets through is also what TOML allows, so valid configs are unaffected:
+//   - the text is valid UTF-8 (TOML requires it);
+//   - bytes outside ASCII stand only in strings and comments (TOML's bare keys, numbers,
+//     booleans, dates and punctuation are ASCII);
+//   - a table header (`[` or `[[` first on a line, outside a value) starts with a bare key
+//     character (A-Za-z0-9_-) or a quote.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <tessera/core/error.hpp>
+
+namespace tessera::train::detail {
+
+inline void toml_precheck(std::string_view s, const std::string& path) {
+  std::size_t line = 1, col = 1;
+  auto fail = [&](const std::string& what) {
+    throw error(path + ":" + std::to_string(line) + ":" + std::to_string(col) + ": TOML syntax error: " + what);
+  };
+  // 1. UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF).
+  for (std::size_t i = 0; i < s.size();) {
+    const auto b = static_cast<unsigned char>(s[i]);
+    if (b == '\n') {
+      ++line;
+      col = 1;
+      ++i;
+      continue;
+    }
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    if (b < 0x80) n = 1, cp = b;
+    else if (b >= 0xC2 && b <= 0xDF) n = 2, cp = b & 0x1Fu;
+    else if (b >= 0xE0 && b <= 0xEF) n = 3, cp = b & 0x0Fu;
+    else if (b >= 0xF0 && b <= 0xF4) n = 4, cp = b & 0x07u;
+    else fail("the file is not valid UTF-8 (byte " + std::to_string(b) + ")");
+    if (s.size() - i < n) fail("the file is not valid UTF-8 (it ends inside a character)");
+    for (std::size_t k = 1; k < n; ++k) {
+      const auto c = static_cast<unsigned char>(s[i + k]);
+      if ((c & 0xC0u) != 0x80u) fail("the file is not valid UTF-8 (byte " + std::to_string(c) + ")");
+      cp = (cp << 6) | (c & 0x3Fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) || (cp >= 0xD800 && cp <= 0xDFFF))
+      fail("the file is not valid UTF-8 (an overlong form, a surrogate or a code point above U+10FFFF)");
+    i += n;
+    ++col;
+  }
+  // 2. Non-ASCII outside strings and comments; table headers start with a key.
+  line = 1;
+  col = 1;
+  int depth = 0;             // open [ and { of values
+  bool line_start = true;    // only whitespace so far on this line
+  bool value_side = false;   // after '=' on this line (or inside a value)
+  auto advance = [&](std::size_t& i) {
+    if (s[i] == '\n') {
+      ++line;
+      col = 1;
+    } else if ((static_cast<unsigned char>(s[i]) & 0xC0u) != 0x80u) {
+      ++col;
+    }
+    ++i;
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    if (c == '\n') {
+      advance(i);
+      line_start = true;
+      if (depth == 0) value_side = false;
+      continue;
+    }
+    if (c == ' ' || c == '\t' || c == '\r') {
+      advance(i);
+      continue;
+    }
+    if (c == '#') {  // a comment: anything to the end of the line
+      while (i < s.size() && s[i] != '\n') advance(i);
+      continue;
+    }
+    if (c == '"' || c == '\'') {  // a string: '...', "...", '''...''', """..."""
+      const bool multi = s.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
+      const std::size_t open = multi ? 3 : 1;
+      for (std::size_t k = 0; k < open; ++k) advance(i);
+      for (;;) {
+        if (i >= s.size()) return;  // unterminated: toml++ reports it
+        if (!multi && s[i] == '\n') break;
+        if (c == '"' && s[i] == '\\' && i + 1 < s.size()) {
+          advance(i);
+          advance(i);
+          continue;
+        }
+        if (s[i] == c && (!multi || s.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''"))) {
+          for (std::size_t k = 0; k < open; ++k) advance(i);
+          // TOML allows up to two more quotes closing a multi-line string
+          while (multi && i < s.size() && s[i] == c) advance(i);
+          break;
+        }
+        advance(i);
+      }
+      line_start = false;
+      continue;
+    }
+    if (static_cast<unsigned char>(c) >= 0x80)
+      fail("a character outside ASCII stands outside a string or comment; quote the key or the value");
+    if (c == '[' && line_start && depth == 0 && !value_side) {  // a table header
+      advance(i);
+      if (i < s.size() && s[i] == '[') advance(i);
+      while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) advance(i);
+      const char k = i < s.size() ? s[i] : '\n';
+      const bool key_start = (k >= 'A' && k <= 'Z') || (k >= 'a' && k <= 'z') || (k >= '0' && k <= '9') ||
+                             k == '_' || k == '-' || k == '"' || k == '\'';
+      if (!key_start) fail("a table header must start with a key, e.g. [training] or [[a.b]]");
+      line_start = false;
+      continue;
+    }
+    if (c == '=' && depth == 0) value_side = true;
+    if (value_side && (c == '[' || c == '{')) ++depth;
+    if (value_side && (c == ']' || c == '}') && depth > 0) --depth;
+    line_start = false;
+    advance(i);
+  }
+}
+
+}  // namespace tessera::train::detail

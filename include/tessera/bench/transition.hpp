@@ -4,13 +4,15 @@
 //   using M    = tessera::mesh<tessera::axis<"dp", 2>, tessera::axis<"tp", 2>>;
 //   using FSDP = tessera::layout_t<M, 2, tessera::dim<0, "dp", "tp">>;
 //   using TP   = tessera::layout_t<M, 2, tessera::dim<1, "tp">>;
-//   static auto* fsdp_to_tp = tessera::bench::transition<FSDP, TP, float>("fsdp->tp", {4096, 4096});
-//   TESSERA_BENCH_MAIN()
+//   int main(int argc, char** argv) {
+//     tessera::bench::transition<FSDP, TP, float>("fsdp->tp", {4096, 4096});
+//     return tessera::bench::main(argc, argv);   // Google Benchmark's main, MPI-aware
+//   }
 //
 // Link tessera::benchmark (and tessera::mpi to run it under mpirun as well). Each
 // benchmark runs dist_tensor::redistribute on every rank of the mesh: on in-process ranks
 // (threads) by default; under `mpirun -np <ranks>` on the MPI processes, when the program
-// is built with tessera::mpi and uses TESSERA_BENCH_MAIN (or tessera::bench::main). Every
+// is built with tessera::mpi and runs tessera::bench::main. Every
 // iteration runs one call after a barrier; its time is the slowest rank's (Google
 // Benchmark's manual time), so the reported time is per call, as nccl-tests and
 // tessera-plan --run report it. Counters: bytes_per_rank (the bus bytes the busiest rank
@@ -33,6 +35,7 @@
 #include <tessera/comm/threads.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/dist_tensor.hpp>
+#include <tessera/tensor/dtype.hpp>
 #ifdef TESSERA_HAS_MPI
 #include <tessera/comm/mpi.hpp>
 #endif
@@ -211,7 +214,3 @@ inline int main(int argc, char** argv) {
 }
 
 }  // namespace tessera::bench
-
-/// main() of a benchmark file made of tessera::bench::transition registrations.
-#define TESSERA_BENCH_MAIN() \
-  int main(int argc, char** argv) { return tessera::bench::main(argc, argv); }

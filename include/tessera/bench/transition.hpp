@@ -63,6 +63,12 @@ inline bool under_mpirun() {
 #endif
 }
 
+/// Benchmarks that failed (skipped with an error): bench::main then exits with 1.
+inline int& failures() {
+  static int n = 0;
+  return n;
+}
+
 /// The MPI world when the program runs under mpirun (set by bench::main), else null.
 inline comm::any_communicator*& mpi_world() {
   static comm::any_communicator* w = nullptr;
@@ -165,6 +171,7 @@ benchmark::internal::Benchmark* transition(const std::string& name, const shape_
               });
             }
           } catch (const std::exception& e) {
+            ++detail::failures();
             st.SkipWithError(e.what());
           }
         });
@@ -178,6 +185,7 @@ benchmark::internal::Benchmark* transition(const std::string& name, const shape_
 
 /// Google Benchmark's main, run by every rank: under mpirun (built with tessera::mpi)
 /// it initializes MPI and runs the benchmarks on the MPI processes, rank 0 reporting.
+/// Returns 1 when a transition failed (its line says ERROR OCCURRED and why), else 0.
 inline int main(int argc, char** argv) {
 #ifdef TESSERA_HAS_MPI
   std::unique_ptr<comm::mpi_environment> env;
@@ -210,7 +218,7 @@ inline int main(int argc, char** argv) {
   detail::mpi_world() = nullptr;
   world.reset();
 #endif
-  return 0;
+  return detail::failures() ? 1 : 0;
 }
 
 }  // namespace tessera::bench

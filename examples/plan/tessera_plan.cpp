@@ -36,6 +36,11 @@
 
 #include "print.hpp"
 #include "run_mode.hpp"
+#ifdef TESSERA_HAS_TOMLPLUSPLUS
+#include <tessera/plan/link_profile.hpp>
+
+#include "calibrate.hpp"
+#endif
 
 namespace {
 
@@ -146,7 +151,7 @@ int main(int argc, char** argv) {
       continue;
     }
     if (a != "--mesh" && a != "--from" && a != "--to" && a != "--shape" && a != "--dtype" && a != "--link" &&
-        a != "--backend" && a != "--calls" && a != "--warmup" && a != "--next")
+        a != "--backend" && a != "--calls" && a != "--warmup" && a != "--next" && a != "--calibrate" && a != "--links")
       die("unknown argument '" + a + "'");
     if (i + 1 >= argc) die(a + " needs a value");
     if (a == "--link")
@@ -154,17 +159,20 @@ int main(int argc, char** argv) {
     else
       flags[a] = argv[++i];
   }
+  const bool calibrate = flags.count("--calibrate") > 0;
+  if (calibrate && run) die("--calibrate and --run: give one of them (calibrate first, then --run --links FILE)");
   for (const char* need : {"--mesh", "--from", "--to", "--shape"})
-    if (!flags.count(need)) die(std::string("missing ") + need);
+    if (!flags.count(need) && (!calibrate || std::string_view(need) == "--mesh")) die(std::string("missing ") + need);
   for (const char* only_run : {"--backend", "--calls", "--warmup", "--next"})
-    if (flags.count(only_run) && !run) die(std::string(only_run) + " applies to --run; add --run or drop it");
+    if (flags.count(only_run) && !run && !(calibrate && std::string_view(only_run) != "--next"))
+      die(std::string(only_run) + " applies to --run (and --calibrate); add --run or drop it");
   const std::string backend = flags.count("--backend") ? flags["--backend"] : "threads";
   if (backend != "threads" && backend != "mpi")
     die("--backend: unknown backend '" + backend + "'; use threads (in-process ranks) or mpi (under mpirun)");
 #ifdef TESSERA_HAS_MPI
   if (backend == "mpi" && !under_mpi)
     die("--backend mpi: not started by mpirun; run it as mpirun -np RANKS tessera-plan ... --backend mpi");
-  if (backend == "threads" && under_mpi && run)
+  if (backend == "threads" && under_mpi && (run || calibrate))
     die("--backend threads: started by mpirun; add --backend mpi, or run without mpirun");
 #else
   if (backend == "mpi") die("--backend mpi: this tessera-plan was built without MPI; rebuild with MPI found, or use --backend threads");
@@ -183,6 +191,61 @@ int main(int argc, char** argv) {
   }
   if (world_size(m) > 4096) die("--mesh: at most 4096 ranks");
   const std::vector<std::string_view> names(axis_names.begin(), axis_names.end());
+#ifdef TESSERA_HAS_MPI
+  if (backend == "mpi" && mpi_size != world_size(m))
+    die("--mesh " + flags["--mesh"] + " has " + std::to_string(world_size(m)) + " ranks, but mpirun started " +
+        std::to_string(mpi_size) + " processes; run mpirun -np " + std::to_string(world_size(m)) + " (or give a mesh of " +
+        std::to_string(mpi_size) + " ranks)");
+  auto mpi_world = [&] {
+    comm::mpi_options o;
+    o.check_calls = false;  // timing: no agreement round before each collective
+    return comm::any_communicator(comm::mpi_communicator(MPI_COMM_WORLD, o));
+  };
+#else
+  auto mpi_world = [] { return comm::any_communicator(); };
+#endif
+  bench::time_options times;
+  if (flags.count("--calls")) times.calls = static_cast<int>(parse_count(flags["--calls"], "--calls"));
+  if (flags.count("--warmup")) {
+    const std::string& w = flags["--warmup"];
+    times.warmup = w == "0" ? 0 : static_cast<int>(parse_count(w, "--warmup"));
+  }
+  if (times.calls > 100000 || times.warmup > 100000) die("--calls/--warmup: at most 100000");
+
+  cost_model cm;
+  if (flags.count("--links") || calibrate) {
+#ifdef TESSERA_HAS_TOMLPLUSPLUS
+    if (flags.count("--links")) {
+      try {
+        cm = read_link_profile(flags["--links"], names);
+      } catch (const error& e) {
+        die(std::string("--links: ") + e.what());
+      }
+    }
+    if (calibrate) {
+      if (!flags.count("--calls")) times.calls = 10;
+      const std::string file = flags["--calibrate"];
+      if (!quiet) {  // refuse an unwritable path before measuring (the profile is written at the end)
+        std::ofstream probe(file + ".tmp");
+        if (!probe) die("--calibrate " + file + ": cannot write there; give a path in a writable directory");
+        probe.close();
+        std::remove((file + ".tmp").c_str());
+      }
+      try {
+        const int code = plan_tool::calibrate(m, names, flags["--mesh"], file, backend == "mpi" ? mpi_world() : comm::any_communicator(),
+                                              times, quiet);
+#ifdef TESSERA_HAS_MPI
+        mpi_env.reset();
+#endif
+        return code;
+      } catch (const std::exception& e) {
+        die(std::string("--calibrate: ") + e.what(), 1);
+      }
+    }
+#else
+    die("--links/--calibrate: this tessera-plan was built without toml++ (libtomlplusplus-dev); install it and rebuild");
+#endif
+  }
 
   // shape and dtype
   shape_t g;
@@ -195,7 +258,6 @@ int main(int argc, char** argv) {
   if (!dtypes.count(dt)) die("--dtype: unknown dtype '" + dt + "'; use f32, bf16, f16, f8 or f64");
   const std::int64_t elem = dtypes.at(dt);
 
-  cost_model cm;
   for (const std::string& l : links) {
     const auto kv = split(l, '=');
     const auto it = kv.size() == 2 ? std::find(axis_names.begin(), axis_names.end(), kv[0]) : axis_names.end();
@@ -229,30 +291,19 @@ int main(int argc, char** argv) {
   if (run) {
     if (dt != "f32" && dt != "bf16" && dt != "f64")
       die("--dtype " + dt + ": --run executes f32, bf16 or f64 tensors (the communicators reduce no f16 or f8); use one of those");
-    q.times.calls = flags.count("--calls") ? static_cast<int>(parse_count(flags["--calls"], "--calls"))
-                                           : plan_tool::default_calls(g.numel() * elem);
-    if (flags.count("--warmup")) {
-      const std::string& w = flags["--warmup"];
-      q.times.warmup = w == "0" ? 0 : static_cast<int>(parse_count(w, "--warmup"));
-  }
-  if (q.times.calls > 100000 || q.times.warmup > 100000) die("--calls/--warmup: at most 100000");
-  cs = bench::candidate_plans(src, dst, m, g, elem, cm, next_best, names);
-  {  // memory: threads run every rank in this process; MPI processes share this node
-    const std::int64_t per_rank = plan_tool::bytes_per_rank(q, cs);
-    std::int64_t here = world_size(m);
-    if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && backend == "mpi") here = std::atoll(local);
-    const std::int64_t avail = available_memory();
-    if (avail > 0 && per_rank * here > avail)
-      die("--shape " + flags["--shape"] + ": running it needs about " + human_bytes(static_cast<double>(per_rank * here)) +
-          " on this machine (" + std::to_string(here) + " ranks here, " + human_bytes(static_cast<double>(per_rank)) +
-          " each), but " + human_bytes(static_cast<double>(avail)) + " is available; give a smaller --shape");
-  }
-#ifdef TESSERA_HAS_MPI
-  if (backend == "mpi" && mpi_size != world_size(m))
-    die("--mesh " + flags["--mesh"] + " has " + std::to_string(world_size(m)) + " ranks, but mpirun started " +
-        std::to_string(mpi_size) + " processes; run mpirun -np " + std::to_string(world_size(m)) + " (or give a mesh of " +
-        std::to_string(mpi_size) + " ranks)");
-#endif
+    q.times = times;
+    if (!flags.count("--calls")) q.times.calls = plan_tool::default_calls(g.numel() * elem);
+    cs = bench::candidate_plans(src, dst, m, g, elem, cm, next_best, names);
+    {  // memory: threads run every rank in this process; MPI processes share this node
+      const std::int64_t per_rank = plan_tool::bytes_per_rank(q, cs);
+      std::int64_t here = world_size(m);
+      if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && backend == "mpi") here = std::atoll(local);
+      const std::int64_t avail = available_memory();
+      if (avail > 0 && per_rank * here > avail)
+        die("--shape " + flags["--shape"] + ": running it needs about " + human_bytes(static_cast<double>(per_rank * here)) +
+            " on this machine (" + std::to_string(here) + " ranks here, " + human_bytes(static_cast<double>(per_rank)) +
+            " each), but " + human_bytes(static_cast<double>(avail)) + " is available; give a smaller --shape");
+    }
   }
 
   if (!run) {
@@ -294,14 +345,7 @@ int main(int argc, char** argv) {
     else
       plan_tool::measure_threads<T>(q, cs, &ms);
   };
-  comm::any_communicator world;
-#ifdef TESSERA_HAS_MPI
-  if (backend == "mpi") {
-    comm::mpi_options o;
-    o.check_calls = false;  // timing: no agreement round before each collective
-    world = comm::any_communicator(comm::mpi_communicator(MPI_COMM_WORLD, o));
-  }
-#endif
+  comm::any_communicator world = backend == "mpi" ? mpi_world() : comm::any_communicator();
   try {
     if (dt == "f32") measure(float{}, world ? &world : nullptr);
     else if (dt == "f64") measure(double{}, world ? &world : nullptr);

@@ -160,11 +160,12 @@ class dist_tensor {
 
   /// The tensor in layout `NewLayout`: runs the compile-time plan's steps (collective on
   /// every rank of the mesh: all ranks must call it). The result's buffer comes from
-  /// tessera::result_pool.
-  template <class NewLayout>
+  /// tessera::result_pool. `Cost` (a type with `static constexpr cost_model value`) is
+  /// the cost model the plan is chosen by: your cluster's constants instead of NVLink's.
+  template <class NewLayout, class Cost = default_cost_model>
   dist_tensor<T, NewLayout, Space> redistribute() const {
     std::vector<T> result = detail::result_pool_of<T>::take(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
-    redistribute_local<Layout, NewLayout>(*dm_, global_, local_.data(), result.data());
+    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), result.data());
     return dist_tensor<T, NewLayout, Space>(*dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()),
                                             std::move(result));
   }
@@ -172,7 +173,7 @@ class dist_tensor {
   /// The same transition into `out`, a tensor of the target layout on the same device mesh
   /// with the same global shape (e.g. the result of an earlier call): allocates nothing.
   /// `out` must not be this tensor.
-  template <class NewLayout>
+  template <class Cost = default_cost_model, class NewLayout>
   void redistribute(dist_tensor<T, NewLayout, Space>& out) const {
     if (&out.mesh() != dm_)
       throw error("tessera::dist_tensor::redistribute(out): out is on another device_mesh; make it on this "
@@ -182,7 +183,7 @@ class dist_tensor {
                   "give a tensor of the same global shape");
     if (static_cast<const void*>(&out) == static_cast<const void*>(this))
       throw error("tessera::dist_tensor::redistribute(out): out is this tensor; redistribute into another one");
-    redistribute_local<Layout, NewLayout>(*dm_, global_, local_.data(), out.local_.data());
+    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), out.local_.data());
   }
 
   /// The whole tensor on every rank (a redistribute to replicated; collective).

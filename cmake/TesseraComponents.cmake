@@ -1,4 +1,5 @@
-# Finds tessera's optional dependencies (MPI, CUDA, NCCL, OpenBLAS, SentencePiece, toml++) and defines one INTERFACE target per component.
+# Finds tessera's optional dependencies (MPI, CUDA, NCCL, OpenBLAS, SentencePiece, toml++,
+# Google Benchmark) and defines one INTERFACE target per component.
 # Used both by the build tree and by the installed package config. None is required:
 # a component whose dependency is missing is simply absent (TESSERA_HAS_<C> is OFF).
 
@@ -50,6 +51,13 @@ macro(tessera_find_components)
       endif()
     endif()
   endif()
+
+  # Google Benchmark (tessera/bench/transition.hpp: a layout transition as a benchmark).
+  set(TESSERA_HAS_BENCHMARK OFF)
+  find_package(benchmark QUIET)
+  if(TARGET benchmark::benchmark)
+    set(TESSERA_HAS_BENCHMARK ON)
+  endif()
 endmacro()
 
 # Defines tessera_<c> targets (aliased tessera::<c>) for the components that were found.
@@ -93,5 +101,11 @@ function(tessera_define_component_targets core)
     target_link_libraries(tessera_tomlplusplus INTERFACE ${core} ${TESSERA_TOMLPLUSPLUS_TARGET})
     target_compile_definitions(tessera_tomlplusplus INTERFACE TESSERA_HAS_TOMLPLUSPLUS=1)
     add_library(tessera::tomlplusplus ALIAS tessera_tomlplusplus)
+  endif()
+  if(TESSERA_HAS_BENCHMARK AND NOT TARGET tessera::benchmark)
+    add_library(tessera_benchmark INTERFACE)
+    target_link_libraries(tessera_benchmark INTERFACE ${core} benchmark::benchmark)
+    target_compile_definitions(tessera_benchmark INTERFACE TESSERA_HAS_BENCHMARK=1)
+    add_library(tessera::benchmark ALIAS tessera_benchmark)
   endif()
 endfunction()

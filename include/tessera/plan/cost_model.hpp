@@ -16,6 +16,13 @@
 // bandwidth and a higher hop latency; a flattened group uses its slowest axis. Local
 // steps (slices, marking partial) and collectives over a group of one rank move nothing
 // and cost nothing.
+//
+// Per collective (all_gather, reduce_scatter, all_reduce, all_to_all, and the
+// point-to-point exchange of uneven all_to_alls), `coll_scale` multiplies the bandwidth
+// term and `coll_base_us` adds latency: a backend's all_reduce need not run at the speed
+// of its all_gather. Defaults 1 and 0 give DTensor's model exactly; a link profile
+// measured by `tessera-plan --calibrate` (plan/link_profile.hpp) sets all of them:
+//   time = base_us + coll_base_us[c] + hops * hop_us + coll_scale[c] * bus_bytes / bandwidth
 #pragma once
 
 #include <array>
@@ -27,10 +34,39 @@
 
 namespace tessera {
 
+/// The collectives whose cost the model tells apart (index into cost_model::coll_*).
+enum class coll_kind : std::uint8_t { all_gather, reduce_scatter, all_reduce, all_to_all, exchange };
+inline constexpr int coll_kinds = 5;
+
+constexpr coll_kind coll_kind_of(step_kind k) noexcept {
+  switch (k) {
+    case step_kind::all_gather: return coll_kind::all_gather;
+    case step_kind::reduce_scatter: return coll_kind::reduce_scatter;
+    case step_kind::all_reduce: return coll_kind::all_reduce;
+    default: return coll_kind::all_to_all;
+  }
+}
+
 struct cost_model {
   double base_us = 6.6;
   std::array<double, max_mesh_axes> GBps{87.7, 87.7, 87.7, 87.7, 87.7, 87.7, 87.7, 87.7};
   std::array<double, max_mesh_axes> hop_us{0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6};
+  std::array<double, coll_kinds> coll_scale{1, 1, 1, 1, 1};
+  std::array<double, coll_kinds> coll_base_us{0, 0, 0, 0, 0};
+
+  constexpr double scale(coll_kind c) const noexcept { return coll_scale[static_cast<std::size_t>(c)]; }
+  constexpr double extra_us(coll_kind c) const noexcept { return coll_base_us[static_cast<std::size_t>(c)]; }
+  /// Lower bounds over the collectives (for the search's A* heuristic).
+  constexpr double min_scale() const noexcept {
+    double m = coll_scale[0];
+    for (double v : coll_scale) m = v < m ? v : m;
+    return m;
+  }
+  constexpr double min_base_us() const noexcept {
+    double m = coll_base_us[0];
+    for (double v : coll_base_us) m = v < m ? v : m;
+    return base_us + m;
+  }
 
   /// A copy with axis `a`'s link set (e.g. an inter-host axis: 0.22 * 87.7 GB/s, 2.7 us).
   constexpr cost_model with_axis(int a, double gbps, double hop) const {
@@ -73,9 +109,11 @@ constexpr group_link link_of(const cost_model& cm, const axis_group& g) noexcept
   }
   return l;
 }
-/// The modelled time of one collective (or exchange) of `hops` hops moving `bus_bytes`.
-constexpr double modelled_us(const cost_model& cm, const group_link& l, double hops, std::int64_t bus_bytes) noexcept {
-  return cm.base_us + hops * l.hop_us + static_cast<double>(bus_bytes) / (l.gbps * 1e3);
+/// The modelled time of one collective (or exchange) of kind `c` of `hops` hops moving
+/// `bus_bytes`.
+constexpr double modelled_us(const cost_model& cm, const group_link& l, double hops, std::int64_t bus_bytes,
+                             coll_kind c) noexcept {
+  return cm.base_us + cm.extra_us(c) + hops * l.hop_us + cm.scale(c) * static_cast<double>(bus_bytes) / (l.gbps * 1e3);
 }
 
 /// `at`: the coordinates of one rank, to count the blocks of that rank's group only (its
@@ -100,7 +138,8 @@ constexpr step_cost cost_of(const plan_step& s, const layout_spec& before, const
   const bool ar = s.kind == step_kind::all_reduce;
   c.buffer_bytes = detail::buffer_numel(s.kind, in, out, n);
   c.bus_bytes = c.buffer_bytes * (ar ? 2 : 1) * (n - 1) / n;
-  c.time_us = modelled_us(cm, link_of(cm, s.group), static_cast<double>((ar ? 2 : 1) * (n - 1)), c.bus_bytes);
+  c.time_us = modelled_us(cm, link_of(cm, s.group), static_cast<double>((ar ? 2 : 1) * (n - 1)), c.bus_bytes,
+                          coll_kind_of(s.kind));
   return c;
 }
 

@@ -115,7 +115,7 @@ constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout
   if (even_exchange(before, after, g, m, global, at, &per_pair)) {
     c.calls = 1;
     c.bus_bytes = per_pair * elem_bytes * (n - 1);  // S = n * per_pair elements, times (n-1)/n
-    c.time_us = modelled_us(cm, link, static_cast<double>(n - 1), c.bus_bytes);
+    c.time_us = modelled_us(cm, link, static_cast<double>(n - 1), c.bus_bytes, coll_kind::all_to_all);
     return c;
   }
   const box mine = local_box(before, m, global, at);
@@ -127,7 +127,7 @@ constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout
     c.bus_bytes += x * elem_bytes;
     peers += x > 0;
   }
-  c.time_us = peers ? modelled_us(cm, link, static_cast<double>(peers), c.bus_bytes) : 0.0;
+  c.time_us = peers ? modelled_us(cm, link, static_cast<double>(peers), c.bus_bytes, coll_kind::exchange) : 0.0;
   return c;
 }
 

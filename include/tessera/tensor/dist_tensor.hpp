@@ -8,20 +8,27 @@
 //   auto x = tessera::dist_tensor<float, RowSharded>::distribute(dm, {6, 5},
 //                [](const auto& i) { return float(i[0] * 5 + i[1]); });
 //   auto y = x.redistribute<ColSharded>();   // the constexpr plan's collectives, nothing else
+//   x.redistribute(y);                       // the same, into y's buffer (a training loop)
 //   std::vector<float> all = y.full_tensor();
 //
 // redistribute<L>() runs tessera::plan_t<Layout, L, T>: the plan is a constant of the
-// program, so a call does no planning, only its steps.
+// program, so a call does no planning, only its steps. Its result buffer comes from
+// tessera::result_pool (a cache of the buffers of dead dist_tensors, as a caching
+// allocator keeps freed blocks), so calling it in a loop does not fault in fresh pages;
+// redistribute(out) writes into an existing tensor of the target layout and allocates
+// nothing.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <string>
 #include <tessera/comm/types.hpp>
 #include <tessera/layout/layout.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/detail/box_copy.hpp>
+#include <tessera/tensor/detail/result_pool.hpp>
 #include <tessera/tensor/redistribute.hpp>
 #include <tessera/tensor/device_mesh.hpp>
 #include <type_traits>
@@ -32,6 +39,29 @@ namespace tessera {
 
 /// Memory space of host (CPU) buffers.
 struct host {};
+
+/// The cache of dist_tensor result buffers (detail/result_pool.hpp): buffers of 64 KiB and
+/// more go back to it when their tensor dies, up to limit() bytes in all (1 GiB unless
+/// set), and redistribute<L>() takes its result from it (a cached buffer of n to 2n
+/// elements for n; its contents are overwritten).
+struct result_pool {
+  static std::int64_t limit() noexcept { return detail::result_pool_state::limit.load(); }
+  /// Caches at most `bytes` (0 turns caching off); does not release what is held.
+  static void set_limit(std::int64_t bytes) noexcept { detail::result_pool_state::limit.store(bytes); }
+  static std::int64_t held_bytes() noexcept { return detail::result_pool_state::held.load(); }
+  /// Fresh results served from the cache / allocated (buffers of 64 KiB and more).
+  static std::int64_t hits() noexcept { return detail::result_pool_state::hits.load(); }
+  static std::int64_t misses() noexcept { return detail::result_pool_state::misses.load(); }
+  /// Frees every cached buffer.
+  static void release() noexcept {
+    std::vector<void (*)() noexcept> fs;
+    {
+      std::lock_guard<std::mutex> lock(detail::result_pool_state::clearers_mutex());
+      fs = detail::result_pool_state::clearers();
+    }
+    for (auto f : fs) f();
+  }
+};
 
 /// A global index: index[d] for d < the tensor's rank.
 using index_t = std::array<std::int64_t, max_tensor_rank>;
@@ -106,14 +136,54 @@ class dist_tensor {
     });
   }
 
+  /// A tensor of this layout whose elements are all zero (a buffer for redistribute(out)).
+  static dist_tensor zeros(device_mesh<mesh_type>& dm, const shape_t& global) {
+    check_shape(global);
+    const box b = tessera::local_box(spec, dm.shape(), global, dm.coords());
+    return dist_tensor(dm, global, b, std::vector<T>(static_cast<std::size_t>(b.numel())));
+  }
+
+  dist_tensor(const dist_tensor&) = default;
+  dist_tensor(dist_tensor&&) noexcept = default;
+  dist_tensor& operator=(const dist_tensor& o) {
+    if (this != &o) *this = dist_tensor(o);
+    return *this;
+  }
+  dist_tensor& operator=(dist_tensor&& o) noexcept {
+    if (this != &o) {
+      detail::result_pool_of<T>::give(std::move(local_));
+      dm_ = o.dm_, global_ = o.global_, box_ = o.box_, local_ = std::move(o.local_);
+    }
+    return *this;
+  }
+  ~dist_tensor() { detail::result_pool_of<T>::give(std::move(local_)); }
+
   /// The tensor in layout `NewLayout`: runs the compile-time plan's steps (collective on
-  /// every rank of the mesh: all ranks must call it).
-  template <class NewLayout>
+  /// every rank of the mesh: all ranks must call it). The result's buffer comes from
+  /// tessera::result_pool. `Cost` (a type with `static constexpr cost_model value`) is
+  /// the cost model the plan is chosen by: your cluster's constants instead of NVLink's.
+  template <class NewLayout, class Cost = default_cost_model>
   dist_tensor<T, NewLayout, Space> redistribute() const {
-    std::vector<T> result(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
-    redistribute_local<Layout, NewLayout>(*dm_, global_, local_.data(), result.data());
+    std::vector<T> result = detail::result_pool_of<T>::take(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
+    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), result.data());
     return dist_tensor<T, NewLayout, Space>(*dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()),
                                             std::move(result));
+  }
+
+  /// The same transition into `out`, a tensor of the target layout on the same device mesh
+  /// with the same global shape (e.g. the result of an earlier call): allocates nothing.
+  /// `out` must not be this tensor.
+  template <class Cost = default_cost_model, class NewLayout>
+  void redistribute(dist_tensor<T, NewLayout, Space>& out) const {
+    if (&out.mesh() != dm_)
+      throw error("tessera::dist_tensor::redistribute(out): out is on another device_mesh; make it on this "
+                  "tensor's mesh (e.g. as the result of x.redistribute<L>())");
+    if (out.global_shape() != global_)
+      throw error("tessera::dist_tensor::redistribute(out): out's global shape differs from this tensor's; "
+                  "give a tensor of the same global shape");
+    if (static_cast<const void*>(&out) == static_cast<const void*>(this))
+      throw error("tessera::dist_tensor::redistribute(out): out is this tensor; redistribute into another one");
+    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), out.local_.data());
   }
 
   /// The whole tensor on every rank (a redistribute to replicated; collective).

@@ -9,6 +9,8 @@
 // all_to_all steps run as one exchange over the union of their groups, so each element
 // moves once; which steps fuse is also a constant of the plan: P::runs, plan/runs.hpp).
 // This is what dist_tensor::redistribute and the parallel model runtime call.
+// `redistribute_local<Src, Dst, Cost>` plans with the cost model `Cost::value` (e.g. a
+// calibrated link profile, plan/link_profile.hpp) instead of the default constants.
 // Collective: every rank of the mesh calls it with the same global shape.
 #pragma once
 
@@ -23,9 +25,9 @@
 
 namespace tessera {
 
-template <class Src, class Dst, class T, class Mesh>
+template <class Src, class Dst, class Cost = default_cost_model, class T, class Mesh>
 void redistribute_local(device_mesh<Mesh>& dm, const shape_t& global, const T* in, T* out) {
-  using P = plan_t<Src, Dst, T>;
+  using P = plan_t<Src, Dst, T, void, Cost>;
   static_assert(std::is_same_v<typename Src::mesh_type, Mesh>,
                 "tessera::redistribute_local: the layouts must be on the device mesh's mesh");
   box b = tessera::local_box(Src::spec, dm.shape(), global, dm.coords());

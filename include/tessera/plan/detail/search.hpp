@@ -98,8 +98,9 @@ constexpr view make_view(std::uint64_t k, int R, int A, const mesh_shape& m, con
 /// A* heuristic: a lower bound on the time still needed from packed layout k to the
 /// target. Rank 0 (all coordinates 0) holds [0, e_d) in every dim d; whatever of its
 /// target block [0, t_d) it does not hold yet must reach it, and every collective moves at
-/// least the bytes it delivers, so (target - overlap) bytes over the fastest link, plus
-/// one collective's base latency when any communication remains, never overestimate.
+/// least the bytes it delivers, so (target - overlap) bytes over the fastest link at the
+/// smallest collective scale, plus the smallest collective latency when any
+/// communication remains, never overestimate.
 constexpr double lower_bound(std::uint64_t k, std::uint64_t target, const view& t, int R, int A,
                              const mesh_shape& m, const shape_t& g, std::int64_t elem_bytes, double max_gbps,
                              const cost_model& cm) noexcept {
@@ -116,14 +117,15 @@ constexpr double lower_bound(std::uint64_t k, std::uint64_t target, const view& 
     }
   }
   if (!comm) return 0;
-  if (partial) return cm.base_us;
+  const double base = cm.min_base_us();
+  if (partial) return base;
   std::int64_t overlap = 1;
   for (int d = 0; d < R; ++d) {
     const std::int64_t e = ceil_div(g[d], parts[static_cast<std::size_t>(d)]);
     const std::int64_t te = ceil_div(g[d], t.parts[static_cast<std::size_t>(d)]);
     overlap *= e < te ? e : te;
   }
-  return cm.base_us + static_cast<double>((t.numel - overlap) * elem_bytes) / (max_gbps * 1e3);
+  return base + cm.min_scale() * static_cast<double>((t.numel - overlap) * elem_bytes) / (max_gbps * 1e3);
 }
 
 /// Elements of the largest block after dim d's shard count changes from `from` to `to`.
@@ -376,7 +378,8 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
   const bool ar = kind == step_kind::all_reduce;
   const std::int64_t buffer = detail::buffer_numel(kind, numel_in, e.numel_out, e.gsize) * elem_bytes;
   const std::int64_t bus = buffer * (ar ? 2 : 1) * (e.gsize - 1) / e.gsize;
-  return modelled_us(cm, group_link{e.gbps, e.hop}, static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)), bus);
+  return modelled_us(cm, group_link{e.gbps, e.hop}, static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)), bus,
+                     coll_kind_of(kind));
 }
 
 }  // namespace detail

@@ -240,4 +240,35 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
   b = b1;
 }
 
+/// Runs plan `p` from layout `src` on this rank's block `in` of a tensor of shape
+/// `global`, writing its block in the plan's target layout to `out` (which must not overlap
+/// `in`): what redistribute_local does for a compile-time plan, for a plan known only at
+/// run time (tessera-plan --run, the planner check). Runs are cut as plan/runs.hpp says;
+/// intermediate blocks alternate between scratch slots 2 and 3.
+template <class T, class Mesh>
+void run_plan(device_mesh<Mesh>& dm, const layout_spec& src, const plan_value& p, const shape_t& global, const T* in,
+              T* out) {
+  box b = local_box(src, dm.shape(), global, dm.coords());
+  if (p.n == 0) {
+    if (in != out && b.numel() > 0) std::memcpy(out, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+    return;
+  }
+  const auto layouts = plan_layouts(src, p);
+  const plan_runs runs = runs_of(p);
+  const T* from = in;
+  for (int r = 0; r < runs.size(); ++r) {
+    const step_run& run = runs[r];
+    const layout_spec& before = layouts[static_cast<std::size_t>(run.begin)];
+    const layout_spec& after = layouts[static_cast<std::size_t>(run.end)];
+    T* to = out;
+    if (r + 1 < runs.size())
+      to = dm.template scratch<T>(2 + r % 2, static_cast<std::size_t>(local_box(after, dm.shape(), global, dm.coords()).numel()));
+    if (run.fused())
+      run_exchange<T>(dm, run.group, before, after, global, from, b, to);
+    else
+      run_step<T>(dm, p[run.begin], before, after, global, from, b, to);
+    from = to;
+  }
+}
+
 }  // namespace tessera::detail

@@ -87,6 +87,24 @@ std::string corpus_hash(const std::vector<std::string>& docs) {
 
 std::string with_commas(std::int64_t n) { return train::group_thousands(std::to_string(n)); }
 
+/// The vocabulary of Llama 3's tiktoken tokenizer, which every released Llama 3 flavor
+/// uses: its ids must come from that tokenizer (--tokens), not from a BPE trained here.
+constexpr std::int64_t llama3_vocab_size = 128256;
+
+/// False, after saying why on stderr, when the model's vocabulary is Llama 3's and no
+/// token ids (--tokens) or SentencePiece model (--tokenizer) are given: training a BPE of
+/// 128,256 pieces on a text corpus fails inside SentencePiece ("Vocabulary size too high")
+/// and would not give Llama 3's ids if it succeeded.
+bool has_token_source(const options& o, const llama_config& c) {
+  if (!o.tokens.empty() || !o.tokenizer.empty() || c.vocab_size != llama3_vocab_size) return true;
+  std::cerr << "train_llama: error: --model " << c.name << " has Llama 3's vocabulary ("
+            << with_commas(c.vocab_size) << " ids of its tiktoken tokenizer), which tessera cannot train "
+            << "or read: tokenize the corpus with Llama 3's own tokenizer and pass the ids with --tokens "
+            << "FILE.bin (raw little-endian int32; docs/training.md, \"Data\"), or train --model debugmodel "
+            << "on text\n";
+  return false;
+}
+
 std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
   if (!o.tokens.empty()) {
     return train::read_token_file(o.tokens, c.vocab_size);
@@ -163,6 +181,7 @@ int run(int argc, char** argv) {
   }
   if (o.threads > 0) cpu::set_num_threads(o.threads);
   if (!o.recipe.empty()) return run_recipe(o, argc, argv);
+  if (!has_token_source(o, *cfg)) return 2;
 
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
@@ -245,6 +264,7 @@ int run_recipe(const options& o, int& argc, char**& argv) {
                 << o.model << "; drop --model or write a recipe for it (docs/recipes.md)\n";
       return;
     }
+    if (!has_token_source(o, rc)) return;
     if (o.backend == "mpi") {
 #ifdef TESSERA_HAS_MPI
       comm::mpi_environment env(argc, argv);

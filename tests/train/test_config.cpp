@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -237,6 +238,9 @@ TEST_CASE("config errors: wrong types and bad values name file, line and key") {
            {"[training]\nseed = -1\n", ":2:8: option --training.seed: '-1' is not a non-negative integer"},
            {"[lr_scheduler]\ndecay_type = \"step\"\n", "'step' is not one of constant|linear|cosine"},
            {"[job]\nthreads = 9999999999\n", "is not a 32-bit integer"},
+           {"[optimizer]\nlr = inf\n", ":2:6: option --optimizer.lr: 'inf' is not a finite number"},
+           {"[optimizer]\neps = nan\n", ":2:7: option --optimizer.eps: 'nan' is not a finite number"},
+           {"[training]\nmax_norm = -inf\n", "option --training.max_norm: '-inf' is not a finite number"},
        }) {
     CAPTURE(x.toml);
     bound b;
@@ -282,6 +286,23 @@ TEST_CASE("config: validate names the key and its flag") {
   c = {};
   c.optimizer.lr = 0;
   CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.lr (--lr) must be positive"));
+  // A program that sets the fields itself gets the same refusal of non-finite values.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  c = {};
+  c.optimizer.lr = inf;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.lr (--lr) is inf; it must be a finite number"));
+  c = {};
+  c.optimizer.weight_decay = nan;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.weight_decay (--weight-decay) is nan"));
+  c = {};
+  c.training.max_norm = -inf;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "training.max_norm (--max-norm) is -inf"));
+  c = {};
+  c.optimizer.beta2 = nan;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.beta2 is nan"));
+  c = {};
+  c.optimizer.weight_decay = -0.1;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.weight_decay (--weight-decay) must be >= 0"));
 }
 
 TEST_CASE("config: examples/train/configs/debug_model.toml loads") {

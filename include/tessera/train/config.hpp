@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -207,6 +208,21 @@ inline void bind(option_set& options, run_config& c) {
 
 /// Checks the ranges train_llama requires; the message names the key and its flag.
 inline void validate(const run_config& c) {
+  // Non-finite values first (a program may set the fields itself; option_set refuses them
+  // as text already): `lr > 0` holds for inf, and inf or nan diverges at step 2.
+  const struct {
+    const char* name;
+    double value;
+  } numbers[] = {{"optimizer.lr (--lr)", c.optimizer.lr},
+                 {"optimizer.beta1", c.optimizer.beta1},
+                 {"optimizer.beta2", c.optimizer.beta2},
+                 {"optimizer.eps", c.optimizer.eps},
+                 {"optimizer.weight_decay (--weight-decay)", c.optimizer.weight_decay},
+                 {"training.max_norm (--max-norm)", c.training.max_norm}};
+  for (const auto& n : numbers)
+    check(std::isfinite(n.value), std::string(n.name) + " is " +
+                                      (std::isnan(n.value) ? "nan" : n.value > 0 ? "inf" : "-inf") +
+                                      "; it must be a finite number");
   check(c.training.steps > 0, "training.steps (--steps) must be positive");
   check(c.training.local_batch_size > 0 && c.training.seq_len > 0,
         "training.local_batch_size (--batch) and training.seq_len (--seq-len) must be positive");
@@ -216,6 +232,7 @@ inline void validate(const run_config& c) {
   check(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1 && c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1,
         "optimizer.beta1 and optimizer.beta2 must be in [0, 1)");
   check(c.optimizer.eps > 0, "optimizer.eps must be positive");
+  check(c.optimizer.weight_decay >= 0, "optimizer.weight_decay (--weight-decay) must be >= 0");
   check(c.training.max_norm >= 0, "training.max_norm (--max-norm) must be >= 0 (0 turns clipping off)");
   check(c.job.threads >= 0, "job.threads (--threads) must be >= 0");
   check(c.training.dataset_path.empty() || c.training.tokens_file.empty(),

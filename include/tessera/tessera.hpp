@@ -8,6 +8,7 @@
 #include <tessera/core/extents.hpp>
 #include <tessera/core/fixed_string.hpp>
 #include <tessera/core/source_location.hpp>
+#include <tessera/core/trace.hpp>
 
 // layout
 #include <tessera/layout/layout.hpp>
@@ -30,6 +31,7 @@
 #include <tessera/comm/communicator.hpp>
 #include <tessera/comm/flight_analyzer.hpp>
 #include <tessera/comm/flight_recorder.hpp>
+#include <tessera/comm/flight_trace.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/comm/types.hpp>
 

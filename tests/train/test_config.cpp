@@ -319,3 +319,31 @@ TEST_CASE("config: examples/train/configs/debug_model.toml loads") {
   CHECK(b.c.job.dump_folder == "outputs/debug_model");
   CHECK_NOTHROW(train::validate(b.c));
 }
+
+TEST_CASE("config: profiling keys (TorchTitan's names) give the trace path, from TOML and flags") {
+  {
+    bound b;
+    CHECK(b.parse({}));
+    CHECK(b.c.trace_path().empty());  // off by default
+  }
+  {
+    bound b;
+    const std::string f = write("prof.toml", "[job]\ndump_folder = \"out\"\n[profiling]\nenable_profiling = true\n"
+                                             "save_traces_folder = \"traces\"\n");
+    CHECK(b.parse({"--config", f.c_str()}));
+    CHECK(b.c.trace_path() == "out/traces/trace.json");
+    CHECK(b.parse({"--profiling.trace_file", "/tmp/t.json"}));  // an explicit file wins
+    CHECK(b.c.trace_path() == "/tmp/t.json");
+  }
+  {
+    bound b;
+    CHECK(b.parse({"--trace", "run.json", "--job.dump_folder", "d"}));
+    CHECK(b.c.profiling.trace_file == "run.json");
+    CHECK(b.c.trace_path() == "d/run.json");
+  }
+  bound b;
+  const std::string f = write("prof_bad.toml", "[profiling]\nenable_profiling = \"yes\"\n");
+  CHECK(has(b.load_error(f), "profiling.enable_profiling must be a boolean (true or false), not a string"));
+  CHECK(has(failure_of<error>([&] { b.parse({"--profiling.trace_fil", "x"}); }),
+            "did you mean --profiling.trace_file?"));
+}

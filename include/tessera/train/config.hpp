@@ -84,6 +84,21 @@ struct run_config {
   struct metrics_section {
     std::string file;  ///< metrics.file: JSONL, one object per step
   } metrics;
+  struct profiling_section {
+    bool enable_profiling = false;                    ///< profiling.enable_profiling: trace the run
+    std::string save_traces_folder = "profile_traces";  ///< profiling.save_traces_folder
+    std::string trace_file;  ///< profiling.trace_file: the Chrome/Perfetto trace (sets tracing on)
+  } profiling;
+
+  /// The trace file of the run, or "" when tracing is off: profiling.trace_file when set,
+  /// else save_traces_folder/trace.json when enable_profiling is; under job.dump_folder
+  /// when relative (output_path).
+  std::string trace_path() const {
+    if (!profiling.trace_file.empty()) return output_path(profiling.trace_file);
+    if (!profiling.enable_profiling) return "";
+    const std::string& d = profiling.save_traces_folder;
+    return output_path(d.empty() ? "trace.json" : d + (d.back() == '/' ? "" : "/") + "trace.json");
+  }
 
   /// `path` under job.dump_folder when it is relative and a dump folder is set, else `path`.
   std::string output_path(const std::string& path) const {
@@ -178,7 +193,13 @@ inline void bind(option_set& options, run_config& c) {
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
       .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16"},
                   "dtype of checkpoint.save_weights")
-      .add("metrics.file", &c.metrics.file, "JSONL file, one object per step");
+      .add("metrics.file", &c.metrics.file, "JSONL file, one object per step")
+      .add_flag("profiling.enable_profiling", &c.profiling.enable_profiling,
+                "write a Chrome/Perfetto trace of the run to save_traces_folder/trace.json")
+      .add("profiling.save_traces_folder", &c.profiling.save_traces_folder,
+           "folder of the trace (under job.dump_folder when relative)")
+      .add("profiling.trace_file", &c.profiling.trace_file,
+           "Chrome/Perfetto JSON trace of the run: steps, forward, backward, optimizer, collectives");
   // train_llama's flags before config files existed.
   options.alias("config", "job.config_file")
       .alias("threads", "job.threads")
@@ -202,7 +223,8 @@ inline void bind(option_set& options, run_config& c) {
       .alias("init-from", "checkpoint.initial_load_path")
       .alias("save-weights", "checkpoint.save_weights")
       .alias("save-dtype", "checkpoint.export_dtype")
-      .alias("metrics", "metrics.file");
+      .alias("metrics", "metrics.file")
+      .alias("trace", "profiling.trace_file");
   for (const auto& k : compiled_in_keys) options.forbid(std::string(k.key), compiled_in_message(k.what));
 }
 

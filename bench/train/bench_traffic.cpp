@@ -49,7 +49,7 @@ void run(int ranks, std::int64_t steps, std::int64_t batch, std::int64_t seq, co
     train::parallel_llama<R> pm(dm);
     pm.init_weights(1);
     train::batch_loader loader(toks, batch, seq, 3);
-    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, steps, 1, {});
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, steps, 1, {}, /*peak_flops: no MFU*/ 0);
     for (std::int64_t s = 0; s + 1 < steps; ++s) tr.train_step();
     const std::uint64_t since = rec.recorded();
     const auto t0 = std::chrono::steady_clock::now();

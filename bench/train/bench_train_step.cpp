@@ -40,7 +40,7 @@ void BM_train_step_debugmodel(benchmark::State& st) {
   train::batch_loader dl(tokens, B, T, 0);
   train::optimizer_options opt;
   const std::int64_t steps = 1 << 20;
-  train::trainer t(m, dl, steps, 1, opt);
+  train::trainer t(m, dl, steps, 1, opt, /*peak_flops: measured per step below*/ 0);
   t.train_step();  // warm-up: allocates the activations
   // The machine is shared, so its load changes from second to second: the sgemm rate each
   // step is compared with is measured right after that step (best of 3, outside the timing).

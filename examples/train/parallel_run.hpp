@@ -2,12 +2,17 @@
 // backend (ranks are threads of this process) or under mpirun (ranks are processes).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include <tessera/comm/flight_recorder.hpp>
+#include <tessera/comm/flight_trace.hpp>
 #include <tessera/comm/threads.hpp>
+#include <tessera/core/trace.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/metrics.hpp>
@@ -27,8 +32,40 @@ struct run_inputs {
   train::optimizer_options opt;
   std::string init_from, save_weights, metrics, save_dtype;
   const std::vector<std::int32_t>* tokens = nullptr;
-  double peak_flops = 0;
+  /// Where the ranks record their events (nullptr: no trace). Ranks that are threads share
+  /// one recorder and the caller writes it; MPI ranks have one each, and rank 0 gathers
+  /// them into `trace_file` (gather_trace).
+  trace::recorder* trace = nullptr;
+  std::string trace_file;
+  bool gather_trace = false;
 };
+
+/// Names the tracks of `ranks` ranks: a process per rank, its compute and its collectives.
+inline void name_tracks(trace::recorder& t, int ranks) {
+  for (int r = 0; r < ranks; ++r) {
+    t.name_track(r, -1, "rank " + std::to_string(r));
+    t.name_track(r, 0, "compute");
+    t.name_track(r, 1, "collectives");
+  }
+}
+
+/// Rank 0 writes the trace of every rank of `c` (each rank's events gathered as text).
+template <class C>
+void gather_and_write_trace(C& c, trace::recorder& t, const std::string& path) {
+  const std::string mine = t.events_json();
+  const std::int64_t len = static_cast<std::int64_t>(mine.size());
+  std::vector<std::int64_t> lens(static_cast<std::size_t>(c.size()));
+  c.all_gather(&len, lens.data(), 1, comm::dtype::i64).wait();
+  const std::size_t width = static_cast<std::size_t>(std::max<std::int64_t>(1, *std::max_element(lens.begin(), lens.end())));
+  std::string padded = mine;
+  padded.resize(width, ' ');
+  std::string all(width * lens.size(), ' ');
+  c.all_gather(padded.data(), all.data(), width, comm::dtype::u8).wait();
+  if (c.rank() != 0) return;
+  std::vector<std::string> others;
+  for (std::size_t r = 1; r < lens.size(); ++r) others.push_back(all.substr(r * width, static_cast<std::size_t>(lens[r])));
+  t.write(path, others);
+}
 
 /// Checks that `ranks` fits recipe R's mesh, in the words a user needs.
 template <class R>
@@ -51,10 +88,22 @@ std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::in
   return global > 0 ? global : local * dp;
 }
 
-/// One rank's run of recipe R on communicator `c`; rank 0 prints and writes files.
-template <class R, class C>
-void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
-  device_mesh<typename R::mesh> dm(mesh, c);
+/// One rank's run of recipe R on communicator `c` (recorded by `flight`, when tracing, so
+/// that its collectives enter the trace); rank 0 prints and writes files.
+template <class R, class C, class F>
+void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
+  device_mesh<typename R::mesh> dm = [&] {
+    if constexpr (std::is_same_v<F, C>) return device_mesh<typename R::mesh>(mesh, c);
+    else return device_mesh<typename R::mesh>(mesh, *flight);
+  }();
+  const int rank = dm.rank();
+  trace::bind traced(in.trace, rank, 0);  // this rank's scopes go to its compute track
+  std::uint64_t since = 0;  // the first flight entry not yet in the trace
+  if (in.trace) {
+    dm.world().barrier().wait();
+    in.trace->set_origin(trace::now_us());  // time 0: every rank leaves this barrier
+    if constexpr (!std::is_same_v<F, C>) since = flight->recorded();
+  }
   train::parallel_llama<R> pm(dm);
   const llama_config& cfg = pm.config();
   if (in.init_from.empty()) {
@@ -74,19 +123,35 @@ void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
                 std::string(R::name).c_str(), dm.mesh().str().c_str(), c.size() == 1 ? "1 rank" : "ranks in step",
                 static_cast<double>(pm.stored_bytes()) / (1 << 20));
   if (lead)
-    std::printf("memory estimate for rank 0 (batch %lld x seq %lld):\n%s", static_cast<long long>(in.batch),
-                static_cast<long long>(in.seq_len),
+    std::printf("memory estimate for rank 0 (global batch %lld x seq %lld; its \"local batch x seq\" is rank 0's "
+                "share: its rows under data parallel, its part of the sequence under sequence parallel):\n%s",
+                static_cast<long long>(in.batch), static_cast<long long>(in.seq_len),
                 estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
   if (lead)
     std::printf("%s", estimate_traffic<R>(dm.shape(), in.batch, in.seq_len, in.accum, dm.coords())
                           .to_string(R::mesh::names)
                           .c_str());
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
-  train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, in.steps, in.accum, in.opt, in.peak_flops);
+  // The MFU denominator: the peak of the hardware the job uses, measured once per host for
+  // the whole job (a collective; train::job_peak_flops).
+  train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, in.steps, in.accum, in.opt);
+  const int local_ranks = std::is_same_v<C, comm::threads_communicator> ? c.size() : 1;
+  if (lead)
+    std::printf("peak of the job's hardware: %.1f GFLOP/s (measured sgemm, once per host; the MFU denominator); "
+                "\"memory\" below is the peak of tessera's tracked host memory of this process (%d %s), "
+                "the estimate above is per rank\n",
+                tr.peak_flops() / 1e9, local_ranks, local_ranks == 1 ? "rank" : "ranks together");
   train::jsonl_writer jsonl;
   if (lead && !in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
   for (std::int64_t s = 0; s < in.steps; ++s) {
     const auto m = tr.train_step();
+    if constexpr (!std::is_same_v<F, C>) {
+      if (in.trace) {
+        const auto entries = flight->entries();
+        comm::add_to_trace(*in.trace, entries, rank, 1, since);
+        since = flight->recorded();
+      }
+    }
     if (!lead) continue;
     std::printf("%s\n", train::progress_line(m).c_str());
     std::fflush(stdout);
@@ -101,6 +166,19 @@ void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
                                 in.save_dtype == "bf16" ? train::safetensors::dtype::bf16 : train::safetensors::dtype::f32);
       std::printf("saved weights to %s\n", in.save_weights.c_str());
     }
+  }
+}
+
+/// One rank's run of recipe R on communicator `c`: recorded by a flight recorder when the
+/// run is traced.
+template <class R, class C>
+void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
+  if (in.trace) {
+    comm::flight_recorder flight(c, {.capacity = 1 << 14, .dump_on_error = false});
+    train_rank<R>(c, &flight, mesh, in);
+    if (in.gather_trace) gather_and_write_trace(c, *in.trace, in.trace_file);
+  } else {
+    train_rank<R>(c, static_cast<C*>(nullptr), mesh, in);
   }
 }
 

@@ -27,6 +27,7 @@
 
 #include <unistd.h>
 
+#include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/model/llama.hpp>
@@ -63,6 +64,7 @@ struct options {
   double max_norm = 1.0;
   std::string data, tokens, tokenizer, cache_dir, init_from, save_weights, metrics, save_tokens;
   std::string save_dtype = "f32";
+  std::string trace;  // the Chrome/Perfetto trace file ("" when off)
   int threads = 0;
   bool no_shuffle = false;
   std::string recipe, backend = "threads";
@@ -86,6 +88,24 @@ std::string corpus_hash(const std::vector<std::string>& docs) {
 }
 
 std::string with_commas(std::int64_t n) { return train::group_thousands(std::to_string(n)); }
+
+/// The vocabulary of Llama 3's tiktoken tokenizer, which every released Llama 3 flavor
+/// uses: its ids must come from that tokenizer (--tokens), not from a BPE trained here.
+constexpr std::int64_t llama3_vocab_size = 128256;
+
+/// False, after saying why on stderr, when the model's vocabulary is Llama 3's and no
+/// token ids (--tokens) or SentencePiece model (--tokenizer) are given: training a BPE of
+/// 128,256 pieces on a text corpus fails inside SentencePiece ("Vocabulary size too high")
+/// and would not give Llama 3's ids if it succeeded.
+bool has_token_source(const options& o, const llama_config& c) {
+  if (!o.tokens.empty() || !o.tokenizer.empty() || c.vocab_size != llama3_vocab_size) return true;
+  std::cerr << "train_llama: error: --model " << c.name << " has Llama 3's vocabulary ("
+            << with_commas(c.vocab_size) << " ids of its tiktoken tokenizer), which tessera cannot train "
+            << "or read: tokenize the corpus with Llama 3's own tokenizer and pass the ids with --tokens "
+            << "FILE.bin (raw little-endian int32; docs/training.md, \"Data\"), or train --model debugmodel "
+            << "on text\n";
+  return false;
+}
 
 std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
   if (!o.tokens.empty()) {
@@ -126,6 +146,20 @@ void from_config(options& o, const train::run_config& c) {
   o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
   o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
   o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle;
+  o.trace = c.trace_path();
+}
+
+/// Checks before any work that the trace can be written at the end: its folder exists
+/// (the default profiling.save_traces_folder is created, as TorchTitan does).
+void check_trace_path(const options& o, bool create_folder) {
+  if (o.trace.empty()) return;
+  const fs::path dir = fs::path(o.trace).parent_path();
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (create_folder) fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir, ec))
+    throw error("profiling: the folder of the trace file '" + o.trace + "' does not exist; create it or change "
+                "--profiling.trace_file");
 }
 
 int run(int argc, char** argv) {
@@ -149,6 +183,7 @@ int run(int argc, char** argv) {
     }
     train::validate(rc);  // ranges of every configured value, in "key (--flag)" words
     from_config(o, rc);
+    check_trace_path(o, rc.profiling.trace_file.empty());
     check(o.ranks >= 0, "--ranks must be >= 0");
     check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
           "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
@@ -163,6 +198,7 @@ int run(int argc, char** argv) {
   }
   if (o.threads > 0) cpu::set_num_threads(o.threads);
   if (!o.recipe.empty()) return run_recipe(o, argc, argv);
+  if (!has_token_source(o, *cfg)) return 2;
 
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
@@ -190,7 +226,7 @@ int run(int argc, char** argv) {
   train::jsonl_writer jsonl;
   if (!o.metrics.empty()) jsonl = train::jsonl_writer(o.metrics);
 
-  const double peak = train::measure_sgemm_flops(1024);
+  const double peak = train::host_peak_flops();
   std::printf("model %s: %s parameters, %lld layers, dim %lld; %lld threads\n", std::string(cfg->name).c_str(),
               with_commas(model.num_params()).c_str(), static_cast<long long>(cfg->n_layers),
               static_cast<long long>(cfg->dim), static_cast<long long>(cpu::num_threads()));
@@ -198,9 +234,9 @@ int run(int argc, char** argv) {
               with_commas(static_cast<std::int64_t>(tokens.size())).c_str(),
               static_cast<long long>(loader.steps_per_epoch() / o.accum), static_cast<long long>(o.batch),
               static_cast<long long>(o.seq_len), static_cast<long long>(o.accum));
-  std::printf("measured sgemm peak: %.1f GFLOP/s with OpenBLAS '%s' kernels (MFU denominator); "
+  std::printf("measured sgemm peak: %.1f GFLOP/s with OpenBLAS '%s' kernels on %d cores (MFU denominator); "
               "%.1f MFLOP per token\n",
-              peak / 1e9, cpu::blas_core().c_str(), flops_per_token(*cfg, o.seq_len) / 1e6);
+              peak / 1e9, cpu::blas_core().c_str(), train::usable_cores(), flops_per_token(*cfg, o.seq_len) / 1e6);
 
   train::optimizer_options opt;
   opt.lr = o.lr;
@@ -210,11 +246,18 @@ int run(int argc, char** argv) {
   opt.warmup = o.warmup;
   opt.schedule = o.lr_schedule;
   train::trainer tr(model, loader, o.steps, o.accum, opt, peak);
+  trace::recorder events;
+  trace::bind traced(o.trace.empty() ? nullptr : &events, 0, 0);
+  train_llama_cli::name_tracks(events, 1);
   for (std::int64_t s = 0; s < o.steps; ++s) {
     const auto m = tr.train_step();
     std::printf("%s\n", train::progress_line(m).c_str());
     std::fflush(stdout);
     jsonl.write(m);
+  }
+  if (!o.trace.empty()) {
+    events.write(o.trace);
+    std::printf("wrote the trace (%zu events) to %s\n", events.size(), o.trace.c_str());
   }
   if (!o.save_weights.empty()) {
     train::save_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.save_weights,
@@ -233,6 +276,7 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   in.opt.beta1 = o.beta1, in.opt.beta2 = o.beta2, in.opt.eps = o.eps;
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
   in.tokens = &tokens;
+  in.trace_file = o.trace;
   return in;
 }
 
@@ -245,6 +289,7 @@ int run_recipe(const options& o, int& argc, char**& argv) {
                 << o.model << "; drop --model or write a recipe for it (docs/recipes.md)\n";
       return;
     }
+    if (!has_token_source(o, rc)) return;
     if (o.backend == "mpi") {
 #ifdef TESSERA_HAS_MPI
       comm::mpi_environment env(argc, argv);
@@ -256,8 +301,14 @@ int run_recipe(const options& o, int& argc, char**& argv) {
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
-      in.peak_flops = train::measure_sgemm_flops(512);
+      trace::recorder events;  // this process's rank; rank 0 gathers every rank's
+      if (!o.trace.empty()) {
+        train_llama_cli::name_tracks(events, world.size());
+        in.trace = &events, in.gather_trace = true;
+      }
       train_llama_cli::run_rank<R>(world, mesh, in);
+      if (!o.trace.empty() && world.rank() == 0)
+        std::printf("wrote the trace of %d ranks to %s\n", world.size(), o.trace.c_str());
       status = 0;
 #else
       std::cerr << "train_llama: error: this build has no MPI (install libopenmpi-dev and reconfigure); use "
@@ -276,8 +327,17 @@ int run_recipe(const options& o, int& argc, char**& argv) {
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
     auto in = inputs_of(o, tokens);
     in.batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
-    in.peak_flops = train::measure_sgemm_flops(512);
+    trace::recorder events;  // shared by the rank threads
+    if (!o.trace.empty()) {
+      train_llama_cli::name_tracks(events, static_cast<int>(ranks));
+      in.trace = &events;
+    }
     train_llama_cli::run_threads<R>(ranks, in);
+    if (!o.trace.empty()) {
+      events.write(o.trace);
+      std::printf("wrote the trace (%zu events of %lld ranks) to %s\n", events.size(), static_cast<long long>(ranks),
+                  o.trace.c_str());
+    }
     status = 0;
   });
   if (!known) {

@@ -11,6 +11,7 @@
 #include <tessera/core/json.hpp>
 #include <tessera/core/reduce.hpp>
 #include <tessera/core/source_location.hpp>
+#include <tessera/core/trace.hpp>
 
 // layout
 #include <tessera/layout/layout.hpp>
@@ -33,6 +34,7 @@
 #include <tessera/comm/communicator.hpp>
 #include <tessera/comm/flight_analyzer.hpp>
 #include <tessera/comm/flight_recorder.hpp>
+#include <tessera/comm/flight_trace.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/comm/types.hpp>
 

@@ -123,3 +123,26 @@ TEST_CASE("early options run first wherever they stand; later flags override the
   CHECK(!parse(o, {"--config", "e.toml", "--help"}));
   CHECK(loaded.size() == 3);
 }
+
+TEST_CASE("number options refuse inf and nan up front, in every spelling") {
+  for (const char* v : {"inf", "-inf", "INF", "infinity", "nan", "NaN", "-nan", "nan(0x1)"}) {
+    CAPTURE(v);
+    fields f;
+    auto o = make(f);
+    CHECK(failure_of<error>([&] { parse(o, {"--lr", v}); }) ==
+          "option --lr: '" + std::string(v) + "' is not a finite number");
+    const std::string eq = std::string("--optimizer.lr=") + v;
+    CHECK(failure_of<error>([&] { parse(o, {eq.c_str()}); }) ==
+          "option --optimizer.lr: '" + std::string(v) + "' is not a finite number");
+    CHECK(failure_of<error>([&] { o.set("lr", v); }) ==
+          "option --lr: '" + std::string(v) + "' is not a finite number");
+    CHECK(f.lr == 8e-4);  // untouched
+  }
+  // Out of double's range: not a number at all (stod reports the overflow).
+  fields f;
+  auto o = make(f);
+  CHECK(failure_of<error>([&] { parse(o, {"--lr", "1e999"}); }) == "option --lr: '1e999' is not a number");
+  // The largest finite values still pass (a range check is validate()'s business).
+  CHECK(parse(o, {"--lr", "1e300"}));
+  CHECK(f.lr == 1e300);
+}

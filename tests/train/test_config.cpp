@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -258,6 +259,9 @@ TEST_CASE("config errors: wrong types and bad values name file, line and key") {
            {"[training]\nseed = -1\n", ":2:8: option --training.seed: '-1' is not a non-negative integer"},
            {"[lr_scheduler]\ndecay_type = \"step\"\n", "'step' is not one of constant|linear|cosine"},
            {"[job]\nthreads = 9999999999\n", "is not a 32-bit integer"},
+           {"[optimizer]\nlr = inf\n", ":2:6: option --optimizer.lr: 'inf' is not a finite number"},
+           {"[optimizer]\neps = nan\n", ":2:7: option --optimizer.eps: 'nan' is not a finite number"},
+           {"[training]\nmax_norm = -inf\n", "option --training.max_norm: '-inf' is not a finite number"},
        }) {
     CAPTURE(x.toml);
     bound b;
@@ -303,6 +307,23 @@ TEST_CASE("config: validate names the key and its flag") {
   c = {};
   c.optimizer.lr = 0;
   CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.lr (--lr) must be positive"));
+  // A program that sets the fields itself gets the same refusal of non-finite values.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  c = {};
+  c.optimizer.lr = inf;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.lr (--lr) is inf; it must be a finite number"));
+  c = {};
+  c.optimizer.weight_decay = nan;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.weight_decay (--weight-decay) is nan"));
+  c = {};
+  c.training.max_norm = -inf;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "training.max_norm (--max-norm) is -inf"));
+  c = {};
+  c.optimizer.beta2 = nan;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.beta2 is nan"));
+  c = {};
+  c.optimizer.weight_decay = -0.1;
+  CHECK(has(failure_of<error>([&] { train::validate(c); }), "optimizer.weight_decay (--weight-decay) must be >= 0"));
 }
 
 TEST_CASE("config: examples/train/configs/debug_model.toml loads") {
@@ -318,4 +339,32 @@ TEST_CASE("config: examples/train/configs/debug_model.toml loads") {
   CHECK(b.c.metrics.file == "metrics.jsonl");
   CHECK(b.c.job.dump_folder == "outputs/debug_model");
   CHECK_NOTHROW(train::validate(b.c));
+}
+
+TEST_CASE("config: profiling keys (TorchTitan's names) give the trace path, from TOML and flags") {
+  {
+    bound b;
+    CHECK(b.parse({}));
+    CHECK(b.c.trace_path().empty());  // off by default
+  }
+  {
+    bound b;
+    const std::string f = write("prof.toml", "[job]\ndump_folder = \"out\"\n[profiling]\nenable_profiling = true\n"
+                                             "save_traces_folder = \"traces\"\n");
+    CHECK(b.parse({"--config", f.c_str()}));
+    CHECK(b.c.trace_path() == "out/traces/trace.json");
+    CHECK(b.parse({"--profiling.trace_file", "/tmp/t.json"}));  // an explicit file wins
+    CHECK(b.c.trace_path() == "/tmp/t.json");
+  }
+  {
+    bound b;
+    CHECK(b.parse({"--trace", "run.json", "--job.dump_folder", "d"}));
+    CHECK(b.c.profiling.trace_file == "run.json");
+    CHECK(b.c.trace_path() == "d/run.json");
+  }
+  bound b;
+  const std::string f = write("prof_bad.toml", "[profiling]\nenable_profiling = \"yes\"\n");
+  CHECK(has(b.load_error(f), "profiling.enable_profiling must be a boolean (true or false), not a string"));
+  CHECK(has(failure_of<error>([&] { b.parse({"--profiling.trace_fil", "x"}); }),
+            "did you mean --profiling.trace_file?"));
 }

@@ -7,12 +7,14 @@
 // see config.hpp). Options added with `add_early` (a config file) are applied before all
 // others wherever they appear, so that later flags override the file. Keys a program
 // refuses (`forbid`: what a recipe compiles in) fail with the program's message. Errors
-// throw tessera::error with the flag, the bad value and what is expected; an unknown key
-// names the nearest known one.
+// throw tessera::error with the flag, the bad value and what is expected (a number option
+// takes finite values only: inf and nan are refused); an unknown key names the nearest
+// known one.
 #pragma once
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -310,6 +312,9 @@ class option_set {
       bad_value(k, v, "a number");
     }
     if (used != s.size()) bad_value(k, v, "a number");
+    // inf and nan parse, but no option of a trainer means them: reject them up front
+    // rather than diverge at step 2 (--lr inf) or loop forever.
+    if (!std::isfinite(x)) bad_value(k, v, "a finite number");
     return x;
   }
   static std::string format_double(double x) {

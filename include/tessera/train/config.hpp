@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -84,6 +85,21 @@ struct run_config {
   struct metrics_section {
     std::string file;  ///< metrics.file: JSONL, one object per step
   } metrics;
+  struct profiling_section {
+    bool enable_profiling = false;                    ///< profiling.enable_profiling: trace the run
+    std::string save_traces_folder = "profile_traces";  ///< profiling.save_traces_folder
+    std::string trace_file;  ///< profiling.trace_file: the Chrome/Perfetto trace (sets tracing on)
+  } profiling;
+
+  /// The trace file of the run, or "" when tracing is off: profiling.trace_file when set,
+  /// else save_traces_folder/trace.json when enable_profiling is; under job.dump_folder
+  /// when relative (output_path).
+  std::string trace_path() const {
+    if (!profiling.trace_file.empty()) return output_path(profiling.trace_file);
+    if (!profiling.enable_profiling) return "";
+    const std::string& d = profiling.save_traces_folder;
+    return output_path(d.empty() ? "trace.json" : d + (d.back() == '/' ? "" : "/") + "trace.json");
+  }
 
   /// `path` under job.dump_folder when it is relative and a dump folder is set, else `path`.
   std::string output_path(const std::string& path) const {
@@ -178,7 +194,13 @@ inline void bind(option_set& options, run_config& c) {
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
       .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16"},
                   "dtype of checkpoint.save_weights")
-      .add("metrics.file", &c.metrics.file, "JSONL file, one object per step");
+      .add("metrics.file", &c.metrics.file, "JSONL file, one object per step")
+      .add_flag("profiling.enable_profiling", &c.profiling.enable_profiling,
+                "write a Chrome/Perfetto trace of the run to save_traces_folder/trace.json")
+      .add("profiling.save_traces_folder", &c.profiling.save_traces_folder,
+           "folder of the trace (under job.dump_folder when relative)")
+      .add("profiling.trace_file", &c.profiling.trace_file,
+           "Chrome/Perfetto JSON trace of the run: steps, forward, backward, optimizer, collectives");
   // train_llama's flags before config files existed.
   options.alias("config", "job.config_file")
       .alias("threads", "job.threads")
@@ -202,12 +224,28 @@ inline void bind(option_set& options, run_config& c) {
       .alias("init-from", "checkpoint.initial_load_path")
       .alias("save-weights", "checkpoint.save_weights")
       .alias("save-dtype", "checkpoint.export_dtype")
-      .alias("metrics", "metrics.file");
+      .alias("metrics", "metrics.file")
+      .alias("trace", "profiling.trace_file");
   for (const auto& k : compiled_in_keys) options.forbid(std::string(k.key), compiled_in_message(k.what));
 }
 
 /// Checks the ranges train_llama requires; the message names the key and its flag.
 inline void validate(const run_config& c) {
+  // Non-finite values first (a program may set the fields itself; option_set refuses them
+  // as text already): `lr > 0` holds for inf, and inf or nan diverges at step 2.
+  const struct {
+    const char* name;
+    double value;
+  } numbers[] = {{"optimizer.lr (--lr)", c.optimizer.lr},
+                 {"optimizer.beta1", c.optimizer.beta1},
+                 {"optimizer.beta2", c.optimizer.beta2},
+                 {"optimizer.eps", c.optimizer.eps},
+                 {"optimizer.weight_decay (--weight-decay)", c.optimizer.weight_decay},
+                 {"training.max_norm (--max-norm)", c.training.max_norm}};
+  for (const auto& n : numbers)
+    check(std::isfinite(n.value), std::string(n.name) + " is " +
+                                      (std::isnan(n.value) ? "nan" : n.value > 0 ? "inf" : "-inf") +
+                                      "; it must be a finite number");
   check(c.training.steps > 0, "training.steps (--steps) must be positive");
   check(c.training.local_batch_size > 0 && c.training.seq_len > 0,
         "training.local_batch_size (--batch) and training.seq_len (--seq-len) must be positive");
@@ -217,6 +255,7 @@ inline void validate(const run_config& c) {
   check(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1 && c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1,
         "optimizer.beta1 and optimizer.beta2 must be in [0, 1)");
   check(c.optimizer.eps > 0, "optimizer.eps must be positive");
+  check(c.optimizer.weight_decay >= 0, "optimizer.weight_decay (--weight-decay) must be >= 0");
   check(c.training.max_norm >= 0, "training.max_norm (--max-norm) must be >= 0 (0 turns clipping off)");
   check(c.job.threads >= 0, "job.threads (--threads) must be >= 0");
   check(c.training.dataset_path.empty() || c.training.tokens_file.empty(),

@@ -4,9 +4,13 @@
 // B*T+1 tokens: row i's inputs are tokens [i*T, i*T+T) of the window and its targets the
 // same tokens shifted by one (llm.c's DataLoader). Windows start at multiples of B*T, so
 // consecutive windows share one token. The order in which windows are visited is a
-// permutation drawn per epoch from the seed (or the file order with shuffle off); with
-// data-parallel ranks, rank r of W takes windows r, r+W, r+2W, ... of that order, so the
-// ranks together see exactly what one rank with W times the batch would.
+// permutation drawn per epoch from the seed (or the file order with shuffle off).
+//
+// A parallel run (parallel_llama) gives the loader the GLOBAL batch (TorchTitan's local
+// batch per data-parallel rank x the dp degree): every rank reads the same windows and the
+// model keeps its rows, so it sees what one rank with that batch sees. The optional
+// rank/world arguments are another scheme: rank r of W takes windows r, r+W, r+2W, ... of
+// the order, which is what one rank accumulating W micro-batches would read.
 #pragma once
 
 #include <algorithm>

@@ -9,6 +9,12 @@
 // this rank's stored blocks, so the optimizer states are sharded as the parameters are). A
 // NaN or infinite loss stops the run with an error naming the step. Under data parallel
 // every rank reads the same global batch and the model keeps its rows.
+//
+// Metrics: tokens_per_s counts the global batch's tokens (all micro-batches) over the
+// step's time; mfu is tokens_per_s x flops_per_token / the peak of the hardware the job
+// uses (sgemm_peak.hpp), measured once at construction unless given. With a trace recorder
+// bound to the calling thread (core/trace.hpp) a step records the events step, forward and
+// backward (per micro-batch) and optimizer (norm, clipping and AdamW).
 #pragma once
 
 #include <chrono>
@@ -19,6 +25,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/model/llama.hpp>
@@ -26,6 +33,7 @@
 #include <tessera/train/data.hpp>
 #include <tessera/train/lr_schedule.hpp>
 #include <tessera/train/metrics.hpp>
+#include <tessera/train/sgemm_peak.hpp>
 
 namespace tessera::train {
 
@@ -38,23 +46,40 @@ struct optimizer_options {
   std::string schedule = "linear";
 };
 
+/// `basic_trainer`'s peak argument that asks it to measure the peak itself.
+inline constexpr double measure_peak = -1;
+
 template <class Model>
 class basic_trainer {
  public:
-  /// `peak_flops` is the measured sgemm rate used for MFU (0: MFU reported as 0).
+  /// `loader` gives the global batch of each micro-batch (a parallel model keeps its
+  /// rows). `peak_flops` is the MFU denominator: the peak FLOP/s of the hardware the job
+  /// uses; by default (measure_peak) it is measured here, once per host for the whole job
+  /// (job_peak_flops over the model's mesh, a collective every rank takes part in; one
+  /// rank's host_peak_flops for a single-rank model). 0 turns MFU off (reported as 0).
   basic_trainer(Model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
-          optimizer_options opt, double peak_flops = 0)
+                optimizer_options opt, double peak_flops = measure_peak)
       : model_(model), loader_(loader), steps_(steps), accum_(accum), opt_(opt),
         peak_flops_(peak_flops), m_(model.params().layout()), v_(model.params().layout()) {
     check(steps > 0, "trainer: --steps must be positive");
     check(accum > 0, "trainer: gradient accumulation steps must be positive");
     check(opt.max_norm >= 0, "trainer: --max-norm must be >= 0 (0 turns clipping off)");
+    check(peak_flops == measure_peak || peak_flops >= 0,
+          "trainer: peak_flops must be >= 0 (0: no MFU) or measure_peak");
     sched_ = lr_schedule{opt.lr, opt.warmup, steps, parse_lr_decay(opt.schedule), 0.0};
     const std::int64_t n = loader.batch() * loader.seq_len();
     inputs_.resize(static_cast<std::size_t>(n));
     targets_.resize(static_cast<std::size_t>(n));
+    if (peak_flops_ == measure_peak) {
+      if constexpr (requires { model.mesh().world(); })
+        peak_flops_ = job_peak_flops(model.mesh().world());
+      else
+        peak_flops_ = host_peak_flops();
+    }
   }
 
+  /// The MFU denominator in FLOP/s (0: MFU off).
+  double peak_flops() const { return peak_flops_; }
   std::int64_t step() const { return step_; }
   std::int64_t steps() const { return steps_; }
   const lr_schedule& schedule() const { return sched_; }
@@ -63,20 +88,26 @@ class basic_trainer {
   step_metrics train_step() {
     check(step_ < steps_, "trainer: all " + std::to_string(steps_) + " steps are done");
     const auto t0 = std::chrono::steady_clock::now();
+    const std::int64_t step1 = step_ + 1;
+    trace::scope step_scope("step", "step", step1);
     const std::int64_t B = loader_.batch(), T = loader_.seq_len();
     model_.zero_grad();
     double loss = 0;
     for (std::int64_t a = 0; a < accum_; ++a) {
       loader_.next(inputs_, targets_);
-      loss += model_.forward(inputs_, targets_, B, T, true, 1.0f / static_cast<float>(accum_));
+      {
+        trace::scope s("forward", "microbatch", a);
+        loss += model_.forward(inputs_, targets_, B, T, true, 1.0f / static_cast<float>(accum_));
+      }
+      trace::scope s("backward", "microbatch", a);
       model_.backward();
     }
     loss /= static_cast<double>(accum_);
-    const std::int64_t step1 = step_ + 1;
     if (!std::isfinite(loss))
       throw error("training diverged: the loss is " + std::string(std::isnan(loss) ? "NaN" : "infinite") +
                   " at step " + std::to_string(step1) + "; lower --lr or set --max-norm");
     auto& g = model_.grads();
+    trace::scope opt_scope("optimizer", "step", step1);  // norm, clipping, AdamW
     float norm;
     if constexpr (requires { model_.grad_norm(); })  // across ranks, each element counted once
       norm = static_cast<float>(model_.grad_norm());

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <tessera/bench/measure.hpp>
-#include <tessera/comm/detail/json.hpp>
+#include <tessera/core/json.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/tensor/dtype.hpp>
 #ifdef TESSERA_HAS_MPI
@@ -127,7 +127,7 @@ inline void print_table(const run_request& q, const std::vector<measured>& ms, c
 }
 
 inline std::string json_plan(const bench::candidate& c, const std::vector<std::string_view>& names) {
-  using comm::detail::json_quote;
+  auto json_quote = [](std::string_view t) { return json::quote(t); };
   std::string s = "{\"role\": " + json_quote(c.role) + ", \"steps\": [";
   for (int i = 0; i < c.plan.n; ++i) s += (i ? ", " : "") + json_quote(to_string(c.plan[i], names));
   s += "], \"planner_us\": " + fmt("%.3f", c.planner_us) + ", \"bytes_per_rank\": " + std::to_string(c.model.bus_bytes) +
@@ -139,7 +139,7 @@ inline std::string json_measured(const measured& m, const std::vector<std::strin
   std::string s = json_plan(m.c, names);
   const double bw = m.t.median_us > 0 ? static_cast<double>(m.c.model.bus_bytes) / (m.t.median_us * 1e3) : 0;
   s += ", \"correct\": " + std::string(m.check.empty() ? "true" : "false");
-  if (!m.check.empty()) s += ", \"error\": " + comm::detail::json_quote(m.check);
+  if (!m.check.empty()) s += ", \"error\": " + json::quote(m.check);
   s += ", \"calls\": " + std::to_string(m.t.per_call_us.size()) + ", \"median_us\": " + fmt("%.3f", m.t.median_us) +
        ", \"min_us\": " + fmt("%.3f", m.t.min_us) + ", \"max_us\": " + fmt("%.3f", m.t.max_us) +
        ", \"busbw_GBps\": " + fmt("%.4f", bw) + ", \"measured_over_modelled\": " +

@@ -1,4 +1,5 @@
 // expect: the extents must be tessera::extents<...> of the layouts' tensor rank
+// max-errors: 1
 #include <tessera/tessera.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;

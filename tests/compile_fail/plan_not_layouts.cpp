@@ -1,4 +1,5 @@
 // expect: tessera::plan_t: the source and target must be tessera layouts
+// max-errors: 1
 #include <tessera/tessera.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;

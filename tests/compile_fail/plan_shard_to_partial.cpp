@@ -1,4 +1,6 @@
 // expect: shard -> partial on one mesh axis is not a transition
+// expect-also: text<'d', 'p'>
+// max-errors: 1
 #include <tessera/tessera.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;

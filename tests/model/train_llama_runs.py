@@ -84,6 +84,20 @@ def check_trace(d, exe, launcher):
             for n in ("forward", "backward"):
                 check(count(n) == steps * accum, f"{name}: rank {r} has {count(n)} {n} events, not {steps * accum}")
             check(count("optimizer") == steps, f"{name}: rank {r} has {count('optimizer')} optimizer events")
+            # The model's parts (model/llama.hpp): every block's forward and backward once per
+            # micro-batch, numbered 0..n_layers-1, each inside a forward / backward event.
+            layers = 6  # debugmodel
+            for n, outer in (("forward block", "forward"), ("backward block", "backward")):
+                blocks = [e for e in compute if e["name"] == n]
+                check(len(blocks) == steps * accum * layers,
+                      f"{name}: rank {r} has {len(blocks)} {n} events, not {steps * accum * layers}")
+                check(sorted({e["args"]["block"] for e in blocks}) == list(range(layers)),
+                      f"{name}: rank {r}'s {n} events are not numbered 0..{layers - 1}")
+                spans_outer = [(e["ts"], e["ts"] + e["dur"]) for e in compute if e["name"] == outer]
+                check(all(any(a <= e["ts"] and e["ts"] + e["dur"] <= b for a, b in spans_outer) for e in blocks),
+                      f"{name}: rank {r} has a {n} event outside every {outer} event")
+            for n in ("forward embedding", "forward head", "backward head", "backward embedding"):
+                check(count(n) == steps * accum, f"{name}: rank {r} has {count(n)} {n} events, not {steps * accum}")
             # Every forward, backward and optimizer event lies inside one of the rank's steps.
             stepspans = [(e["ts"], e["ts"] + e["dur"]) for e in compute if e["name"] == "step"]
             for e in compute:

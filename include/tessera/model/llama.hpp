@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/model/llama_block.hpp>
 #include <tessera/model/llama_config.hpp>
@@ -139,13 +140,21 @@ class llama_model {
     check(static_cast<std::int64_t>(targets.size()) == B * T,
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
     h.forward_begin(ends_part());
-    forward_embedding(inputs, B, T, h);
+    {
+      trace::scope s("forward embedding", "part", ends_part());
+      forward_embedding(inputs, B, T, h);
+    }
     for (std::int64_t l = 0; l < cfg_.n_layers; ++l) {
+      trace::scope s("forward block", "block", l);  // with the FSDP unit's gathers (hooks)
       h.forward_begin(l);
       forward_block(l, h);
       h.forward_end(l);
     }
-    const float loss = forward_head(targets, need_backward, loss_scale, h);
+    float loss;
+    {
+      trace::scope s("forward head", "part", ends_part());
+      loss = forward_head(targets, need_backward, loss_scale, h);
+    }
     h.forward_end(ends_part());
     return loss;
   }
@@ -154,13 +163,20 @@ class llama_model {
   template <class Hooks>
   void backward(Hooks& h) {
     h.backward_begin(ends_part());
-    backward_head(h);
+    {
+      trace::scope s("backward head", "part", ends_part());
+      backward_head(h);
+    }
     for (std::int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
+      trace::scope s("backward block", "block", l);  // with the FSDP unit's gradient reduction (hooks)
       h.backward_begin(l);
       backward_block(l, h);
       h.backward_end(l);
     }
-    backward_embedding(h);
+    {
+      trace::scope s("backward embedding", "part", ends_part());
+      backward_embedding(h);
+    }
     h.backward_end(ends_part());
   }
 

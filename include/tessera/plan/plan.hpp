@@ -20,6 +20,7 @@
 #include <tessera/layout/layout.hpp>
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
+#include <tessera/core/diagnostic.hpp>
 #include <tessera/plan/planner.hpp>
 #include <tessera/plan/runs.hpp>
 
@@ -75,30 +76,95 @@ constexpr bool same_mesh() {
     return true;
 }
 
+}  // namespace detail
+
+/// Transitions that are not transitions, with the mesh axis as the template argument (the
+/// compiler prints it next to the message; core/diagnostic.hpp).
+namespace diagnostic {
+template <bool source_is_layout, bool target_is_layout>
+constexpr bool plan_arguments_not_layouts() {
+  static_assert(source_is_layout && target_is_layout,
+                "tessera::plan_t: the source and target must be tessera layouts (tessera::layout_t<...>)");
+  return false;
+}
+template <class SourceMeshAxes, class TargetMeshAxes>
+constexpr bool plan_layouts_on_different_meshes() {
+  static_assert(always_false<SourceMeshAxes, TargetMeshAxes>,
+                "tessera::plan_t: source and target layouts must be on the same mesh (their meshes' axes are the "
+                "template arguments above)");
+  return false;
+}
+template <int source_rank, int target_rank>
+constexpr bool plan_layouts_of_different_rank() {
+  static_assert(source_rank == target_rank,
+                "tessera::plan_t: source and target layouts describe tensors of different rank");
+  return false;
+}
+template <int extents_rank, int layout_rank>
+constexpr bool plan_extents_of_wrong_rank() {
+  static_assert(extents_rank == layout_rank,
+                "tessera::plan_t: the extents must be tessera::extents<...> of the layouts' tensor rank");
+  return false;
+}
+template <class Axis>
+constexpr bool shard_to_partial_on_axis() {
+  static_assert(always_false<Axis>, "tessera::plan_t: shard -> partial on one mesh axis is not a transition (DTensor "
+                                    "forbids it too); redistribute that axis to replicate first, then to partial "
+                                    "(the axis is the template argument above)");
+  return false;
+}
+template <class Axis>
+constexpr bool partial_op_change_on_axis() {
+  static_assert(always_false<Axis>, "tessera::plan_t: partial(op1) -> partial(op2) on one mesh axis is not a "
+                                    "transition; reduce to replicate or shard first (the axis is the template "
+                                    "argument above)");
+  return false;
+}
+}  // namespace diagnostic
+
+namespace detail {
+/// A mesh's axis names, "dp, tp", as a diagnostic's template argument.
+template <class Mesh>
+using mesh_axes_text = diagnostic::text_t<diagnostic::joined<diagnostic::joined_size(Mesh::names)>(Mesh::names)>;
+
 template <class Src, class Dst, class T, class Extents, class Cost>
 struct plan_checks {
   static constexpr bool layouts = is_layout_v<Src> && is_layout_v<Dst>;
-  static_assert(layouts, "tessera::plan_t: the source and target must be tessera layouts (tessera::layout_t<...>)");
-  static_assert(same_mesh<Src, Dst>(), "tessera::plan_t: source and target layouts must be on the same mesh");
-  static_assert(rank_of_layout<Src>() == rank_of_layout<Dst>(),
-                "tessera::plan_t: source and target layouts describe tensors of different rank");
-  static_assert(extents_rank<Extents>() == rank_of_layout<Src>(),
-                "tessera::plan_t: the extents must be tessera::extents<...> of the layouts' tensor rank");
-  static constexpr bool shapes_ok = layouts && same_mesh<Src, Dst>() && rank_of_layout<Src>() == rank_of_layout<Dst>() &&
-                                    extents_rank<Extents>() == rank_of_layout<Src>();
+  // One message for the first mistake, from a function template (a failed one still
+  // returns, so nothing after it fails again).
+  static constexpr bool shapes_ok = [] {
+    if constexpr (!layouts)
+      return diagnostic::plan_arguments_not_layouts<is_layout_v<Src>, is_layout_v<Dst>>();
+    else if constexpr (!same_mesh<Src, Dst>())
+      return diagnostic::plan_layouts_on_different_meshes<mesh_axes_text<typename Src::mesh_type>,
+                                                          mesh_axes_text<typename Dst::mesh_type>>();
+    else if constexpr (rank_of_layout<Src>() != rank_of_layout<Dst>())
+      return diagnostic::plan_layouts_of_different_rank<rank_of_layout<Src>(), rank_of_layout<Dst>()>();
+    else if constexpr (extents_rank<Extents>() != rank_of_layout<Src>())
+      return diagnostic::plan_extents_of_wrong_rank<extents_rank<Extents>(), rank_of_layout<Src>()>();
+    else
+      return true;
+  }();
   static constexpr plan_error e = [] {
     if constexpr (shapes_ok)
       return check_transition(Src::spec, Dst::spec);
     else
       return plan_error::none;
   }();
-  static_assert(e != plan_error::shard_to_partial,
-                "tessera::plan_t: shard -> partial on one mesh axis is not a transition (DTensor forbids it "
-                "too); redistribute that axis to replicate first, then to partial");
-  static_assert(e != plan_error::partial_op_change,
-                "tessera::plan_t: partial(op1) -> partial(op2) on one mesh axis is not a transition; reduce "
-                "to replicate or shard first");
-  static constexpr bool ok = shapes_ok && e == plan_error::none;
+  static constexpr bool transition_ok = [] {
+    if constexpr (e == plan_error::shard_to_partial || e == plan_error::partial_op_change) {
+      constexpr std::string_view name =
+          Src::mesh_type::names[static_cast<std::size_t>(transition_error_axis(Src::spec, Dst::spec))];
+      using axis = diagnostic::text_t<diagnostic::buffer_of<name.size()>(name)>;
+      if constexpr (e == plan_error::shard_to_partial)
+        return diagnostic::shard_to_partial_on_axis<axis>();
+      else
+        return diagnostic::partial_op_change_on_axis<axis>();
+    } else {
+      return true;
+    }
+  }();
+  static constexpr bool ok = shapes_ok && e == plan_error::none && transition_ok;
 };
 }  // namespace detail
 

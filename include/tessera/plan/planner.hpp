@@ -67,6 +67,16 @@ constexpr plan_error check_transition(const layout_spec& src, const layout_spec&
   return plan_error::none;
 }
 
+/// The mesh axis on which check_transition found its error (-1: none, or not about an axis).
+constexpr int transition_error_axis(const layout_spec& src, const layout_spec& dst) noexcept {
+  if (src.mesh_ndim != dst.mesh_ndim) return -1;
+  for (int a = 0; a < src.mesh_ndim; ++a) {
+    if (src.is_sharded(a) && dst.is_partial(a)) return a;
+    if (src.is_partial(a) && dst.is_partial(a) && src.op != dst.op) return a;
+  }
+  return -1;
+}
+
 struct plan_result {
   plan_value plan{};
   plan_error error = plan_error::none;

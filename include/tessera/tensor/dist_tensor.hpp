@@ -21,6 +21,7 @@
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <span>
 #include <string>
@@ -65,6 +66,17 @@ struct result_pool {
 
 /// A global index: index[d] for d < the tensor's rank.
 using index_t = std::array<std::int64_t, max_tensor_rank>;
+
+namespace detail {
+/// True when L is a layout on mesh type M (checked first, so a wrong target gives one message).
+template <class L, class M>
+constexpr bool on_mesh() {
+  if constexpr (is_layout_v<L>)
+    return std::is_same_v<typename L::mesh_type, M>;
+  else
+    return false;
+}
+}  // namespace detail
 
 template <class T, class Layout, class Space = host>
 class dist_tensor {
@@ -164,10 +176,18 @@ class dist_tensor {
   /// the cost model the plan is chosen by: your cluster's constants instead of NVLink's.
   template <class NewLayout, class Cost = default_cost_model>
   dist_tensor<T, NewLayout, Space> redistribute() const {
-    std::vector<T> result = detail::result_pool_of<T>::take(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
-    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), result.data());
-    return dist_tensor<T, NewLayout, Space>(*dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()),
-                                            std::move(result));
+    static_assert(detail::on_mesh<NewLayout, mesh_type>(),
+                  "tessera::dist_tensor::redistribute<L>: L must be a layout on this tensor's mesh (a layout of "
+                  "another mesh, or no layout); spell L with the same tessera::mesh<...> type");
+    if constexpr (detail::on_mesh<NewLayout, mesh_type>()) {
+      std::vector<T> result =
+          detail::result_pool_of<T>::take(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
+      redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), result.data());
+      return dist_tensor<T, NewLayout, Space>(
+          *dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()), std::move(result));
+    } else {
+      std::terminate();  // not reached: the static_assert above failed
+    }
   }
 
   /// The same transition into `out`, a tensor of the target layout on the same device mesh
@@ -175,6 +195,9 @@ class dist_tensor {
   /// `out` must not be this tensor.
   template <class Cost = default_cost_model, class NewLayout>
   void redistribute(dist_tensor<T, NewLayout, Space>& out) const {
+    static_assert(detail::on_mesh<NewLayout, mesh_type>(),
+                  "tessera::dist_tensor::redistribute(out): out's layout must be on this tensor's mesh; spell it "
+                  "with the same tessera::mesh<...> type");
     if (&out.mesh() != dm_)
       throw error("tessera::dist_tensor::redistribute(out): out is on another device_mesh; make it on this "
                   "tensor's mesh (e.g. as the result of x.redistribute<L>())");

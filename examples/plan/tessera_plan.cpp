@@ -13,6 +13,11 @@
 // --run executes the chosen plan, the next best plans the search considered and the
 // gather-first baseline on real ranks, checks every result and prints their times next to
 // the cost model's (run_mode.hpp).
+//
+//   tessera-plan --mesh dp=2,tp=2 --calibrate links.toml      then  ... --links links.toml
+//
+// --calibrate fits the cost model's constants to the collectives measured on this machine
+// and writes them as a link profile; --links plans with them (calibrate.hpp).
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,10 +54,14 @@ using namespace tessera;
 const char* const usage =
     "usage: tessera-plan --mesh NAME=SIZE[,NAME=SIZE...] --from LAYOUT --to LAYOUT --shape N[,N...]\n"
     "                    [--dtype f32|bf16|f16|f8|f64] [--link AXIS=GBPS[:HOP_US]]... [--no-picture] [--json]\n"
-    "                    [--run [--backend threads|mpi] [--calls N] [--warmup N] [--next N]]\n"
+    "                    [--links FILE] [--run [--backend threads|mpi] [--calls N] [--warmup N] [--next N]]\n"
+    "       tessera-plan --mesh NAME=SIZE[,...] --calibrate FILE [--backend threads|mpi] [--calls N] [--warmup N]\n"
     "  LAYOUT: DTensor style, one placement per mesh axis: 'S(0),R', 'P(sum),S(1)', 'S(0)#1,S(0)#0'\n"
     "          or canonical: '{0: (dp, tp), partial: sum(pp)}'\n"
     "  --link: the bandwidth (GB/s) and hop latency (us) of an axis; default 87.7 GB/s, 0.6 us\n"
+    "  --links FILE: the cost model's constants from a link profile (TOML) that --calibrate wrote\n"
+    "  --calibrate FILE: time each collective on every axis and on all axes together, fit the\n"
+    "         cost model's constants and write them to FILE (docs/benchmarking.md)\n"
     "  --json: one JSON object on stdout instead of the text report\n"
     "  --run: execute and time the chosen plan, the N next best (--next, default 3) and the\n"
     "         gather-first baseline on real ranks (threads; --backend mpi under mpirun, one\n"

@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <string>
 #include <tessera/comm/threads.hpp>
 #include <tessera/tensor/dist_tensor.hpp>
 #include <vector>
+
+#include "dist_layouts.hpp"
 
 using namespace tessera;
 
@@ -97,4 +100,25 @@ TEST_CASE("fresh results reuse the buffers of dead tensors (result_pool)") {
   });
   CHECK(result_pool::held_bytes() == 0);
   result_pool::set_limit(std::int64_t{1} << 30);
+}
+
+TEST_CASE("results written into reused (poisoned) pool buffers are exact for every pair on 2 x 2") {
+  // Every block of this shape is 64 KiB or more, so every fresh result comes from the pool;
+  // the pool is filled first with NaN buffers of 1x to 2x those sizes: a step that leaves
+  // an element of its output unwritten (relying on a zeroed new buffer) fails here.
+  result_pool::release();
+  comm::run_threads(4, [](comm::threads_communicator& c) {
+    using dist_layouts::M22;
+    device_mesh<M22> dm(M22{}, c);
+    const shape_t g{520, 130};  // 264 KiB; a quarter is 66 KiB
+    for (int k = 0; k < 8; ++k)
+      for (const std::int64_t rows : {130 + 16 * k, 260 + 32 * k, 520 + 64 * k}) {
+        auto poison = dist_tensor<float, replicated_t<M22, 2>>::distribute(
+            dm, {rows, 130}, [](const index_t&) { return std::numeric_limits<float>::quiet_NaN(); });
+        (void)poison;  // dies here: its buffer goes to the pool
+      }
+    CHECK(dist_checks::all_pairs<float>(dm, g, dist_layouts::L22{}) > 30);
+  });
+  CHECK(result_pool::hits() > 0);
+  result_pool::release();
 }

@@ -152,7 +152,7 @@ benchmark::internal::Benchmark* transition(const std::string& name, const shape_
       throw error("tessera::bench::transition: \"" + name + "\": the mesh has a dynamic axis; give every axis a size "
                   "(tessera::axis<\"dp\", 2>)");
     (void)plan_t<From, To, T>::size;  // an illegal transition fails here, at compile time
-    const int ranks = static_cast<int>(Mesh{}.world_size());
+    int ranks = static_cast<int>(Mesh{}.world_size());  // (not const: clang would drop it from the capture)
     // (registrations run before main, before MPI is initialized: the name follows mpirun's
     // environment, the run uses the world bench::main made)
     auto* b = benchmark::RegisterBenchmark(

@@ -37,7 +37,7 @@ fi
 # Only these five test binaries are built (clang++, -O0 -g, see tests/CMakeLists.txt); any
 # ASan or UBSan report (leaks included) fails the run; .ci/ubsan.supp lists the known ones.
 # Measured from an empty build folder on the shared 2-core machine (load average 10-15):
-# 402 s, of which about 35 s running the tests (docs/performance.md, "CI").
+# 402 s, of which about 150 s run the tests (at -O1: 841 s, 22 s of them tests; docs/performance.md, "CI").
 echo "== tessera: AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train)"
 asan_start=$(date +%s)
 asan="$root/build/asan"

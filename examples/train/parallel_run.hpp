@@ -148,8 +148,14 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     if constexpr (!std::is_same_v<F, C>) {
       if (in.trace) {
         const auto entries = flight->entries();
+        const std::uint64_t now = flight->recorded();
+        if (now - since > entries.size())
+          std::fprintf(stderr, "train_llama: warning: rank %d: the trace lacks %llu collectives of step %lld (the "
+                       "flight recorder keeps the last %zu)\n", rank,
+                       static_cast<unsigned long long>(now - since - entries.size()), static_cast<long long>(m.step),
+                       entries.size());
         comm::add_to_trace(*in.trace, entries, rank, 1, since);
-        since = flight->recorded();
+        since = now;
       }
     }
     if (!lead) continue;
@@ -174,7 +180,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
 template <class R, class C>
 void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
   if (in.trace) {
-    comm::flight_recorder flight(c, {.capacity = 1 << 14, .dump_on_error = false});
+    comm::flight_recorder flight(c, {.capacity = 1 << 14, .dump_on_error = false});  // >= one step's calls
     train_rank<R>(c, &flight, mesh, in);
     if (in.gather_trace) gather_and_write_trace(c, *in.trace, in.trace_file);
   } else {

@@ -153,9 +153,12 @@ void from_config(options& o, const train::run_config& c) {
 /// (the default profiling.save_traces_folder is created, as TorchTitan does).
 void check_trace_path(const options& o, bool create_folder) {
   if (o.trace.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(o.trace, ec))
+    throw error("profiling: the trace file '" + o.trace + "' is a folder; name a file, e.g. " +
+                (fs::path(o.trace) / "trace.json").string());
   const fs::path dir = fs::path(o.trace).parent_path();
   if (dir.empty()) return;
-  std::error_code ec;
   if (create_folder) fs::create_directories(dir, ec);
   if (!fs::is_directory(dir, ec))
     throw error("profiling: the folder of the trace file '" + o.trace + "' does not exist; create it or change "

@@ -13,6 +13,7 @@
 
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
@@ -118,4 +119,9 @@ TEST_CASE("gradient rule: parameter gradients accumulate, input gradients as doc
     cross_entropy_backward(g[0].data(), logits.data(), tg.data(), N, V);
   };
   check_rule({std::size_t(N * V)}, ce, 0, rule::writes, "cross_entropy dlogits");
+}
+
+TEST_CASE("fast_exp: NaN in, NaN out (no NaN-to-int conversion: UBSan runs this in CI)") {
+  CHECK(std::isnan(tessera::cpu::detail::fast_exp(std::nanf(""))));
+  CHECK(std::abs(tessera::cpu::detail::fast_exp(1.0f) - std::exp(1.0f)) <= 1e-6f * std::exp(1.0f));
 }

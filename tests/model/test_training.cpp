@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include <tessera/comm/threads.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/tokenizer.hpp>
 #include <tessera/train/trainer.hpp>
@@ -91,4 +92,31 @@ TEST_CASE("clipping bounds the update; a NaN loss stops with the step number") {
   CHECK(std::sqrt(clipped) == doctest::Approx(1e-3).epsilon(1e-3));
   m.param(1)[0] = std::numeric_limits<float>::quiet_NaN();  // poison attention_norm
   CHECK_THROWS_WITH_AS(t.train_step(), doctest::Contains("loss is NaN at step 2"), tessera::error);
+}
+
+TEST_CASE("MFU: the peak is measured once per process and is the job's, the same on every rank") {
+  const double host = train::host_peak_flops();
+  CHECK(host > 0);
+  CHECK(train::host_peak_flops() == host);  // measured once, then remembered
+  CHECK(train::usable_cores() >= 1);
+  // Thread ranks share this host and this process's cores: the job's peak is the host's,
+  // not the host's once per rank (nor a quarter of it, measured by four ranks at once).
+  std::vector<double> got(3);
+  comm::run_threads(3, [&](comm::threads_communicator& c) { got[static_cast<std::size_t>(c.rank())] = train::job_peak_flops(c); });
+  for (double g : got) CHECK(g == host);
+  // basic_trainer measures it by default, so MFU is reported without a sixth argument;
+  // 0 turns MFU off.
+  std::vector<std::int32_t> toks(4 * 16 * 4 + 1);
+  for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<std::int32_t>(i % 128);
+  llama<small> m;
+  m.init_weights(0);
+  train::batch_loader dl(toks, 4, 16, 0);
+  train::trainer t(m, dl, 1, 1, train::optimizer_options{});
+  CHECK(t.peak_flops() == host);
+  const auto s = t.train_step();
+  CHECK(s.mfu > 0);
+  CHECK(s.mfu == doctest::Approx(s.tokens_per_s * flops_per_token(small::config, 16) / host));
+  train::batch_loader dl2(toks, 4, 16, 0);
+  train::trainer off(m, dl2, 1, 1, train::optimizer_options{}, 0);
+  CHECK(off.train_step().mfu == 0);
 }

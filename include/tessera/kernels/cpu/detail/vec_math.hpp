@@ -10,9 +10,10 @@ namespace tessera::cpu::detail {
 /// e^x for float, relative error below ~2e-7 on [-87, 88]; inputs below -87.3 give a
 /// value under 1e-37 (not 0), above 88.3 are clamped. No branches, so loops vectorize.
 inline float fast_exp(float x) noexcept {
-  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);
+  x = x < -87.3f ? -87.3f : (x > 88.3f ? 88.3f : x);  // NaN passes through (both comparisons false)
+  const float xe = x == x ? x : 0.0f;  // the exponent from a finite value: NaN reaches the result through r
   const float big = 12582912.0f;  // 1.5 * 2^23: adding and subtracting rounds to integer
-  const float n = (x * 1.44269504088896341f + big) - big;
+  const float n = (xe * 1.44269504088896341f + big) - big;
   const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
   float p = 1.0f / 720.0f;
   p = p * r + 1.0f / 120.0f;

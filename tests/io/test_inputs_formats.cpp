@@ -155,3 +155,24 @@ TEST_CASE("schedule CSV: read_csv(to_csv(s)) keeps idle trailing ranks (finding 
   CHECK(read_csv("0F0,0B0\r\n").ranks == 1);  // the line end of the last row is no rank
   CHECK_THROWS_WITH_AS((void)read_csv("\n\n"), doctest::Contains("schedule CSV has no actions"), schedule_error);
 }
+
+// ---- one vocabulary (issue 20): one dtype enum and one reduce enum for every layer ----
+#include <tessera/layout/placement.hpp>
+#include <tessera/tensor/dtype.hpp>
+#include <type_traits>
+
+TEST_CASE("one dtype and one reduce op for comm, tensor, layouts and safetensors") {
+  static_assert(std::is_same_v<tessera::comm::dtype, tessera::dtype>);
+  static_assert(std::is_same_v<st::dtype, tessera::dtype>);
+  static_assert(std::is_same_v<tessera::comm::reduce_op, tessera::reduce>);
+  static_assert(tessera::comm::dtype_of<tessera::bf16> == tessera::dtype_of<tessera::bf16>);
+  static_assert(tessera::comm::dtype_of<tessera::f8_e4m3fn> == tessera::dtype_of<tessera::f8_e4m3fn>);
+  static_assert(tessera::dtype::f8_e5m2 == tessera::dtype::f8e5m2);
+  static_assert(tessera::partial<tessera::reduce::max>::item.op == tessera::comm::reduce_op::max);
+  CHECK(tessera::name_of(tessera::dtype::bf16) == "bfloat16");
+  CHECK(tessera::short_name(tessera::dtype::bf16) == "bf16");
+  CHECK(st::dtype_name(tessera::dtype::f16) == "F16");
+  CHECK(tessera::to_string(tessera::reduce::avg) == "avg");
+  CHECK_THROWS_WITH_AS(st::writer().add("h", {1}, std::vector<float>{1}, tessera::dtype::f16),
+                       "safetensors: writing F16 is not supported; use F32 or BF16", tessera::error);
+}

@@ -219,13 +219,18 @@ TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (iss
                                        "or comment; quote the key or the value");
   const std::string latin1 = write("latin1.toml", "# caf\xe9\n");
   CHECK(has(b.load_error(latin1), latin1 + ":1:6: TOML syntax error: the file is not valid UTF-8"));
-  // what TOML allows still loads: non-ASCII in strings and comments, arrays first on a line
+  // found by fuzz_toml_config: a quote right after a value is no string to toml++
+  const std::string after = write("quote_after_value.toml", "[optimizer]\nlr = 1\"\"\"\xc3\xa9\"\n");
+  CHECK(b.load_error(after) == after + ":2:7: TOML syntax error: a quote after '1' cannot begin a string; put a "
+                                       "key or a value before it");
+  // what TOML allows still loads: non-ASCII in strings and comments, quoted keys and headers
   const std::string ok = write("utf8.toml",
                                "# \xc3\xa9t\xc3\xa9\n[job]\ndescription = \"\xcf\xa2 \\\" [x\"\n"
-                               "[\"training\"]\nsteps = 4 # \xcf\xa2\n");
+                               "[\"training\"]\nsteps = 4 # \xcf\xa2\n[lr_scheduler]\n\"warmup_steps\" = 3\n");
   train::load_toml(ok, b.o);
   CHECK(b.c.job.description == "\xcf\xa2 \" [x");
   CHECK(b.c.training.steps == 4);
+  CHECK(b.c.lr_scheduler.warmup_steps == 3);
 }
 
 TEST_CASE("config errors: unknown key with the nearest, alias as key, nested config file") {

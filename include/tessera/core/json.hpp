@@ -141,15 +141,16 @@ class parser {
         if (obj) {
           if (peek() != '"') fail("expected a string key");
           std::string key = parse_string();
-          for (const auto& k : v.keys)
-            if (k == key) fail("duplicate key \"" + key + "\"");
           expect(':');
           v.keys.push_back(std::move(key));
         }
         v.items.push_back(parse_value(depth + 1));
         const char d = peek();
         ++i_;
-        if (d == close) break;
+        if (d == close) {
+          if (obj) check_unique_keys(v.keys);
+          break;
+        }
         if (d != ',') {
           --i_;
           fail(std::string("expected ',' or '") + close + "' in " + (obj ? "an object" : "an array"));
@@ -170,6 +171,17 @@ class parser {
       fail("unexpected " + shown(c));
     }
     return v;
+  }
+
+  /// Duplicate keys are an error (sorting: n log n, however many keys an object has).
+  void check_unique_keys(const std::vector<std::string>& keys) const {
+    if (keys.size() < 2) return;
+    std::vector<const std::string*> p;
+    p.reserve(keys.size());
+    for (const auto& k : keys) p.push_back(&k);
+    std::sort(p.begin(), p.end(), [](const std::string* a, const std::string* b) { return *a < *b; });
+    for (std::size_t i = 1; i < p.size(); ++i)
+      if (*p[i] == *p[i - 1]) fail("duplicate key \"" + p[i]->substr(0, 60) + "\" in the object ending here");
   }
 
   bool digit() const { return i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9'; }

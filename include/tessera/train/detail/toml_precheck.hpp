@@ -12,7 +12,10 @@
 //   - bytes outside ASCII stand only in strings and comments (TOML's bare keys, numbers,
 //     booleans, dates and punctuation are ASCII);
 //   - a table header (`[` or `[[` first on a line, outside a value) starts with a bare key
-//     character (A-Za-z0-9_-) or a quote.
+//     character (A-Za-z0-9_-) or a quote;
+//   - a string begins only where a key or value can: first on a line or after `=`, `[`,
+//     `{`, `,` or `.` (found by fuzz_toml_config: `lr = 1"""...é` made toml++'s error path
+//     reach an `unreachable` in its Unicode tables).
 #pragma once
 
 #include <cstddef>
@@ -62,6 +65,7 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
   int depth = 0;             // open [ and { of values
   bool line_start = true;    // only whitespace so far on this line
   bool value_side = false;   // after '=' on this line (or inside a value)
+  char prev = '\n';          // the last character outside whitespace, strings and comments
   auto advance = [&](std::size_t& i) {
     if (s[i] == '\n') {
       ++line;
@@ -88,6 +92,11 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
       continue;
     }
     if (c == '"' || c == '\'') {  // a string: '...', "...", '''...''', """..."""
+      // Only where a key or a value begins: first on a line, or after = [ { , or '.'.
+      // Elsewhere (`lr = 1"""...`) toml++ does not read a string, and its error path then
+      // runs into what the string held.
+      if (!line_start && prev != '=' && prev != '[' && prev != '{' && prev != ',' && prev != '.')
+        fail("a quote after '" + std::string(1, prev) + "' cannot begin a string; put a key or a value before it");
       const bool multi = s.substr(i, 3) == std::string_view(c == '"' ? "\"\"\"" : "'''");
       const std::size_t open = multi ? 3 : 1;
       for (std::size_t k = 0; k < open; ++k) advance(i);
@@ -108,6 +117,7 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
         advance(i);
       }
       line_start = false;
+      prev = c;
       continue;
     }
     if (static_cast<unsigned char>(c) >= 0x80)
@@ -121,12 +131,14 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
                              k == '_' || k == '-' || k == '"' || k == '\'';
       if (!key_start) fail("a table header must start with a key, e.g. [training] or [[a.b]]");
       line_start = false;
+      prev = '[';
       continue;
     }
     if (c == '=' && depth == 0) value_side = true;
     if (value_side && (c == '[' || c == '{')) ++depth;
     if (value_side && (c == ']' || c == '}') && depth > 0) --depth;
     line_start = false;
+    prev = c;
     advance(i);
   }
 }

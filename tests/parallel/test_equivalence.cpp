@@ -98,20 +98,30 @@ TEST_CASE("parallel_llama: FSDP x TP (2-D) matches one rank") {
   check_recipe<tiny_recipes::fsdp_tp_2d>(4, make_batch(4, 8, 4), 2e-5, {});
 }
 
-TEST_CASE("parallel_llama: FSDP mixed precision gathers bf16 parameters and reduces f32 gradients") {
-  const batch b = make_batch(4, 8, 5);
+namespace {
+/// One forward + backward of recipe R (bf16 parameters) on 4 thread ranks: the model
+/// computed with parameters rounded to bf16 (8 significant bits), so the loss is close to,
+/// but not equal to, the f32 one. Then `more(pm, ref)` on every rank.
+template <class R, class More>
+void check_bf16_step(const batch& b, More&& more) {
   const reference ref = serial(b);
   comm::run_threads(4, [&](comm::threads_communicator& c) {
-    device_mesh<tiny_recipes::fsdp_tp_bf16::mesh> dm({}, c);
-    train::parallel_llama<tiny_recipes::fsdp_tp_bf16> pm(dm);
+    device_mesh<typename R::mesh> dm({}, c);
+    train::parallel_llama<R> pm(dm);
     pm.init_weights(11);
     pm.zero_grad();
     const float loss = pm.forward(b.in, b.tg, b.B, b.T);
     pm.backward();
-    // the model computed with parameters rounded to bf16 (8 significant bits): close to,
-    // but not equal to, the f32 loss; the master weights stay f32 and unrounded
     CHECK(loss != ref.loss);
     CHECK(std::abs(loss - ref.loss) <= 1e-2 * std::abs(ref.loss));
+    more(pm, ref);
+  });
+}
+}  // namespace
+
+TEST_CASE("parallel_llama: FSDP mixed precision gathers bf16 parameters and reduces f32 gradients") {
+  check_bf16_step<tiny_recipes::fsdp_tp_bf16>(make_batch(4, 8, 5), [](auto& pm, const reference& ref) {
+    // the master weights stay f32 and unrounded
     bool any_unrounded = false;
     for (std::int64_t i = 0; i < pm.model().n_tensors() && !any_unrounded; ++i)
       for (float x : pm.full_param(i)) any_unrounded = any_unrounded || static_cast<float>(bf16(x)) != x;
@@ -139,18 +149,8 @@ void check_combined() {
   const batch b = make_batch(4, 8, 6);
   if constexpr (!Bf16) {
     check_recipe<R>(4, b, 2e-5, {});
-  } else {  // bf16 parameters: the loss is close to, not equal to, the f32 one (as above)
-    const reference ref = serial(b);
-    comm::run_threads(4, [&](comm::threads_communicator& c) {
-      device_mesh<typename R::mesh> dm({}, c);
-      train::parallel_llama<R> pm(dm);
-      pm.init_weights(11);
-      pm.zero_grad();
-      const float loss = pm.forward(b.in, b.tg, b.B, b.T);
-      pm.backward();
-      CHECK(loss != ref.loss);
-      CHECK(std::abs(loss - ref.loss) <= 1e-2 * std::abs(ref.loss));
-    });
+  } else {
+    check_bf16_step<R>(b, [](auto&, const reference&) {});
   }
 }
 }  // namespace

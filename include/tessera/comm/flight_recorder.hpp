@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tessera/core/clock.hpp>
 #include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
@@ -100,11 +101,7 @@ struct flight_settings {
 };
 
 namespace detail {
-inline std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+inline std::int64_t now_us() { return steady_now_us(); }  // core/clock.hpp, the trace's clock too
 
 /// The per-rank ring buffer shared by a recorder and every recorder split from it.
 struct flight_ring {

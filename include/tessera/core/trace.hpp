@@ -30,16 +30,13 @@
 
 #include <unistd.h>
 
+#include <tessera/core/clock.hpp>
 #include <tessera/core/error.hpp>
 
 namespace tessera::trace {
 
-/// Microseconds of std::chrono::steady_clock.
-inline std::int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+/// Microseconds of std::chrono::steady_clock (core/clock.hpp, the flight recorder's clock).
+inline std::int64_t now_us() { return steady_now_us(); }
 
 /// One complete event ("ph": "X") of track (pid, tid).
 struct event {

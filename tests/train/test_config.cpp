@@ -223,6 +223,14 @@ TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (iss
   const std::string after = write("quote_after_value.toml", "[optimizer]\nlr = 1\"\"\"\xc3\xa9\"\n");
   CHECK(b.load_error(after) == after + ":2:7: TOML syntax error: a quote after '1' cannot begin a string; put a "
                                        "key or a value before it");
+  // found by fuzz_toml_config in CI: a closing bracket where an array's value must begin
+  const std::string brace = write("brace_in_array.toml", "[lr_scheduler]\nwarmup_steps = [}s0\n");
+  CHECK(b.load_error(brace) == brace + ":2:17: TOML syntax error: '}' where a value must begin (after '['); write "
+                                       "the value first");
+  const std::string comma = write("comma_value.toml", "[training]\nsteps = ,\n");
+  CHECK(has(b.load_error(comma), comma + ":2:9: TOML syntax error: ',' where a value must begin (after '=')"));
+  // empty arrays and a trailing comma in an array are TOML and pass the pre-check
+  CHECK_NOTHROW(train::detail::toml_precheck("a = []\nb = [1, 2, ]\nc = { }\nd = [ [], [1,], ]\n", "x.toml"));
   // what TOML allows still loads: non-ASCII in strings and comments, quoted keys and headers
   const std::string ok = write("utf8.toml",
                                "# \xc3\xa9t\xc3\xa9\n[job]\ndescription = \"\xcf\xa2 \\\" [x\"\n"

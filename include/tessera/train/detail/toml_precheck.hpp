@@ -15,7 +15,10 @@
 //     character (A-Za-z0-9_-) or a quote;
 //   - a string begins only where a key or value can: first on a line or after `=`, `[`,
 //     `{`, `,` or `.` (found by fuzz_toml_config: `lr = 1"""...é` made toml++'s error path
-//     reach an `unreachable` in its Unicode tables).
+//     reach an `unreachable` in its Unicode tables);
+//   - where a value must begin (after `=`, or after `[` or `,` inside a value) there is no
+//     `}` or `,` (nor `]` right after `=`): toml++ asserts on `x = [}` (found by
+//     fuzz_toml_config in CI's 30-second run).
 #pragma once
 
 #include <cstddef>
@@ -134,6 +137,12 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
       prev = '[';
       continue;
     }
+    // Where a value must begin (after '=', or after '[' or ',' inside a value) a closing
+    // bracket or a comma is no value: toml++ 3.3.0 asserts on `x = [}` instead of reporting
+    // it (found by fuzz_toml_config). An empty array `[]` and a trailing comma `[1, ]` stay.
+    if (value_side && (c == '}' || c == ',' || c == ']') && (prev == '=' || prev == '[' || prev == ',') &&
+        !(c == ']' && prev != '='))
+      fail(std::string("'") + c + "' where a value must begin (after '" + prev + "'); write the value first");
     if (c == '=' && depth == 0) value_side = true;
     if (value_side && (c == '[' || c == '{')) ++depth;
     if (value_side && (c == ']' || c == '}') && depth > 0) --depth;

@@ -7,7 +7,9 @@
 #   SECONDS:   per harness (-max_total_time); HARNESS: json safetensors ... (default: all).
 # New inputs that add coverage go to BUILD_DIR/tests/fuzz/corpus/<harness>; a crash is
 # saved as BUILD_DIR/tests/fuzz/findings/<harness>/crash-* and fails the script (exit 1).
-# Exit 2: bad arguments.
+# Exit 2: bad arguments. TESSERA_FUZZ_SEED=N fixes libFuzzer's seed (-seed=N): the inputs
+# tried are then the same sequence on every run (CI uses 1, so a CI run explores what the
+# same command explored here; only a faster machine goes further along it).
 set -uo pipefail
 par=1
 if [ "${1:-}" = -j ]; then
@@ -32,7 +34,9 @@ fuzz_one() {  # fuzz_one HARNESS: fuzzes it, prints one line (and the log's tail
   local extra=() d
   for d in "$src/seeds/$h" "$src/reproducers/$h"; do [ -d "$d" ] && extra+=("$d"); done
   local log="$findings/fuzz.log"
-  "$exe" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
+  local seed=()
+  [ -n "${TESSERA_FUZZ_SEED:-}" ] && seed=(-seed="$TESSERA_FUZZ_SEED")
+  "$exe" "${seed[@]}" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$findings/" "$corpus" "${extra[@]}" >"$log" 2>&1
   local rc=$?
   local runs

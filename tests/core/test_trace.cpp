@@ -99,7 +99,7 @@ TEST_CASE("trace: the JSON has the track names, the events relative to the origi
                "\"ts\": 500, \"dur\": 25, \"args\": {\"block\": 3, \"where\": \"x.cpp:1\"}}"));
   CHECK(has(j, "\"name\": \"other\""));  // merged from another process
   CHECK(j.substr(j.size() - 4) == "\n]}\n");
-  CHECK(trace::recorder::quote(std::string("\x01", 1)) == "\"\\u0001\"");
+  CHECK(json::quote(std::string("\x01", 1)) == "\"\\u0001\"");  // the writer trace::recorder uses
 }
 
 TEST_CASE("trace: write goes through a temporary name; a missing folder is a clear error") {

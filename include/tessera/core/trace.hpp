@@ -32,6 +32,7 @@
 
 #include <tessera/core/clock.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/core/json.hpp>
 
 namespace tessera::trace {
 
@@ -91,7 +92,7 @@ class recorder {
     std::string s;
     for (const auto& e : events_) {
       if (!s.empty()) s += ",\n";
-      s += "{\"ph\": \"X\", \"name\": " + quote(e.name) + ", \"cat\": " + quote(e.cat) +
+      s += "{\"ph\": \"X\", \"name\": " + json::quote(e.name) + ", \"cat\": " + json::quote(e.cat) +
            ", \"pid\": " + std::to_string(e.pid) + ", \"tid\": " + std::to_string(e.tid) +
            ", \"ts\": " + std::to_string(e.ts_us - t0) + ", \"dur\": " + std::to_string(e.dur_us);
       if (!e.args.empty() || !e.text.empty()) {
@@ -99,16 +100,16 @@ class recorder {
         bool a1 = true;
         for (const auto& [k, v] : e.args) {
           if (!a1) s += ", ";
-          s += quote(k);
+          s += json::quote(k);
           s += ": ";
           s += std::to_string(v);
           a1 = false;
         }
         for (const auto& [k, v] : e.text) {
           if (!a1) s += ", ";
-          s += quote(k);
+          s += json::quote(k);
           s += ": ";
-          s += quote(v);
+          s += json::quote(v);
           a1 = false;
         }
         s += "}";
@@ -135,7 +136,7 @@ class recorder {
         s += std::string("{\"ph\": \"M\", \"name\": \"") + (process ? "process_name" : "thread_name") +
              "\", \"pid\": " + std::to_string(n.pid) +
              (process ? std::string() : ", \"tid\": " + std::to_string(n.tid)) + ", \"args\": {\"name\": " +
-             quote(n.name) + "}}";
+             json::quote(n.name) + "}}";
         if (process) {
           sep();
           s += "{\"ph\": \"M\", \"name\": \"process_sort_index\", \"pid\": " + std::to_string(n.pid) +
@@ -167,28 +168,6 @@ class recorder {
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
     if (ec) throw error("trace: cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
-  }
-
-  /// `text` as a JSON string literal.
-  static std::string quote(std::string_view text) {
-    std::string s = "\"";
-    for (const char c : text) {
-      switch (c) {
-        case '"': s += "\\\""; break;
-        case '\\': s += "\\\\"; break;
-        case '\n': s += "\\n"; break;
-        case '\t': s += "\\t"; break;
-        default:
-          if (static_cast<unsigned char>(c) < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(c));
-            s += buf;
-          } else {
-            s += c;
-          }
-      }
-    }
-    return s + "\"";
   }
 
  private:

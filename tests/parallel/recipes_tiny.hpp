@@ -2,6 +2,7 @@
 // GQA, a vocabulary that splits unevenly, FFN width divisible by 2).
 #pragma once
 
+#include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 #include <tessera/train/recipe.hpp>
 
@@ -48,5 +49,36 @@ struct fsdp_tp_bf16 {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
   using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, tensor_parallel<"tp", loss_parallel>>;
+};
+}  // namespace tiny_recipes
+
+// Pipeline recipes over a 6-layer tiny Llama (pp = 4 with 2 stages per rank gives 8 stages:
+// the embedding alone, six stages of one block, the head alone).
+namespace tiny_recipes {
+struct tiny6 {
+  static constexpr llama_config config{.name = "tiny6", .dim = 32, .n_layers = 6, .n_heads = 4, .n_kv_heads = 2,
+                                       .vocab_size = 97, .multiple_of = 32};
+};
+/// A pp axis of run-time size; the schedule and microbatches chosen at run time.
+struct pp_dyn {
+  static constexpr std::string_view name = "tiny_pp";
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp">>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp">>;
+};
+/// pp = 2 x dp = 2 x tp = 2 (FSDP and TP with sequence and loss parallel inside the stages).
+struct pp_3d {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::interleaved_1f1b>, stages_per_rank<2>>, fsdp<"dp">,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+/// pp = 2 x HSDP 2 x 2 with mixed precision off (the pipeline with the hybrid axes).
+struct pp_hsdp {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"r", 2>, axis<"s", 2>>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::gpipe>>,
+                                           hsdp<"r", "s">>;
 };
 }  // namespace tiny_recipes

@@ -10,46 +10,14 @@
 #include <tessera/train/parallel_llama.hpp>
 
 #include "recipes_tiny.hpp"
+#include "reference.hpp"
 
 using namespace tessera;
 
 namespace {
+using namespace equivalence;
 
-struct batch {
-  std::int64_t B, T;
-  std::vector<std::int32_t> in, tg;
-};
-batch make_batch(std::int64_t B, std::int64_t T, std::uint32_t seed) {
-  batch b{B, T, {}, {}};
-  std::mt19937 g(seed);
-  for (std::int64_t i = 0; i < B * T; ++i) {
-    b.in.push_back(static_cast<std::int32_t>(g() % 97));
-    b.tg.push_back(static_cast<std::int32_t>(g() % 97));
-  }
-  return b;
-}
-
-struct reference {
-  float loss;
-  std::vector<std::vector<float>> grads;
-};
-reference serial(const batch& b) {
-  llama_model m(tiny_recipes::tiny::config);
-  m.init_weights(11);
-  m.zero_grad();
-  reference r{m.forward(b.in, b.tg, b.B, b.T), {}};
-  m.backward();
-  for (std::int64_t i = 0; i < m.n_tensors(); ++i)
-    r.grads.emplace_back(m.grad(i), m.grad(i) + m.entry(i).shape.numel());
-  return r;
-}
-
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  double worst = 0, scale = 1e-6;
-  for (float x : b) scale = std::max(scale, static_cast<double>(std::abs(x)));
-  for (std::size_t k = 0; k < a.size(); ++k) worst = std::max(worst, std::abs(static_cast<double>(a[k]) - b[k]) / scale);
-  return worst;
-}
+reference serial(const batch& b) { return equivalence::serial(tiny_recipes::tiny::config, b); }
 
 /// Runs forward + backward of recipe R on `world` thread ranks; checks loss and every
 /// gradient against the single-rank reference (relative to the tensor's largest entry).

@@ -224,6 +224,15 @@ class mesh {
               std::to_string(tessera::world_size(shape_)) + ", not the world size " + std::to_string(world));
   }
 
+  /// A mesh of the sizes `s` (every axis bound; static axes must have their sizes).
+  explicit mesh(const mesh_shape& s) : shape_(s) {
+    check(s.ndim == ndim, "tessera::mesh: a shape of " + std::to_string(s.ndim) + " axes for mesh " + str());
+    for (int a = 0; a < ndim; ++a)
+      check(s[a] > 0 && (static_shape[a] == dyn || static_shape[a] == s[a]),
+            "tessera::mesh: axis \"" + std::string(names[static_cast<std::size_t>(a)]) + "\" cannot have size " +
+                std::to_string(s[a]));
+  }
+
   constexpr const mesh_shape& shape() const noexcept { return shape_; }
   constexpr std::int64_t size(int a) const noexcept { return shape_[a]; }
   constexpr std::int64_t size(std::string_view name) const {
@@ -258,5 +267,28 @@ template <class T>
 inline constexpr bool is_mesh_v = false;
 template <class... A>
 inline constexpr bool is_mesh_v<mesh<A...>> = true;
+
+namespace detail {
+template <class A, bool One>
+struct axis_of_size_one {
+  using type = A;
+};
+template <fixed_string N, std::int64_t S>
+struct axis_of_size_one<axis<N, S>, true> {
+  using type = axis<N, 1>;
+};
+template <class Mesh, int I, class Seq>
+struct collapse_axis;
+template <class... A, int I, std::size_t... K>
+struct collapse_axis<mesh<A...>, I, std::index_sequence<K...>> {
+  using type = mesh<typename axis_of_size_one<A, static_cast<int>(K) == I>::type...>;
+};
+}  // namespace detail
+
+/// `Mesh` with axis `I` of size 1 (I < 0: Mesh itself): the part of the mesh one coordinate
+/// of axis I spans, with the same axis indices (a pipeline stage's mesh is the recipe's mesh
+/// with the pp axis collapsed).
+template <class Mesh, int I>
+using collapse_axis_t = typename detail::collapse_axis<Mesh, I, std::make_index_sequence<Mesh::ndim>>::type;
 
 }  // namespace tessera

@@ -37,10 +37,29 @@
 #include <tessera/model/llama_ends.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/model/llama_shard.hpp>
+#include <tessera/model/llama_split_backward.hpp>
 #include <tessera/tensor/arena.hpp>
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera {
+
+/// What the model keeps between the forward of one batch and its backward: the residual
+/// streams and saved activations of blocks [first, last), and with the ends the ids, the
+/// targets and the head's buffers. The model uses its own (all blocks, both ends) unless a
+/// caller hands it another with use(): a pipeline stage keeps one per microbatch in flight.
+struct llama_activations {
+  std::int64_t first = 0, last = 0;  ///< the blocks whose activations are kept
+  bool embedding = true, head = true;
+  llama_dims dims;
+  std::vector<block_saved> saved;        ///< blocks first..last-1
+  std::vector<block_deferred> deferred;  ///< what each block's I keeps for its W (split backward only)
+  tensor<float> res;                     ///< residual streams in front of blocks first..last, [Nr, D] each
+  head_saved head_buffers;
+  tensor<float> head_dxf, embed_dres;    ///< what the head's and embedding's I keep for W
+  std::vector<std::int32_t> inputs, targets;
+  bool have_dlogits = false;
+  std::int64_t bytes = 0;  ///< saved + residual + head buffers, as allocated
+};
 
 class llama_model {
  public:
@@ -188,70 +207,118 @@ class llama_model {
     check(static_cast<std::int64_t>(inputs.size()) == B * T,
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
     prepare(B, T);
-    inputs_.assign(inputs.begin(), inputs.end());
-    embed_forward(residual(0), inputs_.data(), param(0), scratch_.proj.data(), dims_, h);
+    check(act_->embedding && act_->first == 0, "llama::forward_embedding: the activations in use hold no embedding");
+    act_->inputs.assign(inputs.begin(), inputs.end());
+    embed_forward(residual(0), act_->inputs.data(), param(0), scratch_.proj.data(), dims(), h);
   }
   /// residual(l + 1) = block l (residual(l)).
   template <class Hooks>
   void forward_block(std::int64_t l, Hooks& h) {
-    block_forward(residual(l + 1), residual(l), block_weights_of(l), saved_[static_cast<std::size_t>(l)], scratch_,
-                  dims_, h);
+    block_forward(residual(l + 1), residual(l), block_weights_of(l), saved(l), scratch_, dims(), h);
   }
   /// The loss of residual(n_layers) against the targets (see forward()).
   template <class Hooks>
   float forward_head(std::span<const std::int32_t> targets, bool need_backward, float loss_scale, Hooks& h) {
-    check(static_cast<std::int64_t>(targets.size()) == dims_.N(),
-          "llama::forward: inputs and targets must hold B*T = " + std::to_string(dims_.N()) + " ids");
-    targets_.assign(targets.begin(), targets.end());
-    const float loss = head_forward(residual(cfg_.n_layers), targets_.data(), param(final_norm_index()),
-                                    output_weight(), head_, need_backward, loss_scale, dims_, h);
-    have_dlogits_ = need_backward;
+    check(act_->head && act_->last == cfg_.n_layers, "llama::forward_head: the activations in use hold no head");
+    check(static_cast<std::int64_t>(targets.size()) == dims().N(),
+          "llama::forward: inputs and targets must hold B*T = " + std::to_string(dims().N()) + " ids");
+    act_->targets.assign(targets.begin(), targets.end());
+    const float loss = head_forward(residual(cfg_.n_layers), act_->targets.data(), param(final_norm_index()),
+                                    output_weight(), act_->head_buffers, need_backward, loss_scale, dims(), h);
+    act_->have_dlogits = need_backward;
     return loss;
   }
   /// The head's gradients; leaves the gradient of residual(n_layers) in residual_grad().
   template <class Hooks>
   void backward_head(Hooks& h) {
-    check(have_dlogits_, "llama::backward: call forward(..., need_backward = true) first");
-    have_dlogits_ = false;
+    take_dlogits();
     head_backward(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
-                  param(final_norm_index()), output_weight(), head_, scratch_.dfull.data(), scratch_.dtmp.data(),
-                  dims_, h);
+                  param(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
+                  scratch_.dtmp.data(), dims(), h);
   }
   /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out.
   template <class Hooks>
   void backward_block(std::int64_t l, Hooks& h) {
-    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l),
-                   saved_[static_cast<std::size_t>(l)], scratch_, dims_, h);
+    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), saved(l), scratch_, dims(),
+                   h);
   }
   template <class Hooks>
   void backward_embedding(Hooks& h) {
-    embed_backward(grad(0), residual_grad(), inputs_.data(), scratch_.dgath.data(), dims_, h);
+    embed_backward(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
   }
 
-  /// The residual stream in front of block l (l = n_layers: behind the last), [Nr, D].
-  float* residual(std::int64_t l) { return res_.data() + l * dims_.Nr() * cfg_.dim; }
+  // ---- the backward split into input gradient (I) and weight gradient (W), for zero-bubble
+  // pipeline schedules (llama_split_backward.hpp); I keeps in the activations what W needs ----
+
+  template <class Hooks>
+  void backward_head_input(Hooks& h) {
+    take_dlogits();
+    head_backward_input(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), param(final_norm_index()),
+                        output_weight(), act_->head_buffers, scratch_.dfull.data(), scratch_.dtmp.data(), dims(), h);
+  }
+  void backward_head_weight() {
+    head_backward_weight(grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
+                         act_->head_buffers, dims());
+  }
+  template <class Hooks>
+  void backward_block_input(std::int64_t l, Hooks& h) {
+    block_backward_input(residual_grad(), residual(l), block_weights_of(l), saved(l), scratch_, deferred(l), dims(),
+                         h);
+  }
+  void backward_block_weight(std::int64_t l) {
+    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());
+  }
+  template <class Hooks>
+  void backward_embedding_input(Hooks& h) {
+    embed_backward_input(act_->embed_dres, residual_grad(), scratch_.dgath.data(), dims(), h);
+  }
+  void backward_embedding_weight() { embed_backward_weight(grad(0), act_->embed_dres, act_->inputs.data(), dims()); }
+
+  // ---- activations ----
+
+  /// Activations for blocks [first, last) of a batch [B, T] (with the embedding when first
+  /// is 0 and `embedding`, with the head when last is n_layers and `head`), for use().
+  llama_activations make_activations(std::int64_t B, std::int64_t T, std::int64_t first, std::int64_t last,
+                                     bool embedding, bool head) const {
+    check(0 <= first && first <= last && last <= cfg_.n_layers, "llama::make_activations: bad block range");
+    llama_activations a;
+    allocate(a, dims_for(B, T), first, last, embedding && first == 0, head && last == cfg_.n_layers);
+    return a;
+  }
+  /// The parts run on `a` from now on (and the scratch is sized for its batch); use_own()
+  /// returns to the model's own activations.
+  void use(llama_activations& a) {
+    act_ = &a;
+    size_scratch(a.dims);
+  }
+  void use_own() { act_ = &own_; }
+
+  /// The residual stream in front of block l (l = n_layers: behind the last), [Nr, D];
+  /// l in [first, last] of the activations in use.
+  float* residual(std::int64_t l) {
+    return act_->res.data() + (l - act_->first) * act_->dims.Nr() * cfg_.dim;
+  }
   /// The gradient of the residual stream where backward currently is, [Nr, D].
   float* residual_grad() { return scratch_.dres.data(); }
   /// The sizes of the current (B, T) on this shard.
-  const llama_dims& dims() const noexcept { return dims_; }
+  const llama_dims& dims() const noexcept { return act_->dims; }
 
-  /// Bytes of activations (and backward scratch) held for the current (B, T): what was
-  /// allocated, which llama_activation_bytes predicts.
-  std::int64_t activation_bytes() const { return act_bytes_; }
+  /// Bytes of activations (and backward scratch) held for the current (B, T) by the
+  /// model's own activations: what was allocated, which llama_activation_bytes predicts.
+  std::int64_t activation_bytes() const { return own_.bytes + scratch_bytes_; }
+  /// Bytes of the backward scratch alone (shared by all activations).
+  std::int64_t scratch_bytes() const { return scratch_bytes_; }
 
  private:
   llama_config cfg_;
   llama_shard shard_;
   arena<float> params_, grads_;
   std::vector<float*> pptr_, gptr_;
-  llama_dims dims_;
-  std::int64_t act_bytes_ = 0;
-  std::vector<block_saved> saved_;
+  llama_activations own_;
+  llama_activations* act_ = &own_;
   block_scratch scratch_;
-  head_saved head_;
-  tensor<float> res_;
-  std::vector<std::int32_t> inputs_, targets_;
-  bool have_dlogits_ = false;
+  llama_dims scratch_dims_;
+  std::int64_t scratch_bytes_ = 0;
 
   arena<float>& owned(arena<float>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
@@ -264,28 +331,65 @@ class llama_model {
   std::int64_t final_norm_index() const { return block_base(cfg_.n_layers); }
   float* output_weight() { return cfg_.tied_embeddings ? param(0) : param(final_norm_index() + 1); }
   float* output_grad() { return cfg_.tied_embeddings ? grad(0) : grad(final_norm_index() + 1); }
+  block_saved& saved(std::int64_t l) {
+    check(l >= act_->first && l < act_->last, "llama: block " + std::to_string(l) + " has no activations in use");
+    return act_->saved[static_cast<std::size_t>(l - act_->first)];
+  }
+  block_deferred& deferred(std::int64_t l) {
+    if (act_->deferred.size() != act_->saved.size()) act_->deferred.resize(act_->saved.size());
+    return act_->deferred[static_cast<std::size_t>(l - act_->first)];
+  }
+  void take_dlogits() {
+    check(act_->have_dlogits, "llama::backward: call forward(..., need_backward = true) first");
+    act_->have_dlogits = false;
+  }
 
-  /// Sizes the buffers for (B, T); a no-op when they already fit.
-  void prepare(std::int64_t B, std::int64_t T) {
+  llama_dims dims_for(std::int64_t B, std::int64_t T) const { return batch_dims(B, T); }
+
+ public:
+  /// The sizes of a batch [B, T] on this shard.
+  llama_dims batch_dims(std::int64_t B, std::int64_t T) const {
     check(B > 0 && T > 0, "llama::forward: B and T must be positive");
-    if (B == dims_.B && T == dims_.T) return;
     const std::int64_t P = shard_.seq_parts;
     check(P == 1 || T >= P, "llama::forward: the residual stream split over " + std::to_string(P) +
                                 " sequence parts needs seq_len >= " + std::to_string(P) + " (got " + std::to_string(T) +
                                 ")");
-    dims_ = dims_of(cfg_, shard_, B, T);
-    saved_.clear();
-    saved_.resize(static_cast<std::size_t>(cfg_.n_layers));
-    act_bytes_ = 0;
-    for (auto& s : saved_) {
-      s.allocate(dims_);
-      act_bytes_ += 4 * total_of(block_saved_sizes(dims_));
+    return dims_of(cfg_, shard_, B, T);
+  }
+
+ private:
+  void allocate(llama_activations& a, const llama_dims& d, std::int64_t first, std::int64_t last, bool embedding,
+                bool head) const {
+    a = llama_activations{};
+    a.first = first, a.last = last, a.embedding = embedding, a.head = head, a.dims = d;
+    a.saved.resize(static_cast<std::size_t>(last - first));
+    for (auto& s : a.saved) {
+      s.allocate(d);
+      a.bytes += 4 * total_of(block_saved_sizes(d));
     }
-    res_ = tensor<float>({(cfg_.n_layers + 1) * dims_.Nr() * cfg_.dim});
-    head_.allocate(dims_);
-    scratch_.allocate(dims_);
-    act_bytes_ += static_cast<std::int64_t>(res_.numel()) * 4 + 4 * total_of(ends_saved_sizes(dims_)) +
-                  4 * total_of(block_scratch_sizes(dims_));
+    a.res = tensor<float>({(last - first + 1) * d.Nr() * cfg_.dim});
+    a.bytes += static_cast<std::int64_t>(a.res.numel()) * 4;
+    if (head) {
+      a.head_buffers.allocate(d);
+      a.bytes += 4 * total_of(ends_saved_sizes(d));
+    }
+  }
+  /// Sizes the model's own activations (all blocks, both ends) and the scratch for (B, T);
+  /// with other activations in use, checks that they fit.
+  void prepare(std::int64_t B, std::int64_t T) {
+    const llama_dims d = dims_for(B, T);
+    if (act_ != &own_) {
+      check(act_->dims.B == B && act_->dims.T == T, "llama::forward: the activations in use were made for another batch");
+    } else if (!(B == own_.dims.B && T == own_.dims.T)) {
+      allocate(own_, d, 0, cfg_.n_layers, true, true);
+    }
+    size_scratch(d);
+  }
+  void size_scratch(const llama_dims& d) {
+    if (d.B == scratch_dims_.B && d.T == scratch_dims_.T) return;
+    scratch_dims_ = d;
+    scratch_.allocate(d);
+    scratch_bytes_ = 4 * total_of(block_scratch_sizes(d));
     const llama_config& c = cfg_;
     cpu::rope_config rc;
     rc.theta = c.rope_theta;
@@ -294,7 +398,7 @@ class llama_model {
     rc.low_freq_factor = c.rope_low_freq_factor;
     rc.high_freq_factor = c.rope_high_freq_factor;
     rc.original_context = c.rope_original_context;
-    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), T, dims_.hd, rc);
+    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rc);
   }
 };
 

@@ -43,6 +43,7 @@ struct param_info {
   tp_style style = tp_style::replicated;
   shape_t shape;           ///< global shape (rank 1 for replicated vectors, 2 otherwise)
   std::int64_t unit = 0;   ///< the FSDP unit it is gathered and reduced with
+  bool local = true;       ///< held on this rank (false: another pipeline stage's; stored empty)
 };
 
 /// Layout types and plans of a parameter of TP style S and rank R under spec P.
@@ -80,7 +81,7 @@ class sharded_params {
       const box b = storage_box(static_cast<std::int64_t>(i));
       std::vector<std::int64_t> shape(b.size.begin(), b.size.begin() + b.rank);
       layout.add(params_[i].name, std::span<const std::int64_t>(shape));
-      units_[static_cast<std::size_t>(params_[i].unit)].params.push_back(static_cast<std::int64_t>(i));
+      if (params_[i].local) units_[static_cast<std::size_t>(params_[i].unit)].params.push_back(static_cast<std::int64_t>(i));
     }
     master_ = arena<float>(layout);
     grads_ = arena<float>(layout);
@@ -98,9 +99,13 @@ class sharded_params {
   float* stored(std::int64_t i) { return master_.data() + slot(i).offset; }
   float* stored_grad(std::int64_t i) { return grads_.data() + slot(i).offset; }
   std::size_t stored_numel(std::int64_t i) const { return slot(i).numel; }
-  /// This rank's box of parameter i in the storage layout.
+  /// This rank's box of parameter i in the storage layout (empty when it is not local).
   box storage_box(std::int64_t i) const {
     box b;
+    if (!info(i).local) {
+      b.rank = static_cast<std::int8_t>(info(i).shape.rank);
+      return b;
+    }
     visit(i, [&]<tp_style S, int R>() {
       b = local_box(param_layouts<Mesh, P, S, R>::storage::spec, dm_.shape(), info(i).shape, dm_.coords());
     });
@@ -109,6 +114,7 @@ class sharded_params {
 
   /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
   void set_full(std::int64_t i, const float* full) {
+    if (!info(i).local) return;
     const shape_t& g = info(i).shape;
     const box b = storage_box(i);
     box whole;
@@ -116,9 +122,11 @@ class sharded_params {
     whole.size = g.extent;
     tessera::detail::copy_region(full, whole, stored(i), b, b);
   }
-  /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank.
+  /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank
+  /// (zeros where it is not local: every rank of a dp / tp group holds the same stages).
   std::vector<float> gather_whole(std::int64_t i, const float* block) {
     std::vector<float> out(static_cast<std::size_t>(info(i).shape.numel()));
+    if (!info(i).local) return out;
     visit(i, [&]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>>(dm_, info(i).shape, block,

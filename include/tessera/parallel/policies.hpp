@@ -18,6 +18,7 @@
 
 #include <tessera/core/fixed_string.hpp>
 #include <tessera/layout/mesh.hpp>
+#include <tessera/pipeline/generators.hpp>
 #include <tessera/tensor/dtype.hpp>
 
 namespace tessera {
@@ -48,12 +49,24 @@ struct sequence_parallel {};
 /// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
 struct loss_parallel {};
 
-enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel };
+enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel };
 
 /// FSDP's and HSDP's options as values.
 struct fsdp_settings {
   reshard reshard_after_forward = reshard::always;
-  bool bf16_params = false;  ///< mixed_precision<bf16, float>
+  bool bf16_params = false;       ///< mixed_precision<bf16, float>
+  bool reshard_given = false;     ///< reshard_after_forward was given (pipeline_parallel refuses it)
+};
+/// pipeline_parallel's options as values (parallel/pipeline_parallel.hpp names the options).
+struct pp_settings {
+  pipeline::schedule_kind schedule = pipeline::schedule_kind::one_f_one_b;
+  pipeline::schedule (*table)() = nullptr;  ///< a user's table (schedule_table<F>); replaces `schedule`
+  int stages_per_rank = 0;   ///< 0: what the schedule needs (2 for multi-stage schedules, else 1)
+  int microbatches = 0;      ///< 0: one per stage of the pipeline (pp x stages per rank)
+  int layers_per_stage = 0;  ///< 0: TorchTitan's balanced split
+  int input_weight = 1;      ///< the embedding counts as this many layers in the split
+  int output_weight = 1;     ///< the final norm and output count as this many layers
+  int options_given = 0;     ///< bad options (unknown, twice): the policy's own static_asserts fired
 };
 /// tensor_parallel's options as values.
 struct tp_settings {
@@ -68,6 +81,7 @@ struct policy_desc {
   std::string_view replicate_axis;  ///< hsdp: the replicate axis
   fsdp_settings fsdp{};             ///< fsdp, hsdp
   tp_settings tp{};                 ///< tensor_parallel
+  pp_settings pp{};                 ///< pipeline_parallel
 };
 
 namespace detail {
@@ -79,7 +93,7 @@ struct fsdp_option {
 template <reshard R>
 struct fsdp_option<reshard_after_forward<R>> {
   static constexpr bool is_reshard = true, is_mp = false, supported = true;
-  static constexpr void apply(fsdp_settings& s) { s.reshard_after_forward = R; }
+  static constexpr void apply(fsdp_settings& s) { s.reshard_after_forward = R, s.reshard_given = true; }
 };
 template <class P, class R>
 struct fsdp_option<mixed_precision<P, R>> {
@@ -158,7 +172,8 @@ concept policy = requires {
 template <class... Policies>
 struct parallelize {
   static_assert((detail::policy<Policies> && ...),
-                "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>)");
+                "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>, "
+                "pipeline_parallel<...>)");
   static constexpr int size = static_cast<int>(sizeof...(Policies));
   static constexpr std::array<policy_desc, sizeof...(Policies)> policies{Policies::desc...};
 };
@@ -176,6 +191,7 @@ enum class policy_error : std::uint8_t {
   unclaimed_axis,   ///< a mesh axis no policy uses
   two_data_parallel,///< more than one fsdp / hsdp
   two_tensor_parallel,
+  two_pipeline_parallel,
 };
 
 /// The policies resolved against a mesh: axis indices (-1: none) and options.
@@ -183,11 +199,14 @@ struct parallel_spec {
   int dp_shard = -1;      ///< FSDP's axis, or HSDP's shard axis
   int dp_replicate = -1;  ///< HSDP's replicate axis
   int tp = -1;
+  int pp = -1;            ///< pipeline_parallel's axis
   int mesh_ndim = 0;
   reshard reshard_mode = reshard::always;
   bool bf16_params = false;
   bool sequence_parallel = false;
   bool loss_parallel = false;
+  bool reshard_given = false;  ///< the fsdp / hsdp policy named reshard_after_forward
+  pp_settings pipeline{};      ///< pipeline_parallel's options (when pp >= 0)
   policy_error error = policy_error::none;
   int error_policy = -1;  ///< index of the offending policy (or mesh axis for unclaimed_axis)
   bool error_on_replicate_axis = false;  ///< unknown_axis / axis_twice: hsdp's replicate axis (else its `axis`)
@@ -221,7 +240,11 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
   for (std::size_t i = 0; i < P; ++i) {
     const policy_desc& p = policies[i];
     const int pi = static_cast<int>(i);
-    if (p.kind == policy_kind::tensor_parallel) {
+    if (p.kind == policy_kind::pipeline_parallel) {
+      if (s.pp >= 0) fail(policy_error::two_pipeline_parallel, pi);
+      s.pp = claim(p.axis, pi);
+      s.pipeline = p.pp;
+    } else if (p.kind == policy_kind::tensor_parallel) {
       if (s.tp >= 0) fail(policy_error::two_tensor_parallel, pi);
       s.tp = claim(p.axis, pi);
       s.sequence_parallel = p.tp.sequence_parallel;
@@ -232,6 +255,7 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
       s.dp_shard = claim(p.axis, pi);
       s.reshard_mode = p.fsdp.reshard_after_forward;
       s.bf16_params = p.fsdp.bf16_params;
+      s.reshard_given = p.fsdp.reshard_given;
     }
   }
   for (std::size_t a = 0; a < N; ++a)
@@ -247,6 +271,7 @@ constexpr std::string_view describe(policy_error e) noexcept {
     case policy_error::unclaimed_axis: return "a mesh axis is used by no policy";
     case policy_error::two_data_parallel: return "more than one fsdp / hsdp policy";
     case policy_error::two_tensor_parallel: return "more than one tensor_parallel policy";
+    case policy_error::two_pipeline_parallel: return "more than one pipeline_parallel policy";
   }
   return "?";
 }

@@ -4,7 +4,8 @@
 //   F(s, mb)   forward(s, mb, in, out)               out = stage s applied to in
 //   I(s, mb)   backward_input(s, mb, grad_out, grad_in)
 //   W(s, mb)   backward_weight(s, mb)                accumulate the stage's weight grads
-//   B(s, mb)   backward_input then backward_weight
+//   B(s, mb)   backward(s, mb, grad_out, grad_in) when the callbacks have it (the whole
+//              backward in one pass), else backward_input then backward_weight
 //   SEND_*/RECV_*  move the activation (F) or input gradient (B) across ranks
 // Between two stages on one rank the tensor is handed over locally (no send/recv).
 // Tensors are f32 and of fixed size per microbatch: boundary(0) elements go into stage 0,
@@ -171,7 +172,7 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
   auto fail = [&](const std::string& what) -> void { throw execution_error(detail::exec_where(rank, step, a) + what); };
   auto local = [&](int stage) { return stage >= 0 && stage < S_ && s_.rank_of(stage) == rank; };
 
-  auto backward_input = [&](int s, int mb) {
+  auto backward_input = [&](int s, int mb, bool whole) {
     const std::size_t i = idx(s, mb);
     if (s + 1 < S_ && !has_grad[i])
       fail("the gradient of stage " + std::to_string(s) + "'s output for microbatch " + std::to_string(mb) +
@@ -180,7 +181,15 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
     if (done_i[i]) fail("this backward already ran");
     std::vector<float> gin(sizes_[static_cast<std::size_t>(s)]);
     const std::span<const float> gout = s + 1 < S_ ? std::span<const float>(grad[i]) : std::span<const float>();
-    stages.backward_input(s, mb, gout, std::span<float>(gin));
+    if constexpr (requires { stages.backward(s, mb, gout, std::span<float>(gin)); }) {
+      if (whole)
+        stages.backward(s, mb, gout, std::span<float>(gin));
+      else
+        stages.backward_input(s, mb, gout, std::span<float>(gin));
+    } else {
+      stages.backward_input(s, mb, gout, std::span<float>(gin));
+      if (whole) stages.backward_weight(s, mb);
+    }
     grad[i] = {};
     has_grad[i] = 0;
     done_i[i] = 1;
@@ -260,10 +269,9 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
           }
           break;
         }
-        case op::I: backward_input(s, mb); break;
+        case op::I: backward_input(s, mb, false); break;
         case op::B:
-          backward_input(s, mb);
-          stages.backward_weight(s, mb);
+          backward_input(s, mb, true);
           ++st.backward_weights;
           break;
         case op::W:

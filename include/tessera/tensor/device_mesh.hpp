@@ -12,6 +12,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <tessera/comm/any_communicator.hpp>
@@ -56,7 +57,8 @@ class device_mesh {
     return reinterpret_cast<T*>(v.data());
   }
 
-  /// The communicator of this rank's group along `g` (ranks in group order).
+  /// The communicator of this rank's group along `g` (ranks in group order). The reference
+  /// stays valid for the mesh's lifetime (making other groups later does not move it).
   comm::any_communicator& group(const axis_group& g) {
     for (auto& [key, c] : groups_)
       if (key == g) return c;
@@ -70,7 +72,7 @@ class device_mesh {
   Mesh mesh_;
   comm::any_communicator world_;
   coords_t coords_{};
-  std::vector<std::pair<axis_group, comm::any_communicator>> groups_;
+  std::deque<std::pair<axis_group, comm::any_communicator>> groups_;  // a deque: references stay valid
   std::array<std::vector<std::max_align_t>, 4> scratch_;
 };
 

@@ -13,11 +13,20 @@
 //   - TP's activation changes run through parallel/tensor_parallel.hpp.
 // Besides, it splits the global batch over the data-parallel axes, averages the loss over
 // all tokens, and computes the gradient norm over every stored block.
+//
+// With pipeline_parallel (parallel/pipeline_parallel.hpp) this rank holds the stages the
+// schedule places on its pp coordinate: their parameters only (FSDP units are the stages),
+// and forward() runs the whole lowered schedule over the microbatches (train/pipeline_stages.hpp):
+// each stage a range of the model's parts on activations of its own per microbatch, the
+// FSDP actions at the schedule's UNSHARD / RESHARD / REDUCE_GRAD, I and W apart where the
+// schedule splits them. backward() then has nothing left to do (PyTorch's schedule.step()).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <type_traits>
 #include <span>
 #include <string>
 #include <utility>
@@ -34,6 +43,7 @@
 #include <tessera/tensor/device_mesh.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/redistribute.hpp>
+#include <tessera/train/pipeline_stages.hpp>
 #include <tessera/train/recipe.hpp>
 
 namespace tessera::train {
@@ -46,9 +56,13 @@ class parallel_llama {
   static constexpr parallel_spec ps = traits::spec;
   static constexpr llama_config cfg = traits::config;
 
-  explicit parallel_llama(device_mesh<mesh_type>& dm)
-      : dm_(dm), model_(cfg, shard_of(dm), false), store_(dm, model_, param_list(model_), cfg.n_layers + 1),
-        tp_(dm), hooks_{*this} {}
+  /// `pipeline`: run-time choices of a pipeline recipe (a schedule, stages per rank or a
+  /// microbatch count other than the policy's), checked at start-up as the policy's are.
+  explicit parallel_llama(device_mesh<mesh_type>& dm, const pipeline_choice& choice = {})
+      : dm_(dm), pp_(pipeline_of(dm, choice)), own_sdm_(stage_mesh_of(dm)), sdm_(stage_mesh_ref(dm, own_sdm_)),
+        model_(cfg, shard_of(dm, sdm_), false),
+        store_(sdm_, model_, param_list(model_, pp_), ps.pp >= 0 ? pp_.plan.stages : cfg.n_layers + 1), tp_(sdm_),
+        hooks_{*this} {}
   parallel_llama(const parallel_llama&) = delete;
   parallel_llama& operator=(const parallel_llama&) = delete;
 
@@ -72,9 +86,13 @@ class parallel_llama {
   }
   /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
   void set_full(std::int64_t i, const float* full) { store_.set_full(i, full); }
-  /// The whole parameter i, or its gradient, on every rank (collective).
-  std::vector<float> full_param(std::int64_t i) { return store_.gather_whole(i, stored(i)); }
-  std::vector<float> full_grad(std::int64_t i) { return store_.gather_whole(i, stored_grad(i)); }
+  /// The whole parameter i, or its gradient, on every rank (collective; under a pipeline
+  /// the stage that holds it sends it to the others).
+  std::vector<float> full_param(std::int64_t i) { return over_stages(store_.gather_whole(i, stored(i))); }
+  std::vector<float> full_grad(std::int64_t i) { return over_stages(store_.gather_whole(i, stored_grad(i))); }
+  /// The pipeline (stages, their layers and ranks, the schedule; a single stage without
+  /// pipeline_parallel).
+  const pipeline_layout& stage_layout() const noexcept { return pp_; }
 
   void zero_grad() { store_.grads().zero(); }
 
@@ -87,12 +105,23 @@ class parallel_llama {
           "parallel_llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
     tp_.set_batch(B, T);
     const shape_t tok_shape{B, T};
-    const box b = local_box(types::tokens::spec, dm_.shape(), tok_shape, dm_.coords());
+    const box b = local_box(types::tokens::spec, sdm_.shape(), tok_shape, sdm_.coords());
     check(b.size[0] > 0, "parallel_llama: the global batch (" + std::to_string(B) + ") is smaller than the " +
-                             std::to_string(group_size(dm_.shape(), batch_group())) +
+                             std::to_string(data_parallel_size()) +
                              " data-parallel ranks; raise --batch");
     const auto lo = static_cast<std::size_t>(b.offset[0] * T), n = static_cast<std::size_t>(b.size[0] * T);
     const std::int64_t count_all = cpu::count_targets(targets.data(), B * T, cfg.vocab_size);
+    if constexpr (ps.pp >= 0) {
+      const std::int64_t dp = data_parallel_size(), m = pp_.microbatches();
+      if (B % (dp * m) != 0)
+        throw error("pipeline_parallel: the global batch (" + std::to_string(B) + " rows) does not split into " +
+                    std::to_string(dp) + " data-parallel ranks x " + std::to_string(m) +
+                    " microbatches; choose --batch (per data-parallel rank) as a multiple of the microbatch count " +
+                    "(the local batch of " + std::to_string(B / dp) + " rows is not)");
+      const float local = stages_.run(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, count_all,
+                                      need_backward, loss_scale);
+      return static_cast<float>(sum_pp(sum_over<ps.batch_mask()>(static_cast<double>(local))));
+    }
     const std::int64_t count_mine = cpu::count_targets(targets.data() + lo, b.size[0] * T, cfg.vocab_size);
     const float share = count_all ? static_cast<float>(count_mine) / static_cast<float>(count_all) : 0.0f;
     const float local = model_.forward(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, need_backward,
@@ -100,7 +129,10 @@ class parallel_llama {
     // the mean over all tokens: this rank's mean weighted by its share, summed over the batch axes
     return static_cast<float>(sum_over<ps.batch_mask()>(static_cast<double>(local) * share));
   }
-  void backward() { model_.backward(hooks_); }
+  /// The backward of the last forward (under a pipeline it ran inside forward()).
+  void backward() {
+    if constexpr (ps.pp < 0) model_.backward(hooks_);
+  }
 
   /// The global L2 norm of the gradient: each stored block's squares summed over the axes
   /// that split it (a replicated copy counts once).
@@ -120,7 +152,7 @@ class parallel_llama {
         total += sum_over<parallel::norm_mask(ps, S, R)>(part);
       });
     }
-    return std::sqrt(total);
+    return std::sqrt(sum_pp(total));
   }
 
   /// What the recipe compiled to: per TP style, the parameter layouts and the plans that
@@ -134,7 +166,7 @@ class parallel_llama {
     };
     std::string out;
     auto style_line = [&]<tp_style S, int R>(std::string_view what) {
-      using L = parallel::param_layouts<mesh_type, ps, S, R>;
+      using L = parallel::param_layouts<stage_mesh_type, ps, S, R>;
       out += std::string(what) + ": stored " + to_canonical_string(L::storage::spec, names) + ", computed " +
              to_canonical_string(L::compute::spec, names) + "; unshard = " +
              steps.template operator()<plan_t<typename L::storage, typename L::compute, float>>() +
@@ -153,14 +185,23 @@ class parallel_llama {
     return out;
   }
 
+  /// The number of data-parallel ranks (the batch axes' group).
+  std::int64_t data_parallel_size() const { return group_size(sdm_.shape(), batch_group()); }
+
   /// Bytes of this rank's stored parameters and gradients.
   std::int64_t stored_bytes() const {
     return static_cast<std::int64_t>(store_.params().size() + store_.grads().size()) * 4;
   }
 
  private:
-  using types = parallel::layout_types<mesh_type, ps>;
-  using store_type = parallel::sharded_params<mesh_type, ps, llama_model>;
+  using types = parallel::layout_types<collapse_axis_t<mesh_type, ps.pp>, ps>;
+  using store_type = parallel::sharded_params<collapse_axis_t<mesh_type, ps.pp>, ps, llama_model>;
+  /// The mesh a pipeline stage spans: the recipe's with the pp axis of size 1 (the mesh
+  /// itself without pipeline_parallel). Parameters and activations have their layouts, and
+  /// plans their collectives, on it: inside a stage nothing is replicated over pp.
+  using stage_mesh_type = collapse_axis_t<mesh_type, ps.pp>;
+  static constexpr bool own_stage_mesh = !std::is_same_v<stage_mesh_type, mesh_type>;
+  friend class pipeline_stages<parallel_llama>;
 
   /// The hooks the model calls: FSDP at the begin and end of each part, TP's plans where a
   /// layout changes.
@@ -196,20 +237,91 @@ class parallel_llama {
   };
 
   device_mesh<mesh_type>& dm_;
+  pipeline_layout pp_;
+  std::unique_ptr<device_mesh<stage_mesh_type>> own_sdm_;  // under a pipeline: the stage's ranks
+  device_mesh<stage_mesh_type>& sdm_;                      // the stage's mesh (dm_ without a pipeline)
   llama_model model_;
   store_type store_;
-  parallel::tp_activations<mesh_type, ps> tp_;
+  parallel::tp_activations<stage_mesh_type, ps> tp_;
   hooks hooks_;
+  pipeline_stages<parallel_llama> stages_{*this};
 
-  static llama_shard shard_of(device_mesh<mesh_type>& dm) {
-    traits::check_mesh(dm.shape());  // before the model checks the same sizes in its own words
-    return parallel::llama_shard_of(cfg, ps, dm.shape(), dm.coords());
+  static std::unique_ptr<device_mesh<stage_mesh_type>> stage_mesh_of(device_mesh<mesh_type>& dm) {
+    if constexpr (own_stage_mesh) {
+      axis_group g;
+      for (int a = 0; a < mesh_type::ndim; ++a)
+        if (a != ps.pp) g.push(a);
+      mesh_shape s = dm.shape();
+      s.size[static_cast<std::size_t>(ps.pp)] = 1;
+      if (g.n == 0) {  // the pp axis alone: a stage is one rank (its pp group split down to itself)
+        auto& pp_group = dm.group(pp_axis_group());
+        const int self = pp_group.rank();
+        return std::make_unique<device_mesh<stage_mesh_type>>(stage_mesh_type(s),
+                                                               pp_group.split(std::span<const int>(&self, 1)));
+      }
+      return std::make_unique<device_mesh<stage_mesh_type>>(stage_mesh_type(s), dm.group(g));
+    } else {
+      return nullptr;
+    }
   }
-  /// The FSDP runtime's view of the model's parameters: units are the model's parts.
-  static std::vector<parallel::param_info> param_list(const llama_model& m) {
+  static axis_group pp_axis_group() {
+    axis_group g;
+    g.push(ps.pp < 0 ? 0 : ps.pp);
+    return g;
+  }
+  static device_mesh<stage_mesh_type>& stage_mesh_ref(device_mesh<mesh_type>& dm,
+                                                      std::unique_ptr<device_mesh<stage_mesh_type>>& own) {
+    if constexpr (own_stage_mesh)
+      return *own;
+    else
+      return dm;
+  }
+  /// The sum over the pp axis (the identity without a pipeline).
+  double sum_pp(double x) {
+    if constexpr (ps.pp >= 0) {
+      double out = 0;
+      comm::all_reduce(dm_.group(pp_axis_group()), std::span<const double>(&x, 1), std::span<double>(&out, 1), reduce_op::sum).wait();
+      return out;
+    } else {
+      return x;
+    }
+  }
+  static pipeline_layout pipeline_of(device_mesh<mesh_type>& dm, const pipeline_choice& c) {
+    if constexpr (ps.pp >= 0) {
+      const int pp = static_cast<int>(dm.shape()[ps.pp]);
+      return pipeline_layout(traits::pipeline(pp, c), traits::pipeline_settings(c),
+                             static_cast<int>(dm.coords()[ps.pp]));
+    } else {
+      check(c.empty(), "parallel_llama: pipeline choices given to a recipe without pipeline_parallel");
+      return pipeline_layout::single(cfg);
+    }
+  }
+  /// Under a pipeline: the sum over the pp axis of a vector that only the stage holding it
+  /// filled (the others hold zeros, so the sum is exact).
+  std::vector<float> over_stages(std::vector<float> v) {
+    if constexpr (ps.pp >= 0) {
+      auto& c = dm_.group(pp_axis_group());
+      std::vector<float> out(v.size());
+      comm::all_reduce(c, std::span<const float>(v), std::span<float>(out), reduce_op::sum).wait();
+      return out;
+    } else {
+      return v;
+    }
+  }
+
+  static llama_shard shard_of(device_mesh<mesh_type>& dm, device_mesh<stage_mesh_type>& sdm) {
+    traits::check_mesh(dm.shape());  // before the model checks the same sizes in its own words
+    return parallel::llama_shard_of(cfg, ps, sdm.shape(), sdm.coords());
+  }
+  /// The FSDP runtime's view of the model's parameters: units are the model's parts, or
+  /// under a pipeline its stages (only this rank's are local).
+  static std::vector<parallel::param_info> param_list(const llama_model& m, const pipeline_layout& pp) {
     std::vector<parallel::param_info> v;
-    for (std::int64_t i = 0; i < m.n_tensors(); ++i)
-      v.push_back({m.name(i), param_style(m.entry(i)), param_global_shape(m.entry(i)), m.part_of(i)});
+    for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
+      const std::int64_t unit = ps.pp >= 0 ? pp.stage_of(m.entry(i).layer, i == 0) : m.part_of(i);
+      v.push_back({m.name(i), param_style(m.entry(i)), param_global_shape(m.entry(i)), unit,
+                   ps.pp < 0 || pp.local(static_cast<int>(unit))});
+    }
     return v;
   }
   static axis_group batch_group() {
@@ -223,7 +335,7 @@ class parallel_llama {
   template <unsigned Mask>
   double sum_over(double x) {
     double total = 0;
-    redistribute_local<typename types::template scalar_partial<Mask>, typename types::scalar>(dm_, shape_t{1}, &x,
+    redistribute_local<typename types::template scalar_partial<Mask>, typename types::scalar>(sdm_, shape_t{1}, &x,
                                                                                               &total);
     return total;
   }

@@ -29,6 +29,7 @@
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/parallel/layouts.hpp>
+#include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 
 namespace tessera {
@@ -147,9 +148,99 @@ constexpr bool tp_size_must_divide_ffn_width() {
                                           "choose a TP size that divides ffn_hidden_dim");
   return false;
 }
+template <int Policy>
+constexpr bool two_pipeline_parallel() {
+  static_assert(Policy < 0, "tessera recipe: more than one pipeline_parallel policy; use one");
+  return false;
+}
+// pipeline_parallel (parallel/pipeline_parallel.hpp): the numbers are the template arguments.
+template <pipeline::schedule_kind Schedule, int stages_per_rank>
+constexpr bool pp_v_schedule_needs_2_stages_per_rank() {
+  static_assert(stages_per_rank == 2, "tessera recipe: pipeline_parallel: V-shaped schedules (ZBVZeroBubble, "
+                                      "DualPipeV) hold exactly 2 stages per rank; use stages_per_rank<2>");
+  return false;
+}
+template <int stages_per_rank>
+constexpr bool pp_stages_per_rank_out_of_range() {
+  static_assert(stages_per_rank < 0, "tessera recipe: pipeline_parallel: stages_per_rank must be between 1 and 16");
+  return false;
+}
+template <int microbatches>
+constexpr bool pp_microbatches_below_1() {
+  static_assert(microbatches >= 1, "tessera recipe: pipeline_parallel: microbatches must be at least 1");
+  return false;
+}
+template <int n_layers, std::int64_t effective_layers, int stages>
+constexpr bool pp_too_few_layers_for_the_stages() {
+  static_assert(stages < 0, "tessera recipe: pipeline_parallel: too few layers for the stages (n_layers + input and "
+                            "output weights must give every stage at least one effective layer, and at least the "
+                            "weights); use fewer stages (pp x stages_per_rank) or smaller stage_weights");
+  return false;
+}
+template <int layers_per_stage, int stages, std::int64_t effective_layers>
+constexpr bool pp_layers_per_stage_does_not_fit() {
+  static_assert(stages < 0, "tessera recipe: pipeline_parallel: layers_per_stage x stages is not the number of "
+                            "effective layers (n_layers + input and output weights); choose a count that divides "
+                            "them, or drop layers_per_stage for the balanced split");
+  return false;
+}
+template <int Policy>
+constexpr bool pp_tied_embeddings() {
+  static_assert(Policy < 0, "tessera recipe: pipeline_parallel: the model ties its output to the embedding, which "
+                            "sit on different stages (first and last); untie them (tied_embeddings = false) or use "
+                            "one stage");
+  return false;
+}
+template <pipeline::problem What>
+constexpr bool pp_invalid_schedule_table() {
+  static_assert(What == pipeline::problem::none, "tessera recipe: pipeline_parallel: the schedule table is invalid "
+                                                 "(the template argument says why: deadlock, missing, ...); run "
+                                                 "pipeline::verify() on it for the rank and step");
+  return false;
+}
+template <int pp_size, int table_ranks>
+constexpr bool pp_schedule_table_for_another_pipeline() {
+  static_assert(pp_size == table_ranks, "tessera recipe: pipeline_parallel: the schedule table has another number "
+                                        "of ranks than the pp axis; generate it for the recipe's pp size");
+  return false;
+}
+template <int Policy>
+constexpr bool pp_reshard_after_forward_given() {
+  static_assert(Policy < 0, "tessera recipe: pipeline_parallel with fsdp's reshard_after_forward: under a pipeline "
+                            "a stage's parameters are gathered at the schedule's UNSHARD and freed at its RESHARD; "
+                            "drop the option");
+  return false;
+}
 }  // namespace diagnostic
 
 namespace detail {
+/// The one pipeline diagnostic of a pipeline resolved at compile time (none: nothing).
+template <parallel::pp_plan P>
+constexpr bool report_pipeline() {
+  using parallel::pp_error;
+  if constexpr (P.error == pp_error::bad_arguments) {
+    if constexpr (P.why == pipeline::argument_problem::v_shape_needs_exactly_2_stages_per_rank)
+      (void)diagnostic::pp_v_schedule_needs_2_stages_per_rank<P.kind, P.v>();
+    else if constexpr (P.why == pipeline::argument_problem::microbatches_below_1)
+      (void)diagnostic::pp_microbatches_below_1<P.m>();
+    else
+      (void)diagnostic::pp_stages_per_rank_out_of_range<P.v>();
+  } else if constexpr (P.error == pp_error::too_few_layers) {
+    (void)diagnostic::pp_too_few_layers_for_the_stages<P.n_layers, P.effective, P.stages>();
+  } else if constexpr (P.error == pp_error::layers_per_stage) {
+    (void)diagnostic::pp_layers_per_stage_does_not_fit<P.layers_per_stage, P.stages, P.effective>();
+  } else if constexpr (P.error == pp_error::tied_embeddings) {
+    (void)diagnostic::pp_tied_embeddings<0>();
+  } else if constexpr (P.error == pp_error::invalid_table) {
+    (void)diagnostic::pp_invalid_schedule_table<P.table_problem>();
+  } else if constexpr (P.error == pp_error::table_shape) {
+    (void)diagnostic::pp_schedule_table_for_another_pipeline<P.pp, P.stages / (P.v > 0 ? P.v : 1)>();
+  } else if constexpr (P.error == pp_error::reshard_with_pp) {
+    (void)diagnostic::pp_reshard_after_forward_given<0>();
+  }
+  return P.error == pp_error::none;
+}
+
 /// Instantiates the one diagnostic for a recipe's error (none: nothing) and says whether
 /// the recipe is fine.
 template <class Parts>
@@ -178,6 +269,15 @@ constexpr bool report_recipe() {
   } else if constexpr (S.error == policy_error::two_tensor_parallel) {
     (void)diagnostic::two_tensor_parallel<S.error_policy>();
     return false;
+  } else if constexpr (S.error == policy_error::two_pipeline_parallel) {
+    (void)diagnostic::two_pipeline_parallel<S.error_policy>();
+    return false;
+  } else if constexpr (S.pp >= 0 && Mesh::static_shape[S.pp] != dyn &&
+                       parallel::resolve_pipeline(Parts::config, S.pipeline, static_cast<int>(Mesh::static_shape[S.pp]),
+                                                  S.reshard_given)
+                               .error != parallel::pp_error::none) {
+    return report_pipeline<parallel::resolve_pipeline(Parts::config, S.pipeline,
+                                                      static_cast<int>(Mesh::static_shape[S.pp]), S.reshard_given)>();
   } else {
     constexpr std::int64_t tp = S.tp >= 0 && Mesh::static_shape[S.tp] != dyn ? Mesh::static_shape[S.tp] : 0;
     constexpr parallel_problem P = check_parallel(Parts::config, tp);
@@ -217,9 +317,27 @@ struct recipe_traits {
       return "recipe";
   }
 
+  /// The pipeline over a pp axis of size `pp` (a run-time size or the static one), with
+  /// run-time choices applied; throws the static checks' words with
+  /// the numbers when it does not fit.
+  static parallel::pp_plan pipeline(int pp, const parallel::pipeline_choice& choice = {}) {
+    const pp_settings o = pipeline_settings(choice);
+    const parallel::pp_plan p = parallel::resolve_pipeline(config, o, pp, spec.reshard_given);
+    if (p.error != parallel::pp_error::none)
+      throw error("recipe " + name() + ": pipeline_parallel<\"" +
+                  std::string(mesh_type::names[static_cast<std::size_t>(spec.pp)]) + "\">: " + parallel::pp_message(p));
+    return p;
+  }
+
+  /// The policy's pipeline settings with run-time choices applied.
+  static constexpr pp_settings pipeline_settings(const parallel::pipeline_choice& choice = {}) {
+    return choice.apply(spec.pipeline);
+  }
+
   /// Start-up check of what only the run fixes (dynamic axis sizes): check_parallel, in
   /// the words of the static checks, with the numbers.
   static void check_mesh(const mesh_shape& m) {
+    if (spec.pp >= 0) (void)pipeline(static_cast<int>(m[spec.pp]));
     if (spec.tp < 0) return;
     const std::int64_t tp = m[spec.tp];
     const parallel_problem p = check_parallel(config, tp);

@@ -1,0 +1,213 @@
+// tessera/train/pipeline_stages.hpp: a pipeline recipe's stages on one rank -- the
+// callbacks the pipeline executor (pipeline/executor.hpp) runs, made of the model's parts.
+// tessera-requires: openblas
+//
+// `pipeline_stages<Owner>` belongs to a parallel_llama (its Owner). For one step it splits
+// this rank's rows of the global batch into the schedule's m microbatches and runs the
+// lowered schedule on the pp axis's communicator:
+//   F(s, mb)  stage s's parts on microbatch mb, on activations of its own
+//             (llama_model::make_activations over the stage's blocks): the embedding on
+//             stage 0, the blocks, the head with its loss on the last stage;
+//   B(s, mb)  the whole backward of those parts (the model's backward_*), then the
+//             activations are freed;
+//   I, W      the split backward (llama_split_backward.hpp): I passes the input gradient
+//             on and keeps what W needs; W accumulates the weight gradients and frees;
+//   UNSHARD / RESHARD / REDUCE_GRAD   the FSDP runtime on the stage's unit (gather the
+//             stage's parameters and bind its gradients / free the gathered copies / reduce
+//             the gradients once, after the stage's last backward).
+// The tensors between stages are the residual stream of a microbatch on this rank's TP
+// shard ([Bm x T/tp, D] under sequence parallel); stage 0's input and the last stage's output
+// are one float (the ids and targets are read here; the output is the loss). Each
+// microbatch's loss is scaled by its share of the step's counted targets, so the gradients
+// are those of the mean over the whole global batch, as on one rank.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/trace.hpp>
+#include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/model/llama.hpp>
+#include <tessera/parallel/pipeline_parallel.hpp>
+#include <tessera/pipeline/executor.hpp>
+
+namespace tessera::train {
+
+using parallel::pipeline_choice;
+using parallel::pipeline_layout;
+
+template <class Owner>
+class pipeline_stages {
+ public:
+  explicit pipeline_stages(Owner& o) : o_(o) {}
+
+  /// One step over this rank's rows [B, T] of the global batch (`count_all`: the counted
+  /// targets of the whole global batch). Returns this rank's part of the mean loss (non-zero
+  /// on the last stage's ranks only: the sum over the batch and pp axes is the loss).
+  float run(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t B,
+            std::int64_t T, std::int64_t count_all, bool need_backward, float loss_scale) {
+    const pipeline_layout& L = o_.pp_;
+    const int m = L.microbatches();
+    check(B % m == 0, "pipeline_stages: the local batch must split into the microbatches (checked by the caller)");
+    Bm_ = B / m, T_ = T;
+    inputs_ = inputs, targets_ = targets;
+    count_all_ = count_all;
+    loss_scale_ = loss_scale;
+    need_backward_ = need_backward;
+    loss_ = 0;
+    // TP's activations are those of one microbatch: [B/m, T, .] over the batch axes.
+    o_.tp_.set_batch(Bm_ * o_.data_parallel_size(), T);
+    auto& comm = pp_comm();
+    if (need_backward) {
+      if (!exec_ || exec_B_ != Bm_ || exec_T_ != T) {
+        const auto act = static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T).Nr() * Owner::cfg.dim);
+        std::vector<std::size_t> sizes(static_cast<std::size_t>(L.stages()) + 1, act);
+        sizes.front() = sizes.back() = 1;
+        exec_.emplace(L.lowered, std::move(sizes));
+        exec_B_ = Bm_, exec_T_ = T;
+      }
+      const std::vector<float> dummy(static_cast<std::size_t>(m), 0.0f);
+      exec_->run(comm, *this, std::span<const float>(dummy), std::span<float>());
+    } else {
+      forward_only(comm);
+    }
+    acts_.clear();
+    o_.model_.use_own();
+    return loss_;
+  }
+
+  // ---- the executor's callbacks ----
+  void forward(int s, int mb, std::span<const float> in, std::span<float> out) {
+    trace::scope t("forward stage", "stage", s);
+    const pipeline_layout& L = o_.pp_;
+    const int first = L.first_layer(s), last = L.last_layer(s);
+    const bool head = s == L.stages() - 1;
+    llama_model& md = o_.model_;
+    llama_activations& a = acts_[{s, mb}] = md.make_activations(Bm_, T_, first, last, s == 0, head);
+    md.use(a);
+    if (s == 0)
+      md.forward_embedding(rows(inputs_, mb), Bm_, T_, o_.hooks_);
+    else
+      std::memcpy(md.residual(first), in.data(), in.size_bytes());
+    for (int l = first; l < last; ++l) md.forward_block(l, o_.hooks_);
+    if (head) {
+      const auto tg = rows(targets_, mb);
+      const std::int64_t count = cpu::count_targets(tg.data(), Bm_ * T_, Owner::cfg.vocab_size);
+      const float share = count_all_ ? static_cast<float>(count) / static_cast<float>(count_all_) : 0.0f;
+      const float loss = md.forward_head(tg, need_backward_, loss_scale_ * share, o_.hooks_);
+      loss_ += loss * share;
+      out[0] = loss;
+    } else {
+      std::memcpy(out.data(), md.residual(last), out.size_bytes());
+    }
+    if (!need_backward_) acts_.erase({s, mb});
+  }
+  /// B: the whole backward of stage s for microbatch mb.
+  void backward(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in) {
+    trace::scope t("backward stage", "stage", s);
+    llama_model& md = begin_backward(s, mb, grad_out);
+    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
+    if (s == o_.pp_.stages() - 1) md.backward_head(o_.hooks_);
+    for (int l = last - 1; l >= first; --l) md.backward_block(l, o_.hooks_);
+    if (s == 0)
+      md.backward_embedding(o_.hooks_);
+    else
+      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+    acts_.erase({s, mb});
+  }
+  /// I: the input gradient; what W needs stays in the microbatch's activations.
+  void backward_input(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in) {
+    trace::scope t("backward input stage", "stage", s);
+    llama_model& md = begin_backward(s, mb, grad_out);
+    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
+    if (s == o_.pp_.stages() - 1) md.backward_head_input(o_.hooks_);
+    for (int l = last - 1; l >= first; --l) md.backward_block_input(l, o_.hooks_);
+    if (s == 0)
+      md.backward_embedding_input(o_.hooks_);
+    else
+      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+  }
+  /// W: the weight gradients from what I kept; frees the microbatch's activations.
+  void backward_weight(int s, int mb) {
+    trace::scope t("backward weight stage", "stage", s);
+    llama_model& md = o_.model_;
+    md.use(at(s, mb));
+    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
+    if (s == o_.pp_.stages() - 1) md.backward_head_weight();
+    for (int l = last - 1; l >= first; --l) md.backward_block_weight(l);
+    if (s == 0) md.backward_embedding_weight();
+    acts_.erase({s, mb});
+  }
+  void unshard(int s) {
+    o_.store_.unshard(s);
+    o_.store_.alloc_grads(s);
+  }
+  void reshard(int s) { o_.store_.reshard(s); }
+  void reduce_grad(int s) { o_.store_.reduce_grads(s); }
+
+  /// Bytes of the activations in flight now (for the memory estimator's checks).
+  std::int64_t activation_bytes_in_flight() const {
+    std::int64_t n = 0;
+    for (const auto& [k, a] : acts_) n += a.bytes;
+    return n;
+  }
+
+ private:
+  Owner& o_;
+  std::map<std::pair<int, int>, llama_activations> acts_;  // (stage, microbatch) in flight
+  std::optional<pipeline::executor> exec_;
+  std::int64_t exec_B_ = 0, exec_T_ = 0;
+  std::int64_t Bm_ = 0, T_ = 0, count_all_ = 0;
+  std::span<const std::int32_t> inputs_, targets_;
+  float loss_scale_ = 1, loss_ = 0;
+  bool need_backward_ = true;
+
+  comm::any_communicator& pp_comm() {
+    return o_.dm_.group(Owner::pp_axis_group());
+  }
+  std::span<const std::int32_t> rows(std::span<const std::int32_t> ids, int mb) const {
+    return ids.subspan(static_cast<std::size_t>(mb * Bm_ * T_), static_cast<std::size_t>(Bm_ * T_));
+  }
+  llama_activations& at(int s, int mb) {
+    auto it = acts_.find({s, mb});
+    check(it != acts_.end(), "pipeline_stages: no activations of stage " + std::to_string(s) + ", microbatch " +
+                                 std::to_string(mb) + " (its forward has not run on this rank)");
+    return it->second;
+  }
+  llama_model& begin_backward(int s, int mb, std::span<const float> grad_out) {
+    llama_model& md = o_.model_;
+    md.use(at(s, mb));
+    if (s < o_.pp_.stages() - 1) std::memcpy(md.residual_grad(), grad_out.data(), grad_out.size_bytes());
+    return md;
+  }
+
+  /// Forward only (need_backward = false): microbatch by microbatch, stage by stage, every
+  /// rank in that one order, activations sent on as they come out.
+  void forward_only(comm::any_communicator& comm) {
+    const pipeline_layout& L = o_.pp_;
+    const auto act = static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T_).Nr() * Owner::cfg.dim);
+    std::vector<float> in(act), out(act);
+    float loss = 0;
+    for (int mb = 0; mb < L.microbatches(); ++mb)
+      for (int s = 0; s < L.stages(); ++s) {
+        if (!L.local(s)) continue;
+        if (s > 0 && !L.local(s - 1))
+          comm::recv(comm, std::span<float>(in), L.rank_of(s - 1), (mb * L.stages() + s) % 32768).wait();
+        const bool last = s == L.stages() - 1;
+        forward(s, mb, std::span<const float>(in), last ? std::span<float>(&loss, 1) : std::span<float>(out));
+        if (!last && !L.local(s + 1))
+          comm::send(comm, std::span<const float>(out), L.rank_of(s + 1), (mb * L.stages() + s + 1) % 32768).wait();
+        std::swap(in, out);
+      }
+  }
+};
+
+}  // namespace tessera::train

@@ -4,6 +4,7 @@
 //                    [--costs F=1,B=2,I=1,W=1,latency=0] [--format text|json] [--svg FILE]
 //                    [--lower] [--fsdp] [--csv-out FILE]
 //   tessera-schedule --csv FILE [--stages-per-rank V] ...      (a user table, PyTorch's CSV)
+//   tessera-schedule --recipe debug_3d [--pp P] ...             (a recipe's schedule and stage split)
 //
 // Costs are per full stage (what one rank computes for one microbatch when it holds a
 // single stage) and are divided by the stages per rank, as in the PyTorch comparison.
@@ -16,7 +17,10 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <tessera/core/error.hpp>
 #include <tessera/pipeline/pipeline.hpp>
+#include <tessera/train/recipe.hpp>
+#include <tessera/train/recipes.hpp>
 
 namespace tp = tessera::pipeline;
 
@@ -32,6 +36,8 @@ void print_help() {
                "                        [--costs F=1,B=2,I=1,W=1,latency=0] [--format text|json]\n"
                "                        [--svg FILE] [--lower] [--fsdp] [--csv-out FILE]\n"
                "       tessera-schedule --csv FILE [--stages-per-rank V] [...]\n"
+               "       tessera-schedule --recipe NAME [--pp P] [...]   (the recipe's schedule and stage split;\n"
+               "                        --pp only for a dynamic pp axis)\n"
                "schedules: GPipe 1F1B Interleaved1F1B LoopedBFS InterleavedZeroBubble ZBVZeroBubble DualPipeV\n"
                "--stages-per-rank defaults to 2 for ZBVZeroBubble and DualPipeV, 1 otherwise.\n"
                "--costs are per full stage and divided by the stages per rank.\n"
@@ -97,7 +103,7 @@ std::string json_string(std::string_view s) {
 }  // namespace
 
 static int run(int argc, char** argv) {
-  std::string name, csv_in, svg, csv_out, format = "text";
+  std::string name, csv_in, svg, csv_out, recipe, split, split_json, format = "text";
   int pp = -1, v = -1, m = -1;
   tp::costs full{};
   bool lower = false, fsdp = false;
@@ -112,6 +118,7 @@ static int run(int argc, char** argv) {
       return 0;
     } else if (a == "--schedule") name = value();
     else if (a == "--csv") csv_in = value();
+    else if (a == "--recipe") recipe = value();
     else if (a == "--pp") pp = parse_int(a, value(), 1, 4096);
     else if (a == "--stages-per-rank") v = parse_int(a, value(), 1, tp::max_stages_per_rank);
     else if (a == "--microbatches") m = parse_int(a, value(), 1, 1 << 16);
@@ -128,7 +135,39 @@ static int run(int argc, char** argv) {
   tp::schedule s;
   std::string label;
   try {
-    if (!csv_in.empty()) {
+    if (!recipe.empty()) {
+      if (!name.empty() || !csv_in.empty()) usage_error("give one of --recipe, --schedule and --csv");
+      const bool known = tessera::recipes::visit(recipe, [&]<class R>() {
+        using traits = tessera::recipe_traits<R>;
+        if constexpr (traits::spec.pp < 0) {
+          usage_error("recipe " + recipe + " has no pipeline_parallel policy");
+        } else {
+          constexpr std::int64_t static_pp = R::mesh::static_shape[traits::spec.pp];
+          if (static_pp != tessera::dyn && pp >= 0 && pp != static_pp)
+            usage_error("recipe " + recipe + " has pp = " + std::to_string(static_pp) + "; drop --pp");
+          if (static_pp == tessera::dyn && pp < 0) usage_error("recipe " + recipe + " has a dynamic pp axis; give --pp P");
+          if (static_pp != tessera::dyn) pp = static_cast<int>(static_pp);
+          if (m > 0 || v > 0) usage_error("--microbatches and --stages-per-rank come from the recipe; drop them");
+          const tessera::parallel::pp_plan plan = traits::pipeline(pp);
+          const tessera::parallel::pipeline_layout layout(plan, traits::pipeline_settings(), 0);
+          s = tessera::parallel::pp_compute_schedule(traits::pipeline_settings(), plan);
+          v = plan.v;
+          split = layout.describe();
+          split_json = "[";
+          for (int st = 0; st < plan.stages; ++st)
+            split_json += std::string(st ? "," : "") + "{\"stage\":" + std::to_string(st) +
+                          ",\"rank\":" + std::to_string(layout.rank_of(st)) + ",\"first_layer\":" +
+                          std::to_string(plan.first_layer(st)) + ",\"last_layer\":" + std::to_string(plan.last_layer(st)) +
+                          ",\"embedding\":" + (st == 0 ? "true" : "false") +
+                          ",\"head\":" + (st == plan.stages - 1 ? "true" : "false") + "}";
+          split_json += "]";
+          label = recipe + ": " +
+                  (plan.table ? std::string("user table") : std::string(tp::schedule_name(plan.kind))) +
+                  " pp=" + std::to_string(pp) + " v=" + std::to_string(v) + " m=" + std::to_string(plan.m);
+        }
+      });
+      if (!known) usage_error("unknown --recipe '" + recipe + "'; choose one of " + tessera::recipes::names());
+    } else if (!csv_in.empty()) {
       if (!name.empty()) usage_error("give either --schedule or --csv, not both");
       s = tp::read_csv(tp::read_file(csv_in));
       if (v < 0) v = s.ranks > 0 && s.stages % s.ranks == 0 ? s.stages / s.ranks : 1;
@@ -149,6 +188,9 @@ static int run(int argc, char** argv) {
       label = name + " pp=" + std::to_string(pp) + " v=" + std::to_string(v) + " m=" + std::to_string(m);
     }
   } catch (const tp::schedule_error& e) {
+    std::cerr << "tessera-schedule: " << e.what() << "\n";
+    return 2;
+  } catch (const tessera::error& e) {
     std::cerr << "tessera-schedule: " << e.what() << "\n";
     return 2;
   }
@@ -173,9 +215,9 @@ static int run(int argc, char** argv) {
               << ",\"error\":" << json_string(vr.ok ? "" : vr.message()) << ",\"makespan\":" << sim.makespan
               << ",\"bubble\":" << sim.bubble << ",\"idle\":" << json_array(sim.idle)
               << ",\"busy\":" << json_array(sim.busy) << ",\"peak_activations\":" << json_array(sim.peak_activations)
-              << "}\n";
+              << (split_json.empty() ? std::string() : ",\"stages\":" + split_json) << "}\n";
   } else {
-    std::cout << tp::format_grid(s);
+    std::cout << split << tp::format_grid(s);
     if (valid)
       std::cout << "makespan " << sim.makespan << "  bubble " << 100 * sim.bubble << "%  peak activations per rank "
                 << json_array(sim.peak_activations) << "  idle per rank " << json_array(sim.idle) << "\n";

@@ -122,15 +122,24 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     std::printf("recipe %s: mesh %s, %s; rank 0 stores %.2f MiB of parameters and gradients\n",
                 std::string(R::name).c_str(), dm.mesh().str().c_str(), c.size() == 1 ? "1 rank" : "ranks in step",
                 static_cast<double>(pm.stored_bytes()) / (1 << 20));
-  if (lead)
-    std::printf("memory estimate for rank 0 (global batch %lld x seq %lld; its \"local batch x seq\" is rank 0's "
-                "share: its rows under data parallel, its part of the sequence under sequence parallel):\n%s",
-                static_cast<long long>(in.batch), static_cast<long long>(in.seq_len),
-                estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
-  if (lead)
-    std::printf("%s", estimate_traffic<R>(dm.shape(), in.batch, in.seq_len, in.accum, dm.coords())
-                          .to_string(R::mesh::names)
-                          .c_str());
+  if constexpr (recipe_traits<R>::spec.pp >= 0) {
+    if (lead)
+      std::printf("pipeline %s, %d microbatches per step:\n%sthe memory and traffic estimators do not model "
+                  "pipeline_parallel yet (issue 13): no estimate printed\n",
+                  pm.stage_layout().plan.table ? "(user table)"
+                                               : std::string(pipeline::schedule_name(pm.stage_layout().plan.kind)).c_str(),
+                  pm.stage_layout().microbatches(), pm.stage_layout().describe().c_str());
+  } else {
+    if (lead)
+      std::printf("memory estimate for rank 0 (global batch %lld x seq %lld; its \"local batch x seq\" is rank 0's "
+                  "share: its rows under data parallel, its part of the sequence under sequence parallel):\n%s",
+                  static_cast<long long>(in.batch), static_cast<long long>(in.seq_len),
+                  estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
+    if (lead)
+      std::printf("%s", estimate_traffic<R>(dm.shape(), in.batch, in.seq_len, in.accum, dm.coords())
+                            .to_string(R::mesh::names)
+                            .c_str());
+  }
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   // The MFU denominator: the peak of the hardware the job uses, measured once per host for
   // the whole job (a collective; train::job_peak_flops).

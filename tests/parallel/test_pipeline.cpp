@@ -77,6 +77,39 @@ TEST_CASE("pipeline_parallel: FSDP and TP inside the stages (pp 2 x dp 2 x tp 2)
   check_pipeline<tiny_recipes::pp_hsdp>(8, {}, make_batch(8, 8, 8), {}, "GPipe x HSDP");
 }
 
+TEST_CASE("pipeline_parallel: FSDP under Interleaved1F1B gathers and reduces once per stage and step (pytorch#164756)") {
+  // Each rank holds 2 stages; 2 dp ranks x 4 microbatches of one row. PyTorch unsharded at the wrong
+  // time under Interleaved1F1B; here UNSHARD / RESHARD / REDUCE_GRAD come from the lowered
+  // schedule (verified: no compute on a resharded stage) and every compute checks that its
+  // stage is gathered.
+  const batch b = make_batch(8, 8, 9);
+  comm::run_threads(8, [&](comm::threads_communicator& c) {
+    device_mesh<tiny_recipes::pp_3d::mesh> dm({}, c);
+    train::parallel_llama<tiny_recipes::pp_3d> pm(dm);
+    CHECK(pipeline::verify(pm.stage_layout().lowered).ok);
+    pm.init_weights(11);
+    for (int step = 0; step < 2; ++step) {
+      pm.zero_grad();
+      (void)pm.forward(b.in, b.tg, b.B, b.T);
+      CHECK(pm.pipeline_fsdp().unshards == 2);
+      CHECK(pm.pipeline_fsdp().reshards == 2);
+      CHECK(pm.pipeline_fsdp().reduces == 2);
+    }
+  });
+}
+
+TEST_CASE("pipeline_parallel: forward without backward gives one rank's loss") {
+  const batch b = make_batch(8, 8, 10);
+  const reference ref = serial(tiny_recipes::tiny6::config, b);
+  comm::run_threads(8, [&](comm::threads_communicator& c) {
+    device_mesh<tiny_recipes::pp_3d::mesh> dm({}, c);
+    train::parallel_llama<tiny_recipes::pp_3d> pm(dm);
+    pm.init_weights(11);
+    const float loss = pm.forward(b.in, b.tg, b.B, b.T, false);
+    CHECK(std::abs(loss - ref.loss) <= 1e-6 * std::abs(ref.loss));
+  });
+}
+
 TEST_CASE("pipeline_parallel: the stage split is TorchTitan's") {
   using P = pipeline_parallel<"pp", pp_schedule<schedule_kind::interleaved_1f1b>, stages_per_rank<2>>;
   constexpr auto p = parallel::resolve_pipeline(debugmodel::config, P::desc.pp, 2);

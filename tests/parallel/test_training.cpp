@@ -36,3 +36,11 @@ TEST_CASE("shipped recipes train like one rank for 20 steps (threads)") {
   check_recipe<recipes::debug_tp>(2, ref, toks);
   check_recipe<recipes::debug_2d>(4, ref, toks);
 }
+
+TEST_CASE("shipped pipeline recipes train like one rank for 20 steps (threads)") {
+  const auto toks = tc::tokens();
+  const auto ref = tc::serial_curve(toks);
+  check_recipe<recipes::debug_pp>(2, ref, toks);
+  check_recipe<recipes::debug_3d>(8, ref, toks);
+  check_recipe<recipes::debug_3d_zbv>(8, ref, toks);
+}

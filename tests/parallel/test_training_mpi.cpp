@@ -24,8 +24,14 @@ int main(int argc, char** argv) {
   comm::mpi_communicator world;
   const auto toks = tc::tokens();
   const auto ref = tc::serial_curve(toks);
-  bool ok = check<recipes::debug_fsdp>(world, ref, toks);
+  bool ok = true;
+  if (world.size() <= 4) ok = check<recipes::debug_fsdp>(world, ref, toks);
   if (world.size() == 4) ok = check<recipes::debug_2d>(world, ref, toks) && ok;
+  if (world.size() == 2) ok = check<recipes::debug_pp>(world, ref, toks) && ok;
+  if (world.size() == 8) {
+    ok = check<recipes::debug_3d>(world, ref, toks) && ok;
+    ok = check<recipes::debug_3d_zbv>(world, ref, toks) && ok;
+  }
   if (world.rank() == 0) std::printf(ok ? "PASSED\n" : "FAILED\n");
   return ok ? 0 : 1;
 }

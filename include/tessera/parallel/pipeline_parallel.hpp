@@ -92,7 +92,7 @@ struct pp_option<stages_per_rank<V>> {
 template <int M>
 struct pp_option<microbatches<M>> {
   static constexpr int kind = 2;
-  static constexpr void apply(pp_settings& s) { s.microbatches = M; }
+  static constexpr void apply(pp_settings& s) { s.microbatches = M, s.microbatches_set = true; }
 };
 template <int N>
 struct pp_option<layers_per_stage<N>> {
@@ -165,6 +165,7 @@ struct pp_plan {
   int pp = 1, v = 1, stages = 1, m = 1;
   int n_layers = 0, input_weight = 1, output_weight = 1, layers_per_stage = 0;
   std::int64_t effective = 0;  ///< n_layers + input_weight + output_weight
+  int table_ranks = 0;         ///< a user's table: its ranks
 
   /// The effective layers stage s holds (the embedding and the head counted by weight).
   constexpr int share(int s) const {
@@ -210,6 +211,7 @@ constexpr pp_plan resolve_pipeline(const llama_config& c, const pp_settings& o, 
     const pipeline::schedule t = o.table();
     p.v = t.ranks > 0 ? t.stages / t.ranks : 0;
     p.m = t.microbatches;
+    p.table_ranks = t.ranks;
     if (t.ranks != pp || t.stages < 1) {
       p.error = pp_error::table_shape;
       return p;
@@ -222,7 +224,7 @@ constexpr pp_plan resolve_pipeline(const llama_config& c, const pp_settings& o, 
     }
   } else {
     p.v = default_stages_per_rank(o);
-    p.m = o.microbatches > 0 ? o.microbatches : pp * p.v;
+    p.m = o.microbatches_set ? o.microbatches : pp * p.v;
     p.why = pipeline::argument_check(o.schedule, pp, p.v, p.m);
     if (p.why != pipeline::argument_problem::none) {
       p.error = pp_error::bad_arguments;
@@ -269,7 +271,7 @@ struct pipeline_choice {
   constexpr pp_settings apply(pp_settings o) const {
     if (set_schedule) o.schedule = schedule, o.table = nullptr;
     if (stages_per_rank > 0) o.stages_per_rank = stages_per_rank;
-    if (microbatches > 0) o.microbatches = microbatches;
+    if (microbatches > 0) o.microbatches = microbatches, o.microbatches_set = true;
     return o;
   }
 };

@@ -62,7 +62,8 @@ struct pp_settings {
   pipeline::schedule_kind schedule = pipeline::schedule_kind::one_f_one_b;
   pipeline::schedule (*table)() = nullptr;  ///< a user's table (schedule_table<F>); replaces `schedule`
   int stages_per_rank = 0;   ///< 0: what the schedule needs (2 for multi-stage schedules, else 1)
-  int microbatches = 0;      ///< 0: one per stage of the pipeline (pp x stages per rank)
+  int microbatches = 0;      ///< with microbatches_set; else one per stage (pp x stages per rank)
+  bool microbatches_set = false;
   int layers_per_stage = 0;  ///< 0: TorchTitan's balanced split
   int input_weight = 1;      ///< the embedding counts as this many layers in the split
   int output_weight = 1;     ///< the final norm and output count as this many layers

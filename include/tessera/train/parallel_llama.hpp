@@ -93,6 +93,8 @@ class parallel_llama {
   /// The pipeline (stages, their layers and ranks, the schedule; a single stage without
   /// pipeline_parallel).
   const pipeline_layout& stage_layout() const noexcept { return pp_; }
+  /// Under a pipeline: the FSDP actions (gathers, frees, gradient reductions) of the last step.
+  const pipeline_fsdp_counts& pipeline_fsdp() const noexcept { return stages_.fsdp_counts(); }
 
   void zero_grad() { store_.grads().zero(); }
 

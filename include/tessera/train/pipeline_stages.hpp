@@ -44,6 +44,12 @@ namespace tessera::train {
 using parallel::pipeline_choice;
 using parallel::pipeline_layout;
 
+/// The FSDP actions one step ran on this rank (TorchTitan's FSDP under PP: one gather and
+/// one gradient reduction per stage and step, not per microbatch).
+struct pipeline_fsdp_counts {
+  int unshards = 0, reshards = 0, reduces = 0;
+};
+
 template <class Owner>
 class pipeline_stages {
  public:
@@ -63,6 +69,7 @@ class pipeline_stages {
     loss_scale_ = loss_scale;
     need_backward_ = need_backward;
     loss_ = 0;
+    counts_ = {};
     // TP's activations are those of one microbatch: [B/m, T, .] over the batch axes.
     o_.tp_.set_batch(Bm_ * o_.data_parallel_size(), T);
     auto& comm = pp_comm();
@@ -87,6 +94,7 @@ class pipeline_stages {
   // ---- the executor's callbacks ----
   void forward(int s, int mb, std::span<const float> in, std::span<float> out) {
     trace::scope t("forward stage", "stage", s);
+    if (need_backward_) require_gathered(s);
     const pipeline_layout& L = o_.pp_;
     const int first = L.first_layer(s), last = L.last_layer(s);
     const bool head = s == L.stages() - 1;
@@ -138,6 +146,7 @@ class pipeline_stages {
   /// W: the weight gradients from what I kept; frees the microbatch's activations.
   void backward_weight(int s, int mb) {
     trace::scope t("backward weight stage", "stage", s);
+    require_gathered(s);
     llama_model& md = o_.model_;
     md.use(at(s, mb));
     const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
@@ -149,9 +158,20 @@ class pipeline_stages {
   void unshard(int s) {
     o_.store_.unshard(s);
     o_.store_.alloc_grads(s);
+    gathered(s) = 1;
+    ++counts_.unshards;
   }
-  void reshard(int s) { o_.store_.reshard(s); }
-  void reduce_grad(int s) { o_.store_.reduce_grads(s); }
+  void reshard(int s) {
+    o_.store_.reshard(s);
+    gathered(s) = 0;
+    ++counts_.reshards;
+  }
+  void reduce_grad(int s) {
+    o_.store_.reduce_grads(s);
+    ++counts_.reduces;
+  }
+  /// The FSDP actions of the last step.
+  const pipeline_fsdp_counts& fsdp_counts() const noexcept { return counts_; }
 
   /// Bytes of the activations in flight now (for the memory estimator's checks).
   std::int64_t activation_bytes_in_flight() const {
@@ -164,6 +184,8 @@ class pipeline_stages {
   Owner& o_;
   std::map<std::pair<int, int>, llama_activations> acts_;  // (stage, microbatch) in flight
   std::optional<pipeline::executor> exec_;
+  std::vector<char> gathered_;  // per stage: its parameters are gathered (between UNSHARD and RESHARD)
+  pipeline_fsdp_counts counts_;
   std::int64_t exec_B_ = 0, exec_T_ = 0;
   std::int64_t Bm_ = 0, T_ = 0, count_all_ = 0;
   std::span<const std::int32_t> inputs_, targets_;
@@ -176,6 +198,16 @@ class pipeline_stages {
   std::span<const std::int32_t> rows(std::span<const std::int32_t> ids, int mb) const {
     return ids.subspan(static_cast<std::size_t>(mb * Bm_ * T_), static_cast<std::size_t>(Bm_ * T_));
   }
+  char& gathered(int s) {
+    gathered_.resize(static_cast<std::size_t>(o_.pp_.stages()), 0);
+    return gathered_[static_cast<std::size_t>(s)];
+  }
+  /// Compute on a stage whose parameters are not gathered is the FSDP-under-PP defect of
+  /// pytorch#164756; the lowered schedule rules it out, and this check would say so.
+  void require_gathered(int s) {
+    check(gathered(s), "pipeline_stages: stage " + std::to_string(s) +
+                                              " computes without its parameters gathered (no UNSHARD before it)");
+  }
   llama_activations& at(int s, int mb) {
     auto it = acts_.find({s, mb});
     check(it != acts_.end(), "pipeline_stages: no activations of stage " + std::to_string(s) + ", microbatch " +
@@ -183,6 +215,7 @@ class pipeline_stages {
     return it->second;
   }
   llama_model& begin_backward(int s, int mb, std::span<const float> grad_out) {
+    require_gathered(s);
     llama_model& md = o_.model_;
     md.use(at(s, mb));
     if (s < o_.pp_.stages() - 1) std::memcpy(md.residual_grad(), grad_out.data(), grad_out.size_bytes());
@@ -196,6 +229,8 @@ class pipeline_stages {
     const auto act = static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T_).Nr() * Owner::cfg.dim);
     std::vector<float> in(act), out(act);
     float loss = 0;
+    for (int s = 0; s < L.stages(); ++s)
+      if (L.local(s)) o_.store_.unshard(s);
     for (int mb = 0; mb < L.microbatches(); ++mb)
       for (int s = 0; s < L.stages(); ++s) {
         if (!L.local(s)) continue;
@@ -207,6 +242,8 @@ class pipeline_stages {
           comm::send(comm, std::span<const float>(out), L.rank_of(s + 1), (mb * L.stages() + s + 1) % 32768).wait();
         std::swap(in, out);
       }
+    for (int s = 0; s < L.stages(); ++s)
+      if (L.local(s)) o_.store_.reshard(s);
   }
 };
 

@@ -184,9 +184,9 @@ constexpr bool pp_layers_per_stage_does_not_fit() {
                             "them, or drop layers_per_stage for the balanced split");
   return false;
 }
-template <int Policy>
+template <int stages>
 constexpr bool pp_tied_embeddings() {
-  static_assert(Policy < 0, "tessera recipe: pipeline_parallel: the model ties its output to the embedding, which "
+  static_assert(stages < 2, "tessera recipe: pipeline_parallel: the model ties its output to the embedding, which "
                             "sit on different stages (first and last); untie them (tied_embeddings = false) or use "
                             "one stage");
   return false;
@@ -204,9 +204,9 @@ constexpr bool pp_schedule_table_for_another_pipeline() {
                                         "of ranks than the pp axis; generate it for the recipe's pp size");
   return false;
 }
-template <int Policy>
+template <int stages>
 constexpr bool pp_reshard_after_forward_given() {
-  static_assert(Policy < 0, "tessera recipe: pipeline_parallel with fsdp's reshard_after_forward: under a pipeline "
+  static_assert(stages < 0, "tessera recipe: pipeline_parallel with fsdp's reshard_after_forward: under a pipeline "
                             "a stage's parameters are gathered at the schedule's UNSHARD and freed at its RESHARD; "
                             "drop the option");
   return false;
@@ -230,13 +230,13 @@ constexpr bool report_pipeline() {
   } else if constexpr (P.error == pp_error::layers_per_stage) {
     (void)diagnostic::pp_layers_per_stage_does_not_fit<P.layers_per_stage, P.stages, P.effective>();
   } else if constexpr (P.error == pp_error::tied_embeddings) {
-    (void)diagnostic::pp_tied_embeddings<0>();
+    (void)diagnostic::pp_tied_embeddings<P.stages>();
   } else if constexpr (P.error == pp_error::invalid_table) {
     (void)diagnostic::pp_invalid_schedule_table<P.table_problem>();
   } else if constexpr (P.error == pp_error::table_shape) {
-    (void)diagnostic::pp_schedule_table_for_another_pipeline<P.pp, P.stages / (P.v > 0 ? P.v : 1)>();
+    (void)diagnostic::pp_schedule_table_for_another_pipeline<P.pp, P.table_ranks>();
   } else if constexpr (P.error == pp_error::reshard_with_pp) {
-    (void)diagnostic::pp_reshard_after_forward_given<0>();
+    (void)diagnostic::pp_reshard_after_forward_given<P.stages>();
   }
   return P.error == pp_error::none;
 }

@@ -7,6 +7,9 @@
 //   debug_hsdp   HSDP: 2 replicas x N/2 shards
 //   debug_tp     tensor parallel over 2 ranks with sequence and loss parallel
 //   debug_2d     FSDP dp = 2 x TP tp = 2 with sequence and loss parallel (4 ranks)
+//   debug_pp     pipeline pp = 2, 1F1B, 2 microbatches (2 ranks)
+//   debug_3d     pp = 2 (Interleaved1F1B, 2 stages per rank) x FSDP dp = 2 x TP tp = 2 (8 ranks)
+//   debug_3d_zbv the same with ZBVZeroBubble (V placement, I and W apart)
 // llama3_8b_fsdp (FSDP over 8 ranks) is the paper's 8B configuration, for the memory
 // estimator; it is far too large for a CPU.
 #pragma once
@@ -15,6 +18,7 @@
 #include <string_view>
 
 #include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 
 namespace tessera::recipes {
@@ -47,6 +51,36 @@ struct debug_2d {
   using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
 
+struct debug_pp {
+  static constexpr std::string_view name = "debug_pp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"pp", 2>>;
+  using parallelize =
+      tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>, microbatches<2>>>;
+};
+
+/// 3-D: 2 microbatches per step, so that the default batch (8 per data-parallel rank) and the
+/// equivalence tests' global batch of 4 (2 per data-parallel rank) both split.
+struct debug_3d {
+  static constexpr std::string_view name = "debug_3d";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::interleaved_1f1b>, stages_per_rank<2>,
+                        microbatches<2>>,
+      fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
+struct debug_3d_zbv {
+  static constexpr std::string_view name = "debug_3d_zbv";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>, stages_per_rank<2>,
+                        microbatches<2>>,
+      fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
 struct llama3_8b_fsdp {
   static constexpr std::string_view name = "llama3_8b_fsdp";
   using model = llama3_8b;
@@ -62,6 +96,9 @@ void for_each_runnable(F&& f) {
   f.template operator()<debug_hsdp>();
   f.template operator()<debug_tp>();
   f.template operator()<debug_2d>();
+  f.template operator()<debug_pp>();
+  f.template operator()<debug_3d>();
+  f.template operator()<debug_3d_zbv>();
 }
 }  // namespace detail
 

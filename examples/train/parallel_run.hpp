@@ -124,12 +124,12 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
                 static_cast<double>(pm.stored_bytes()) / (1 << 20));
   if constexpr (recipe_traits<R>::spec.pp >= 0) {
     if (lead)
-      std::printf("pipeline %s, %d microbatches per step:\n%sthe memory and traffic estimators do not model "
-                  "pipeline_parallel yet (issue 13): no estimate printed\n",
+      std::printf("pipeline %s, %d microbatches per step:\n%s",
                   pm.stage_layout().plan.table ? "(user table)"
                                                : std::string(pipeline::schedule_name(pm.stage_layout().plan.kind)).c_str(),
                   pm.stage_layout().microbatches(), pm.stage_layout().describe().c_str());
-  } else {
+  }
+  {
     if (lead)
       std::printf("memory estimate for rank 0 (global batch %lld x seq %lld; its \"local batch x seq\" is rank 0's "
                   "share: its rows under data parallel, its part of the sequence under sequence parallel):\n%s",

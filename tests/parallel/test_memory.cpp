@@ -11,6 +11,7 @@
 #include <tessera/tensor/memory.hpp>
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>
+#include <tessera/train/recipes.hpp>
 
 #include "recipes_tiny.hpp"
 
@@ -73,7 +74,10 @@ void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int
       const auto measured = rank_peak;
       // the persistent parts are exact
       CHECK(e.parameters + e.gradients == pm.stored_bytes());
-      CHECK(e.activations == pm.model().activation_bytes());
+      if constexpr (recipe_traits<R>::spec.pp >= 0)  // the microbatches' activations in flight + the scratch
+        CHECK(e.activations == pm.pipeline_activation_peak() + pm.model().activation_bytes());
+      else
+        CHECK(e.activations == pm.model().activation_bytes());
       const double ratio = static_cast<double>(e.tracked_peak()) / static_cast<double>(measured);
       if (dm.rank() == 0)
         std::printf("memory %-28s rank 0: estimated %lld B, measured peak %lld B (ratio %.4f), staging %lld B\n",
@@ -104,6 +108,20 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)
   check_peak<debug_fsdp>(2, debug_fsdp::mesh(2), 4, 64, "debugmodel fsdp x2");
   check_peak<debug_never>(2, debug_never::mesh(), 4, 64, "debugmodel fsdp never-reshard");
   check_peak<debug_2d>(4, debug_2d::mesh(), 4, 64, "debugmodel fsdp x tp");
+}
+
+TEST_CASE("estimate_memory: pipeline recipes, per stage, with the schedule's activations in flight") {
+  using namespace tiny_recipes;
+  check_peak<pp_3d>(8, pp_3d::mesh(), 8, 8, "tiny pp x dp x tp (Interleaved1F1B)");
+  check_peak<pp_hsdp>(8, pp_hsdp::mesh(), 8, 8, "tiny pp x hsdp (GPipe)");
+  check_peak<recipes::debug_pp>(2, recipes::debug_pp::mesh(), 4, 64, "debugmodel pp (1F1B)");
+  check_peak<recipes::debug_3d_zbv>(8, recipes::debug_3d_zbv::mesh(), 8, 64, "debugmodel 3-D (ZBV, I and W apart)");
+  // the simulator's count of microbatches in flight: 1F1B's rank 0 keeps pp of them
+  using R = recipe_traits<recipes::debug_pp>;
+  constexpr auto plan = parallel::resolve_pipeline(R::config, R::spec.pipeline, 2);
+  constexpr llama_dims d = dims_of(R::config, llama_shard::whole(R::config), 1, 64);
+  static_assert(detail::pipeline_activation_peak(plan, parallel::pp_lowered_schedule(R::spec.pipeline, plan), 0, d) ==
+                2 * llama_stage_activation_bytes(d, plan.blocks(0), false));
 }
 
 TEST_CASE("estimate_memory: constexpr, and the parts scale as the layouts say") {

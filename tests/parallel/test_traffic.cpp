@@ -100,6 +100,13 @@ TEST_CASE("traffic: every shipped recipe moves what the plans' cost model says, 
   check_recipe<recipes::debug_2d>("debug_2d (2 micro-batches)", 4, recipes::debug_2d::mesh(4), 4, 32, 2);
 }
 
+TEST_CASE("traffic: pipeline recipes (stage collectives, pp sums and the schedule's sends), on every rank") {
+  check_recipe<recipes::debug_pp>("debug_pp (1F1B)", 2, {}, 4, 32);
+  check_recipe<recipes::debug_3d>("debug_3d (Interleaved1F1B)", 8, {}, 4, 32);
+  check_recipe<recipes::debug_3d_zbv>("debug_3d_zbv (ZBV)", 8, {}, 4, 32, 2);  // with accumulation
+  check_recipe<tiny_recipes::pp_hsdp>("tiny pp x hsdp (GPipe)", 8, {}, 8, 8);
+}
+
 TEST_CASE("traffic: resharding modes, mixed precision, uneven vocabulary and sequence") {
   using namespace tiny_recipes;
   check_recipe<fsdp_never>("tiny reshard never", 2, fsdp_never::mesh(2), 4, 8);

@@ -59,6 +59,13 @@ struct llama_activations {
   std::vector<std::int32_t> inputs, targets;
   bool have_dlogits = false;
   std::int64_t bytes = 0;  ///< saved + residual + head buffers, as allocated
+
+  /// Bytes of what the split backward's I keeps for W (0 outside I..W).
+  std::int64_t deferred_bytes() const {
+    std::int64_t n = 4 * static_cast<std::int64_t>(head_dxf.numel() + embed_dres.numel());
+    for (const auto& b : deferred) n += b.bytes();
+    return n;
+  }
 };
 
 class llama_model {

@@ -162,6 +162,26 @@ constexpr std::int64_t total_of(const std::array<std::int64_t, K>& a) {
   return n;
 }
 
+/// What a block's input-gradient half keeps for its weight-gradient half (block_deferred,
+/// llama_split_backward.hpp, same order): d_ffn, dh1 and dh3, dn2, d_att, dq, dk, dv, dn1.
+constexpr std::array<std::int64_t, 8> block_deferred_sizes(const llama_dims& d) {
+  const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D;
+  return {N * D, 2 * N * d.F, Nr * D, N * D, N * d.Hq(), N * d.Hk(), N * d.Hk(), Nr * D};
+}
+
+/// Bytes of llama_activations for blocks [first, last) (with the head's buffers when
+/// `head`): what llama_model::make_activations allocates.
+constexpr std::int64_t llama_stage_activation_bytes(const llama_dims& d, std::int64_t blocks, bool head) {
+  return 4 * (blocks * total_of(block_saved_sizes(d)) + (blocks + 1) * d.Nr() * d.D +
+              (head ? total_of(ends_saved_sizes(d)) : 0));
+}
+/// Bytes the I half of a stage's backward keeps for its W: every block's block_deferred, the
+/// head's dxf [Nr, D] and the embedding's gathered dres [N, D].
+constexpr std::int64_t llama_stage_deferred_bytes(const llama_dims& d, std::int64_t blocks, bool embedding,
+                                                  bool head) {
+  return 4 * (blocks * total_of(block_deferred_sizes(d)) + (head ? d.Nr() * d.D : 0) + (embedding ? d.N() * d.D : 0));
+}
+
 /// Bytes of activations and backward scratch llama_model holds for [B, T] on a shard: every
 /// block's saved tensors, the L + 1 residuals, the ends' and the shared scratch.
 constexpr std::int64_t llama_activation_bytes(const llama_config& c, const llama_shard& s, std::int64_t B,

@@ -31,10 +31,9 @@ struct block_deferred {
   tensor<float> dn1;     ///< into attention_norm's output, reduced          [Nr, D]
 
   void allocate(const llama_dims& d) {
-    const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D;
-    d_ffn = tensor<float>({N * D}), dh13 = tensor<float>({2 * N * d.F}), dn2 = tensor<float>({Nr * D});
-    d_att = tensor<float>({N * D}), dq = tensor<float>({N * d.Hq()}), dk = tensor<float>({N * d.Hk()});
-    dv = tensor<float>({N * d.Hk()}), dn1 = tensor<float>({Nr * D});
+    const auto n = block_deferred_sizes(d);
+    tensor<float>* f[] = {&d_ffn, &dh13, &dn2, &d_att, &dq, &dk, &dv, &dn1};
+    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = tensor<float>({n[i]});
   }
   void release() { *this = block_deferred{}; }
   /// Bytes held (0 once released).

@@ -181,6 +181,14 @@ struct pp_plan {
     return l;
   }
   constexpr int last_layer(int s) const { return first_layer(s) + blocks(s); }
+  /// The stage that holds block `layer` (-1: the embedding if `embedding`, else the final
+  /// norm and output).
+  constexpr int stage_of(std::int64_t layer, bool embedding) const {
+    if (layer < 0) return embedding ? 0 : stages - 1;
+    for (int s = 0; s < stages; ++s)
+      if (layer < last_layer(s)) return s;
+    return stages - 1;
+  }
   /// Blocks of stage s (its share less the weight of the embedding or the head it holds).
   constexpr int blocks(int s) const {
     if (stages == 1) return n_layers;
@@ -301,14 +309,7 @@ class pipeline_layout {
   bool local(int stage) const { return rank_of(stage) == coord; }
   int first_layer(int stage) const { return plan.first_layer(stage); }
   int last_layer(int stage) const { return plan.last_layer(stage); }
-  /// The stage that holds block `layer` (-1: the embedding if `embedding`, else the final
-  /// norm and output).
-  int stage_of(std::int64_t layer, bool embedding) const {
-    if (layer < 0) return embedding ? 0 : plan.stages - 1;
-    for (int s = 0; s < plan.stages; ++s)
-      if (layer < plan.last_layer(s)) return s;
-    return plan.stages - 1;
-  }
+  int stage_of(std::int64_t layer, bool embedding) const { return plan.stage_of(layer, embedding); }
   /// "stage 0: embedding + layers 0-0 (rank 0); ..." for logs and tessera-schedule.
   std::string describe() const {
     std::string out;

@@ -48,6 +48,7 @@
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/llama_plan.hpp>
+#include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 #include <tessera/train/recipe.hpp>
 
@@ -158,6 +159,69 @@ constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, 
   return u;
 }
 
+/// The peak bytes of the microbatches' activations a pp rank keeps in flight, walking its
+/// list of the lowered schedule: F makes a stage's activations, I adds what W needs, B and
+/// W free them (train/pipeline_stages.hpp does exactly this).
+constexpr std::int64_t pipeline_activation_peak(const parallel::pp_plan& plan, const pipeline::schedule& s, int rank,
+                                                const llama_dims& d) {
+  std::int64_t live = 0, peak = 0;
+  for (const pipeline::action& a : s.actions[static_cast<std::size_t>(rank)]) {
+    const int st = a.stage;
+    const bool embedding = st == 0, head = st == plan.stages - 1;
+    const std::int64_t ctx = llama_stage_activation_bytes(d, plan.blocks(st), head),
+                       def = llama_stage_deferred_bytes(d, plan.blocks(st), embedding, head);
+    switch (a.kind) {
+      case pipeline::op::F: live += ctx; break;
+      case pipeline::op::I: live += def; break;
+      case pipeline::op::B: live -= ctx; break;
+      case pipeline::op::W: live -= ctx + def; break;
+      default: break;
+    }
+    peak = std::max(peak, live);
+  }
+  return peak;
+}
+
+/// A pipeline recipe's memory on the rank at `coords` (see estimate_memory): the stages the
+/// schedule places on its pp coordinate, all gathered with their gradient buffers from
+/// their UNSHARD to their RESHARD, and the peak of the microbatches' activations in flight.
+constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, const parallel_spec& p,
+                                                   const mesh_shape& m, std::int64_t global_batch,
+                                                   std::int64_t seq_len, const coords_t& coords) {
+  memory_estimate e;
+  const int pp = static_cast<int>(m[p.pp]), me = static_cast<int>(coords[static_cast<std::size_t>(p.pp)]);
+  const parallel::pp_plan plan = parallel::resolve_pipeline(cfg, p.pipeline, pp, p.reshard_given);
+  if (plan.error != parallel::pp_error::none) return e;
+  const pipeline::schedule lowered = parallel::pp_lowered_schedule(p.pipeline, plan);
+  mesh_shape sm = m;  // the stage's mesh: pp collapsed (train/parallel_llama.hpp)
+  sm.size[static_cast<std::size_t>(p.pp)] = 1;
+  coords_t sc = coords;
+  sc[static_cast<std::size_t>(p.pp)] = 0;
+  unit_sizes u;  // every local parameter in one: sums of sizes, maxima of staging
+  for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+    const param_entry en = param_at(cfg, i);
+    if (lowered.rank_of(plan.stage_of(en.layer, i == 0)) == me) add_param(u, p, sm, sc, en);
+  }
+  e.parameters = e.gradients = u.stored * 4;
+  e.optimizer = 2 * u.stored * 4;
+  e.gathered = u.gathered, e.grad_buffers = u.grad_buf;
+  e.block_gathered = e.root_gathered = e.block_grad_buffers = e.root_grad_buffers = 0;
+  const llama_shard shard = parallel::llama_shard_of(cfg, p, sm, sc);
+  const std::int64_t B = local_box(parallel::batch_spec(p, 2), sm, shape_t{global_batch, seq_len}, sc).size[0];
+  const std::int64_t Bm = plan.m > 0 && B % plan.m == 0 ? B / plan.m : B;
+  const llama_dims d = dims_of(cfg, shard, Bm, seq_len);
+  e.local_batch = Bm, e.local_seq = d.Tl;
+  e.activations = pipeline_activation_peak(plan, lowered, me, d) + 4 * total_of(block_scratch_sizes(d));
+  // staging as without a pipeline, for one microbatch (no prefetch under PP)
+  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, N = d.N();
+  std::int64_t slot01 = u.slot01, stage = u.stage;
+  if (d.seq_split && (Bm > 1 || seq_len % P != 0)) slot01 = std::max(slot01, (P + 1) * Bm * split_max(seq_len, P) * cfg.dim * 4);
+  if (d.gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(cfg.vocab_size, P) * 4);
+  if (d.vocab_loss) stage += 2 * N * 4;
+  e.staging = slot01 + u.slot2 + stage + u.half;
+  return e;
+}
+
 }  // namespace detail
 
 /// Per-rank memory of forward + backward + an AdamW step for `global_batch` sequences of
@@ -166,6 +230,7 @@ constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, 
 constexpr memory_estimate estimate_memory(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
                                           std::int64_t global_batch, std::int64_t seq_len,
                                           const coords_t& coords = {}) {
+  if (p.pp >= 0) return detail::estimate_pipeline_memory(cfg, p, m, global_batch, seq_len, coords);
   memory_estimate e;
   const detail::unit_sizes blk = detail::block_unit(cfg, p, m, coords), root = detail::root_unit(cfg, p, m, coords);
   const std::int64_t L = cfg.n_layers;

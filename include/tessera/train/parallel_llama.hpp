@@ -93,6 +93,9 @@ class parallel_llama {
   /// The pipeline (stages, their layers and ranks, the schedule; a single stage without
   /// pipeline_parallel).
   const pipeline_layout& stage_layout() const noexcept { return pp_; }
+  /// Under a pipeline: the peak bytes of the microbatches' activations in flight in the last
+  /// step (0 without a pipeline: the model's own activations, model().activation_bytes()).
+  std::int64_t pipeline_activation_peak() const noexcept { return stages_.peak_activation_bytes(); }
   /// Under a pipeline: the FSDP actions (gathers, frees, gradient reductions) of the last step.
   const pipeline_fsdp_counts& pipeline_fsdp() const noexcept { return stages_.fsdp_counts(); }
 

@@ -70,6 +70,7 @@ class pipeline_stages {
     need_backward_ = need_backward;
     loss_ = 0;
     counts_ = {};
+    peak_in_flight_ = 0;
     // TP's activations are those of one microbatch: [B/m, T, .] over the batch axes.
     o_.tp_.set_batch(Bm_ * o_.data_parallel_size(), T);
     auto& comm = pp_comm();
@@ -116,6 +117,7 @@ class pipeline_stages {
     } else {
       std::memcpy(out.data(), md.residual(last), out.size_bytes());
     }
+    note_peak();
     if (!need_backward_) acts_.erase({s, mb});
   }
   /// B: the whole backward of stage s for microbatch mb.
@@ -142,6 +144,7 @@ class pipeline_stages {
       md.backward_embedding_input(o_.hooks_);
     else
       std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+    note_peak();
   }
   /// W: the weight gradients from what I kept; frees the microbatch's activations.
   void backward_weight(int s, int mb) {
@@ -173,12 +176,14 @@ class pipeline_stages {
   /// The FSDP actions of the last step.
   const pipeline_fsdp_counts& fsdp_counts() const noexcept { return counts_; }
 
-  /// Bytes of the activations in flight now (for the memory estimator's checks).
+  /// Bytes of the activations in flight now, and their peak during the last step (what the
+  /// memory estimator predicts from the schedule).
   std::int64_t activation_bytes_in_flight() const {
     std::int64_t n = 0;
-    for (const auto& [k, a] : acts_) n += a.bytes;
+    for (const auto& [k, a] : acts_) n += a.bytes + a.deferred_bytes();
     return n;
   }
+  std::int64_t peak_activation_bytes() const noexcept { return peak_in_flight_; }
 
  private:
   Owner& o_;
@@ -186,6 +191,8 @@ class pipeline_stages {
   std::optional<pipeline::executor> exec_;
   std::vector<char> gathered_;  // per stage: its parameters are gathered (between UNSHARD and RESHARD)
   pipeline_fsdp_counts counts_;
+  std::int64_t peak_in_flight_ = 0;
+  void note_peak() { peak_in_flight_ = std::max(peak_in_flight_, activation_bytes_in_flight()); }
   std::int64_t exec_B_ = 0, exec_T_ = 0;
   std::int64_t Bm_ = 0, T_ = 0, count_all_ = 0;
   std::span<const std::int32_t> inputs_, targets_;

@@ -21,7 +21,13 @@
 //                count), and either the logits' vocabulary gather (one forward) or, under
 //                loss parallel, the row statistics' reductions ([B, T, 1] max, [B, T, 2] sum);
 //   scalars      the loss mean over the batch axes (per micro-batch) and the gradient
-//                norm's sums over the axes each TP style's blocks are split over.
+//                norm's sums over the axes each TP style's blocks are split over;
+//   pipeline     under pipeline_parallel, the sends of activations and input gradients
+//                between stages (the lowered schedule's SEND_F / SEND_B of this rank).
+// Under pipeline_parallel the walk follows train/pipeline_stages.hpp: only this rank's
+// stages, on the stage's mesh (pp collapsed); every local parameter gathered once and its
+// gradient reduced once per step; TP's activation plans per pipeline microbatch for each
+// local stage's parts; the loss and the norm summed over the stage's axes and then over pp.
 // Collectives over a group of one rank move nothing and are not counted.
 // measured_traffic() sums bus bytes per axis group over a flight recorder's entries, so a
 // test (tests/parallel/test_traffic.cpp) and bench/train/traffic.cpp compare the two.
@@ -39,6 +45,7 @@
 #include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/llama_plan.hpp>
+#include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/plan.hpp>
 #include <tessera/tensor/dtype.hpp>
@@ -117,10 +124,11 @@ struct traffic_by_axes {
 /// Per-rank bus bytes of one training step (see the header comment).
 struct traffic_estimate {
   std::int64_t parameters = 0, gradients = 0, activations = 0, scalars = 0;
+  std::int64_t pipeline = 0;  ///< pipeline_parallel's point-to-point sends
   traffic_by_axes by_axes;
   double time_us = 0;  ///< modelled time of the collectives at the cost model's link speeds
 
-  constexpr std::int64_t total() const { return parameters + gradients + activations + scalars; }
+  constexpr std::int64_t total() const { return parameters + gradients + activations + scalars + pipeline; }
 
   std::string to_string(std::span<const std::string_view> names) const {
     auto line = [](const char* what, std::int64_t b) {
@@ -134,6 +142,7 @@ struct traffic_estimate {
     s += line("gradient reductions", gradients);
     s += line("TP activations", activations);
     s += line("loss and gradient-norm scalars", scalars);
+    if (pipeline) s += line("pipeline sends between stages", pipeline);
     s += line("total", total());
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1f us", time_us);
@@ -259,6 +268,99 @@ struct traffic_walk {
 };
 }  // namespace detail
 
+namespace detail {
+/// The walk of a pipeline recipe (see the header comment).
+template <class Recipe>
+struct pipeline_traffic_walk {
+  using traits = recipe_traits<Recipe>;
+  static constexpr parallel_spec ps = traits::spec;
+  static constexpr llama_config cfg = traits::config;
+  using M = collapse_axis_t<typename traits::mesh_type, ps.pp>;  // the stage's mesh
+  using types = parallel::layout_types<M, ps>;
+  using param_t = std::conditional_t<ps.bf16_params, bf16, float>;
+
+  /// One all-reduce of a double over the pp group (parallel_llama::sum_pp).
+  static constexpr void add_pp_sum(traffic_estimate& e, std::int64_t pp, std::int64_t times) {
+    const std::int64_t b = 8 * 2 * (pp - 1) / pp;
+    e.scalars += times * b;
+    e.by_axes.add(1u << ps.pp, times * b, times);
+  }
+
+  static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq, std::int64_t mb,
+                                        const cost_model& cm, const coords_t& at) {
+    traffic_estimate e;
+    const int pp = static_cast<int>(shape[ps.pp]), me = static_cast<int>(at[static_cast<std::size_t>(ps.pp)]);
+    const parallel::pp_plan plan = parallel::resolve_pipeline(cfg, ps.pipeline, pp, ps.reshard_given);
+    if (plan.error != parallel::pp_error::none) return e;
+    const pipeline::schedule lowered = parallel::pp_lowered_schedule(ps.pipeline, plan);
+    mesh_shape sm = shape;
+    sm.size[static_cast<std::size_t>(ps.pp)] = 1;
+    coords_t sc = at;
+    sc[static_cast<std::size_t>(ps.pp)] = 0;
+    bool style_used[4] = {};
+    for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+      const param_entry p = param_at(cfg, i);
+      style_used[static_cast<int>(param_style(p))] = true;  // the norm sums every style the model has
+      if (lowered.rank_of(plan.stage_of(p.layer, i == 0)) != me) continue;
+      const shape_t g = param_global_shape(p);
+      parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
+        using PL = typename types::template param<S, R>;
+        add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, sm, g, mb, cm, sc);
+        add_plan_traffic<typename PL::grad, typename PL::storage, float>(e, e.gradients, sm, g, mb, cm, sc);
+      });
+    }
+    // TP activations of each local stage's parts, per pipeline microbatch [B / m, T, .]
+    const std::int64_t Bg = plan.m > 0 ? batch / plan.m : batch, times = mb * plan.m;
+    const shape_t act{Bg, seq, cfg.dim};
+    bool head_here = false;
+    for (int st = 0; st < plan.stages; ++st) {
+      if (lowered.rank_of(st) != me) continue;
+      const bool head = st == plan.stages - 1;
+      head_here = head_here || head;
+      const std::int64_t moves = 4 * plan.blocks(st) + (head ? 1 : 0) + (st == 0 ? 1 : 0);
+      add_plan_traffic<typename types::residual, typename types::replicated, float>(e, e.activations, sm, act,
+                                                                                    times * moves, cm, sc);
+      add_plan_traffic<typename types::partial, typename types::residual, float>(e, e.activations, sm, act,
+                                                                                 times * moves, cm, sc);
+    }
+    if (head_here && ps.tp >= 0 && shape[ps.tp] > 1) {
+      if constexpr (ps.loss_parallel) {
+        using stat = typename types::row_stat;
+        add_plan_traffic<typename types::template row_stat_partial<reduce::max>, stat, float>(
+            e, e.activations, sm, shape_t{Bg, seq, 1}, times, cm, sc);
+        add_plan_traffic<typename types::template row_stat_partial<reduce::sum>, stat, float>(
+            e, e.activations, sm, shape_t{Bg, seq, 2}, times, cm, sc);
+      } else {
+        add_plan_traffic<typename types::vocab, typename types::replicated, float>(
+            e, e.activations, sm, shape_t{Bg, seq, cfg.vocab_size}, times, cm, sc);
+      }
+    }
+    // the pipeline's sends: one microbatch's residual stream on this rank's TP shard
+    const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
+    const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc).size[0];
+    const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, seq);
+    for (const pipeline::action& a : lowered.actions[static_cast<std::size_t>(me)])
+      if (a.kind == pipeline::op::SEND_F || a.kind == pipeline::op::SEND_B) {
+        const std::int64_t b = d.Nr() * cfg.dim * 4;
+        e.pipeline += mb * b;
+        e.by_axes.add(1u << ps.pp, mb * b, 0);
+      }
+    // scalars: the loss (stage axes, then pp) per forward; the norm per style and over pp
+    add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, typename types::scalar, double>(
+        e, e.scalars, sm, shape_t{1}, mb, cm, sc);
+    add_pp_sum(e, pp, mb);
+    for (int s = 0; s < 4; ++s)
+      if (style_used[s])
+        parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
+          add_plan_traffic<typename types::template scalar_partial<parallel::norm_mask(ps, S, R)>,
+                           typename types::scalar, double>(e, e.scalars, sm, shape_t{1}, 1, cm, sc);
+        });
+    add_pp_sum(e, pp, 1);
+    return e;
+  }
+};
+}  // namespace detail
+
 /// The bytes each rank moves in one optimizer step of `Recipe` on a mesh of `shape`, for
 /// `micro_batches` forward + backward passes of `global_batch` sequences of `seq_len` tokens,
 /// for the rank at mesh coordinates `coords`: uneven shards are padded to the largest block
@@ -268,7 +370,10 @@ template <class Recipe>
 constexpr traffic_estimate estimate_traffic(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                             std::int64_t micro_batches = 1, const coords_t& coords = {},
                                             const cost_model& cm = {}) {
-  return detail::traffic_walk<Recipe>::run(shape, global_batch, seq_len, micro_batches, cm, coords);
+  if constexpr (recipe_traits<Recipe>::spec.pp >= 0)
+    return detail::pipeline_traffic_walk<Recipe>::run(shape, global_batch, seq_len, micro_batches, cm, coords);
+  else
+    return detail::traffic_walk<Recipe>::run(shape, global_batch, seq_len, micro_batches, cm, coords);
 }
 
 /// What a rank's flight recorder saw: the bus bytes (comm::bus_bytes) and collective calls

@@ -3,18 +3,22 @@
 # largest user of the model, the parallel runtime and every shipped recipe), for one or
 # more checkouts side by side: the checkouts are compiled in turn, ROUNDS times, and the
 # median wall and CPU (user + sys) seconds are printed per checkout.
-#   bash bench/train/compile_time.sh [--rounds N] [--cxx g++] ROOT [ROOT ...]
+#   bash bench/train/compile_time.sh [--rounds N] [--cxx g++] [--tu FILE] ROOT [ROOT ...]
+# --tu: another translation unit (a path inside each ROOT), e.g. bench/train/recipe_3d_tu.cpp
+# (one 3-D pipeline recipe).
 # Example (before / after a change): git worktree add /tmp/base <commit>;
 #   bash bench/train/compile_time.sh --rounds 3 /tmp/base .
 set -euo pipefail
 rounds=3
 cxx=g++
+tu=examples/train/train_llama.cpp
 roots=()
 while (($#)); do
   case "$1" in
     --rounds) rounds="$2"; shift 2 ;;
     --cxx) cxx="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --tu) tu="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     -*) echo "compile_time.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) roots+=("$1"); shift ;;
   esac
@@ -31,7 +35,7 @@ for ((r = 0; r < rounds; ++r)); do
   for i in "${!roots[@]}"; do
     root=$(cd "${roots[$i]}" && pwd)
     /usr/bin/time -f "%e %U %S" -o "$out/t" "$cxx" "${flags[@]}" -I"$root/include" -c \
-      "$root/examples/train/train_llama.cpp" -o "$out/o.o"
+      "$root/$tu" -o "$out/o.o"
     read -r w u s < "$out/t"
     wall[$i]+="$w "
     cpu[$i]+="$(python3 -c "print($u + $s)") "

@@ -59,9 +59,11 @@ constexpr int consumer_rank(const schedule& s, const action& a) {
 }
 }  // namespace detail
 
-/// Simulates `s` (compute actions only; others are skipped). Actions with out-of-range
-/// stage or microbatch make the result not ok; run verify() for a diagnosis.
-constexpr simulation simulate(const schedule& s, const costs& c = {}) {
+namespace detail {
+/// The simulation with the cost of each compute action from `cost_of(action)` and
+/// `latency` per message between ranks.
+template <class CostOf>
+constexpr simulation simulate_with(const schedule& s, double latency, CostOf cost_of) {
   simulation r;
   const auto p = static_cast<std::size_t>(s.ranks);
   r.busy.assign(p, 0);
@@ -82,7 +84,7 @@ constexpr simulation simulate(const schedule& s, const costs& c = {}) {
   std::vector<char> queued(p, 1);
   for (std::size_t q = p; q > 0; --q) work.push_back(static_cast<int>(q - 1));
   auto arrival = [&](double t, int from_stage, int to_stage) {
-    return s.rank_of(from_stage) == s.rank_of(to_stage) ? t : t + c.latency;
+    return s.rank_of(from_stage) == s.rank_of(to_stage) ? t : t + latency;
   };
   while (!work.empty()) {
     const int rank = work.back();
@@ -116,10 +118,11 @@ constexpr simulation simulate(const schedule& s, const costs& c = {}) {
         if (bdone[i] < 0) can = false; else ready = ready > bdone[i] ? ready : bdone[i];
       }
       if (!can) break;
-      const double end = ready + c.of(a.kind);
+      const double cost = cost_of(a);
+      const double end = ready + cost;
       r.start[q][pc[q]] = ready;
       r.finish[q][pc[q]] = end;
-      r.busy[q] += c.of(a.kind);
+      r.busy[q] += cost;
       free_at[q] = end;
       if (a.kind == op::F) fdone[i] = end, ++live[q];
       else if (a.kind == op::W) wdone[i] = end, --live[q];
@@ -152,6 +155,23 @@ constexpr simulation simulate(const schedule& s, const costs& c = {}) {
   }
   r.bubble = r.makespan > 0 ? idle_sum / (static_cast<double>(p) * r.makespan) : 0;
   return r;
+}
+}  // namespace detail
+
+/// Simulates `s` (compute actions only; others are skipped). Actions with out-of-range
+/// stage or microbatch make the result not ok; run verify() for a diagnosis.
+constexpr simulation simulate(const schedule& s, const costs& c = {}) {
+  return detail::simulate_with(s, c.latency, [&](const action& a) { return c.of(a.kind); });
+}
+
+/// The same with costs per stage (`per_stage[st]` for the actions of stage st; stages
+/// of unequal work, e.g. the embedding's and the head's), and `latency` per message.
+constexpr simulation simulate(const schedule& s, const std::vector<costs>& per_stage, double latency = 0) {
+  return detail::simulate_with(s, latency, [&](const action& a) {
+    return a.stage >= 0 && static_cast<std::size_t>(a.stage) < per_stage.size()
+               ? per_stage[static_cast<std::size_t>(a.stage)].of(a.kind)
+               : 0.0;
+  });
 }
 
 }  // namespace tessera::pipeline

@@ -96,6 +96,9 @@ class parallel_llama {
   /// Under a pipeline: the peak bytes of the microbatches' activations in flight in the last
   /// step (0 without a pipeline: the model's own activations, model().activation_bytes()).
   std::int64_t pipeline_activation_peak() const noexcept { return stages_.peak_activation_bytes(); }
+  /// Under a pipeline: records every compute action (kind, stage, microbatch, start, end)
+  /// of the following steps into `out` (nullptr stops).
+  void record_pipeline_timing(std::vector<pipeline_timing>* out) noexcept { stages_.record_timing(out); }
   /// Under a pipeline: the FSDP actions (gathers, frees, gradient reductions) of the last step.
   const pipeline_fsdp_counts& pipeline_fsdp() const noexcept { return stages_.fsdp_counts(); }
 

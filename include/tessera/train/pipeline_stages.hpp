@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include <tessera/core/clock.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
@@ -48,6 +49,13 @@ using parallel::pipeline_layout;
 /// one gradient reduction per stage and step, not per microbatch).
 struct pipeline_fsdp_counts {
   int unshards = 0, reshards = 0, reduces = 0;
+};
+
+/// One compute action as it ran (for measured timelines: bench/pipeline/pp_timeline.cpp).
+struct pipeline_timing {
+  pipeline::op kind = pipeline::op::F;
+  int stage = 0, mb = 0;
+  std::int64_t start_us = 0, end_us = 0;  ///< core/clock.hpp's steady clock
 };
 
 template <class Owner>
@@ -95,6 +103,7 @@ class pipeline_stages {
   // ---- the executor's callbacks ----
   void forward(int s, int mb, std::span<const float> in, std::span<float> out) {
     trace::scope t("forward stage", "stage", s);
+    timed tm(timing_, pipeline::op::F, s, mb);
     if (need_backward_) require_gathered(s);
     const pipeline_layout& L = o_.pp_;
     const int first = L.first_layer(s), last = L.last_layer(s);
@@ -123,32 +132,21 @@ class pipeline_stages {
   /// B: the whole backward of stage s for microbatch mb.
   void backward(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in) {
     trace::scope t("backward stage", "stage", s);
-    llama_model& md = begin_backward(s, mb, grad_out);
-    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
-    if (s == o_.pp_.stages() - 1) md.backward_head(o_.hooks_);
-    for (int l = last - 1; l >= first; --l) md.backward_block(l, o_.hooks_);
-    if (s == 0)
-      md.backward_embedding(o_.hooks_);
-    else
-      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+    timed tm(timing_, pipeline::op::B, s, mb);
+    run_backward(s, mb, grad_out, grad_in, false);
     acts_.erase({s, mb});
   }
   /// I: the input gradient; what W needs stays in the microbatch's activations.
   void backward_input(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in) {
     trace::scope t("backward input stage", "stage", s);
-    llama_model& md = begin_backward(s, mb, grad_out);
-    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
-    if (s == o_.pp_.stages() - 1) md.backward_head_input(o_.hooks_);
-    for (int l = last - 1; l >= first; --l) md.backward_block_input(l, o_.hooks_);
-    if (s == 0)
-      md.backward_embedding_input(o_.hooks_);
-    else
-      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+    timed tm(timing_, pipeline::op::I, s, mb);
+    run_backward(s, mb, grad_out, grad_in, true);
     note_peak();
   }
   /// W: the weight gradients from what I kept; frees the microbatch's activations.
   void backward_weight(int s, int mb) {
     trace::scope t("backward weight stage", "stage", s);
+    timed tm(timing_, pipeline::op::W, s, mb);
     require_gathered(s);
     llama_model& md = o_.model_;
     md.use(at(s, mb));
@@ -173,6 +171,8 @@ class pipeline_stages {
     o_.store_.reduce_grads(s);
     ++counts_.reduces;
   }
+  /// Records every compute action of the following steps into `out` (nullptr: stop).
+  void record_timing(std::vector<pipeline_timing>* out) noexcept { timing_ = out; }
   /// The FSDP actions of the last step.
   const pipeline_fsdp_counts& fsdp_counts() const noexcept { return counts_; }
 
@@ -192,6 +192,19 @@ class pipeline_stages {
   std::vector<char> gathered_;  // per stage: its parameters are gathered (between UNSHARD and RESHARD)
   pipeline_fsdp_counts counts_;
   std::int64_t peak_in_flight_ = 0;
+  std::vector<pipeline_timing>* timing_ = nullptr;
+  struct timed {
+    std::vector<pipeline_timing>* out;
+    pipeline_timing t;
+    timed(std::vector<pipeline_timing>* o, pipeline::op k, int s, int mb) : out(o) {
+      if (out) t = {k, s, mb, steady_now_us(), 0};
+    }
+    ~timed() {
+      if (out) t.end_us = steady_now_us(), out->push_back(t);
+    }
+    timed(const timed&) = delete;
+    timed& operator=(const timed&) = delete;
+  };
   void note_peak() { peak_in_flight_ = std::max(peak_in_flight_, activation_bytes_in_flight()); }
   std::int64_t exec_B_ = 0, exec_T_ = 0;
   std::int64_t Bm_ = 0, T_ = 0, count_all_ = 0;
@@ -221,12 +234,32 @@ class pipeline_stages {
                                  std::to_string(mb) + " (its forward has not run on this rank)");
     return it->second;
   }
-  llama_model& begin_backward(int s, int mb, std::span<const float> grad_out) {
+  /// The backward of stage s's parts for microbatch mb: whole (B), or only the input
+  /// gradient with what W needs kept (`input_only`, I).
+  void run_backward(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in, bool input_only) {
     require_gathered(s);
     llama_model& md = o_.model_;
     md.use(at(s, mb));
-    if (s < o_.pp_.stages() - 1) std::memcpy(md.residual_grad(), grad_out.data(), grad_out.size_bytes());
-    return md;
+    auto& h = o_.hooks_;
+    const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
+    if (s < o_.pp_.stages() - 1)
+      std::memcpy(md.residual_grad(), grad_out.data(), grad_out.size_bytes());
+    else if (input_only)
+      md.backward_head_input(h);
+    else
+      md.backward_head(h);
+    for (int l = last - 1; l >= first; --l) {
+      if (input_only)
+        md.backward_block_input(l, h);
+      else
+        md.backward_block(l, h);
+    }
+    if (s > 0)
+      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+    else if (input_only)
+      md.backward_embedding_input(h);
+    else
+      md.backward_embedding(h);
   }
 
   /// Forward only (need_backward = false): microbatch by microbatch, stage by stage, every

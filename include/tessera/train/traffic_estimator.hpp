@@ -194,6 +194,37 @@ constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, cons
 }  // namespace detail
 
 namespace detail {
+/// The head's traffic under a split vocabulary, `times` passes over [B, T]: loss parallel's
+/// row statistics, or the logits' gather (llama_model calls these hooks).
+template <class Types, parallel_spec PS>
+constexpr void add_head_traffic(traffic_estimate& e, const mesh_shape& m, std::int64_t B, std::int64_t T,
+                                std::int64_t V, std::int64_t times, const cost_model& cm, const coords_t& at) {
+  if (!(PS.tp >= 0 && m[PS.tp] > 1)) return;
+  if constexpr (PS.loss_parallel) {
+    using stat = typename Types::row_stat;
+    add_plan_traffic<typename Types::template row_stat_partial<reduce::max>, stat, float>(
+        e, e.activations, m, shape_t{B, T, 1}, times, cm, at);
+    add_plan_traffic<typename Types::template row_stat_partial<reduce::sum>, stat, float>(
+        e, e.activations, m, shape_t{B, T, 2}, times, cm, at);
+  } else {
+    add_plan_traffic<typename Types::vocab, typename Types::replicated, float>(e, e.activations, m,
+                                                                               shape_t{B, T, V}, times, cm, at);
+  }
+}
+/// The gradient norm: one sum per TP style present, over the axes its blocks are split over.
+template <class Types, parallel_spec PS>
+constexpr void add_norm_traffic(traffic_estimate& e, const mesh_shape& m, const bool (&style_used)[4],
+                                const cost_model& cm, const coords_t& at) {
+  for (int s = 0; s < 4; ++s)
+    if (style_used[s])
+      parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
+        add_plan_traffic<typename Types::template scalar_partial<parallel::norm_mask(PS, S, R)>,
+                         typename Types::scalar, double>(e, e.scalars, m, shape_t{1}, 1, cm, at);
+      });
+}
+}  // namespace detail
+
+namespace detail {
 // (a class template: g++ 12 fails on a function template's local constexpr spec used in
 // the template arguments of a generic lambda's body)
 template <class Recipe>
@@ -242,27 +273,11 @@ struct traffic_walk {
     const shape_t act{batch, seq, cfg.dim};
     add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
     add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
-    if (ps.tp >= 0 && shape[ps.tp] > 1) {  // the output layer's vocabulary is split: llama_model calls these hooks
-      if constexpr (ps.loss_parallel) {
-        using stat = typename types::row_stat;
-        add_plan_traffic<typename types::template row_stat_partial<reduce::max>, stat, float>(
-            e, e.activations, shape, shape_t{batch, seq, 1}, mb, cm, at);
-        add_plan_traffic<typename types::template row_stat_partial<reduce::sum>, stat, float>(
-            e, e.activations, shape, shape_t{batch, seq, 2}, mb, cm, at);
-      } else {
-        add_plan_traffic<typename types::vocab, replicated, float>(e, e.activations, shape,
-                                                                   shape_t{batch, seq, cfg.vocab_size}, mb, cm, at);
-      }
-    }
+    add_head_traffic<types, ps>(e, shape, batch, seq, cfg.vocab_size, mb, cm, at);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
     add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, scalar, double>(e, e.scalars, shape,
                                                                                                shape_t{1}, mb, cm, at);
-    for (int s = 0; s < 4; ++s)
-      if (style_used[s])
-        parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
-          add_plan_traffic<typename types::template scalar_partial<parallel::norm_mask(ps, S, R)>, scalar, double>(
-              e, e.scalars, shape, shape_t{1}, 1, cm, at);
-        });
+    add_norm_traffic<types, ps>(e, shape, style_used, cm, at);
     return e;
   }
 };
@@ -323,18 +338,7 @@ struct pipeline_traffic_walk {
       add_plan_traffic<typename types::partial, typename types::residual, float>(e, e.activations, sm, act,
                                                                                  times * moves, cm, sc);
     }
-    if (head_here && ps.tp >= 0 && shape[ps.tp] > 1) {
-      if constexpr (ps.loss_parallel) {
-        using stat = typename types::row_stat;
-        add_plan_traffic<typename types::template row_stat_partial<reduce::max>, stat, float>(
-            e, e.activations, sm, shape_t{Bg, seq, 1}, times, cm, sc);
-        add_plan_traffic<typename types::template row_stat_partial<reduce::sum>, stat, float>(
-            e, e.activations, sm, shape_t{Bg, seq, 2}, times, cm, sc);
-      } else {
-        add_plan_traffic<typename types::vocab, typename types::replicated, float>(
-            e, e.activations, sm, shape_t{Bg, seq, cfg.vocab_size}, times, cm, sc);
-      }
-    }
+    if (head_here) add_head_traffic<types, ps>(e, sm, Bg, seq, cfg.vocab_size, times, cm, sc);
     // the pipeline's sends: one microbatch's residual stream on this rank's TP shard
     const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
     const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc).size[0];
@@ -349,12 +353,7 @@ struct pipeline_traffic_walk {
     add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, typename types::scalar, double>(
         e, e.scalars, sm, shape_t{1}, mb, cm, sc);
     add_pp_sum(e, pp, mb);
-    for (int s = 0; s < 4; ++s)
-      if (style_used[s])
-        parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
-          add_plan_traffic<typename types::template scalar_partial<parallel::norm_mask(ps, S, R)>,
-                           typename types::scalar, double>(e, e.scalars, sm, shape_t{1}, 1, cm, sc);
-        });
+    add_norm_traffic<types, ps>(e, sm, style_used, cm, sc);
     add_pp_sum(e, pp, 1);
     return e;
   }

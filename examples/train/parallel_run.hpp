@@ -85,7 +85,13 @@ std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::in
   std::int64_t dp = 1;
   for (int a = 0; a < R::mesh::ndim; ++a)
     if ((recipe_traits<R>::spec.batch_mask() >> a) & 1u) dp *= m.size(a);
-  return global > 0 ? global : local * dp;
+  const std::int64_t batch = global > 0 ? global : local * dp;
+  if constexpr (recipe_traits<R>::spec.pp >= 0) {  // checked before anything is written
+    const int mb = recipe_traits<R>::pipeline(static_cast<int>(m.size(recipe_traits<R>::spec.pp))).m;
+    const std::string problem = parallel::pp_batch_problem(batch, dp, mb);
+    if (!problem.empty()) throw error("recipe " + std::string(R::name) + ": " + problem);
+  }
+  return batch;
 }
 
 /// One rank's run of recipe R on communicator `c` (recorded by `flight`, when tracing, so

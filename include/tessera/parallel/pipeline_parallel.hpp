@@ -267,6 +267,16 @@ constexpr pipeline::schedule pp_lowered_schedule(const pp_settings& o, const pp_
   return pipeline::lower(pp_compute_schedule(o, p), pipeline::lower_options{.fsdp = true});
 }
 
+/// Why a global batch of B rows does not split into dp data-parallel ranks x m microbatches
+/// ("" when it does): the start-up check of train_llama and parallel_llama::forward's.
+inline std::string pp_batch_problem(std::int64_t B, std::int64_t dp, int m) {
+  if (dp > 0 && m > 0 && B % (dp * m) == 0) return {};
+  return "pipeline_parallel: the global batch (" + std::to_string(B) + " rows) does not split into " +
+         std::to_string(dp) + " data-parallel ranks x " + std::to_string(m) +
+         " microbatches; choose --batch (per data-parallel rank) as a multiple of the microbatch count (the local "
+         "batch of " + std::to_string(dp > 0 ? B / dp : B) + " rows is not)";
+}
+
 /// Run-time choices for a pipeline recipe (a sweep over schedules or microbatch counts
 /// without a type per point): what is set replaces the policy's option; checked as the
 /// policy's values are, at start-up.

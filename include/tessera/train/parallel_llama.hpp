@@ -120,12 +120,8 @@ class parallel_llama {
     const auto lo = static_cast<std::size_t>(b.offset[0] * T), n = static_cast<std::size_t>(b.size[0] * T);
     const std::int64_t count_all = cpu::count_targets(targets.data(), B * T, cfg.vocab_size);
     if constexpr (ps.pp >= 0) {
-      const std::int64_t dp = data_parallel_size(), m = pp_.microbatches();
-      if (B % (dp * m) != 0)
-        throw error("pipeline_parallel: the global batch (" + std::to_string(B) + " rows) does not split into " +
-                    std::to_string(dp) + " data-parallel ranks x " + std::to_string(m) +
-                    " microbatches; choose --batch (per data-parallel rank) as a multiple of the microbatch count " +
-                    "(the local batch of " + std::to_string(B / dp) + " rows is not)");
+      const std::string problem = parallel::pp_batch_problem(B, data_parallel_size(), pp_.microbatches());
+      if (!problem.empty()) throw error(problem);
       const float local = stages_.run(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, count_all,
                                       need_backward, loss_scale);
       return static_cast<float>(sum_pp(sum_over<ps.batch_mask()>(static_cast<double>(local))));

@@ -81,4 +81,28 @@ struct pp_hsdp {
   using parallelize = tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::gpipe>>,
                                            hsdp<"r", "s">>;
 };
+/// A user's schedule table: GPipe's order written by hand for 2 ranks and 4 microbatches,
+/// with rank 1 running its backwards in reverse microbatch order.
+constexpr pipeline::schedule hand_table() {
+  using pipeline::action, pipeline::op;
+  pipeline::schedule s = pipeline::make_empty(2, 2, 4, pipeline::placement::loop);
+  s.stage_rank = {0, 1};
+  for (int mb = 0; mb < 4; ++mb) s.actions[0].push_back(action{op::F, 0, mb});
+  for (int mb = 0; mb < 4; ++mb) s.actions[1].push_back(action{op::F, 1, mb});
+  for (int mb = 3; mb >= 0; --mb) s.actions[1].push_back(action{op::B, 1, mb});
+  for (int mb = 3; mb >= 0; --mb) s.actions[0].push_back(action{op::B, 0, mb});
+  return s;
+}
+struct pp_table {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp", schedule_table<&hand_table>>>;
+};
+/// pp = 2 x FSDP 2 with bf16 parameters (mixed precision inside the stages).
+struct pp_fsdp_bf16 {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>>,
+                                           fsdp<"dp", mixed_precision<bf16, float>>>;
+};
 }  // namespace tiny_recipes

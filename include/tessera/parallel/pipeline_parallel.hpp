@@ -82,7 +82,7 @@ struct pp_option<pp_schedule<K>> {
 template <pipeline::schedule (*F)()>
 struct pp_option<schedule_table<F>> {
   static constexpr int kind = 0;
-  static constexpr void apply(pp_settings& s) { s.table = F; }
+  static constexpr void apply(pp_settings& s) { s.table = &schedule_table<F>::value; }
 };
 template <int V>
 struct pp_option<stages_per_rank<V>> {
@@ -216,7 +216,7 @@ constexpr pp_plan resolve_pipeline(const llama_config& c, const pp_settings& o, 
   p.output_weight = o.output_weight;
   p.layers_per_stage = o.layers_per_stage;
   if (p.table) {
-    const pipeline::schedule t = o.table();
+    const pipeline::schedule t = (*o.table)();
     p.v = t.ranks > 0 ? t.stages / t.ranks : 0;
     p.m = t.microbatches;
     p.table_ranks = t.ranks;
@@ -256,7 +256,7 @@ constexpr pp_plan resolve_pipeline(const llama_config& c, const pp_settings& o, 
 
 /// The recipe's compute-only schedule (the generator's, or the user's table).
 constexpr pipeline::schedule pp_compute_schedule(const pp_settings& o, const pp_plan& p) {
-  if (o.table) return o.table();
+  if (o.table) return (*o.table)();
   return pipeline::generate(p.kind, p.pp, p.v, p.m);
 }
 

@@ -60,7 +60,10 @@ struct fsdp_settings {
 /// pipeline_parallel's options as values (parallel/pipeline_parallel.hpp names the options).
 struct pp_settings {
   pipeline::schedule_kind schedule = pipeline::schedule_kind::one_f_one_b;
-  pipeline::schedule (*table)() = nullptr;  ///< a user's table (schedule_table<F>); replaces `schedule`
+  /// A user's table (schedule_table<F>), replacing `schedule`: a pointer to the variable that
+  /// holds the function (g++ 12 refuses a function pointer inside a class-type template
+  /// argument, which parallel_spec is; a pointer to a variable it takes).
+  pipeline::schedule (*const* table)() = nullptr;
   int stages_per_rank = 0;   ///< 0: what the schedule needs (2 for multi-stage schedules, else 1)
   int microbatches = 0;      ///< with microbatches_set; else one per stage (pp x stages per rank)
   bool microbatches_set = false;

@@ -67,13 +67,18 @@ TEST_CASE("pipeline_parallel: every schedule, pp 2 and 4, m = pp, 2 pp and odd, 
       }
 }
 
-TEST_CASE("pipeline_parallel: FSDP and TP inside the stages (pp 2 x dp 2 x tp 2), HSDP inside") {
-  const batch b = make_batch(8, 8, 7);  // 2 dp ranks x 4 microbatches of one row
-  check_pipeline<tiny_recipes::pp_3d>(8, {}, b, {}, "Interleaved1F1B 3-D");
-  parallel::pipeline_choice zbv;
-  zbv.set_schedule = true;
-  zbv.schedule = schedule_kind::zbv_zero_bubble;
-  check_pipeline<tiny_recipes::pp_3d>(8, {}, b, zbv, "ZBVZeroBubble 3-D");
+TEST_CASE("pipeline_parallel: every schedule with FSDP and TP inside the stages (pp 2 x dp 2 x tp 2), HSDP inside") {
+  for (schedule_kind k : pipeline::all_schedule_kinds)
+    for (int m : {2, 3}) {
+      const batch b = make_batch(2 * m, 8, static_cast<std::uint32_t>(70 + m));  // 2 dp ranks x m microbatches of one row
+      parallel::pipeline_choice choice;
+      choice.set_schedule = true;
+      choice.schedule = k;
+      choice.stages_per_rank = parallel::multi_stage(k) ? 2 : 1;
+      choice.microbatches = m;
+      check_pipeline<tiny_recipes::pp_3d>(8, {}, b, choice,
+                                          std::string(pipeline::schedule_name(k)) + " 3-D m=" + std::to_string(m));
+    }
   check_pipeline<tiny_recipes::pp_hsdp>(8, {}, make_batch(8, 8, 8), {}, "GPipe x HSDP");
 }
 

@@ -13,7 +13,8 @@ namespace tc = training_check;
 
 namespace {
 template <class R>
-void check_recipe(int world, const std::vector<double>& ref, const std::vector<std::int32_t>& toks) {
+void check_recipe(int world, const std::vector<double>& ref, const std::vector<std::int32_t>& toks,
+                  double tolerance = tc::tolerance) {
   std::vector<double> got;
   comm::run_threads(world, [&](comm::threads_communicator& c) {
     auto losses = tc::recipe_curve<R>(c, typename R::mesh(world), toks);
@@ -22,7 +23,7 @@ void check_recipe(int world, const std::vector<double>& ref, const std::vector<s
   const double dev = tc::deviation(ref, got);
   std::printf("%-10s on %d ranks: 20-step loss curve %.4f -> %.4f, max relative deviation from one rank %.2e\n",
               std::string(R::name).c_str(), world, got.front(), got.back(), dev);
-  CHECK(dev <= tc::tolerance);
+  CHECK(dev <= tolerance);
 }
 }  // namespace
 
@@ -40,7 +41,8 @@ TEST_CASE("shipped recipes train like one rank for 20 steps (threads)") {
 TEST_CASE("shipped pipeline recipes train like one rank for 20 steps (threads)") {
   const auto toks = tc::tokens();
   const auto ref = tc::serial_curve(toks);
-  check_recipe<recipes::debug_pp>(2, ref, toks);
-  check_recipe<recipes::debug_3d>(8, ref, toks);
-  check_recipe<recipes::debug_3d_zbv>(8, ref, toks);
+  // issue 13 asks 1e-6 of the pipeline recipes (observed: 1.2e-7)
+  check_recipe<recipes::debug_pp>(2, ref, toks, 1e-6);
+  check_recipe<recipes::debug_3d>(8, ref, toks, 1e-6);
+  check_recipe<recipes::debug_3d_zbv>(8, ref, toks, 1e-6);
 }

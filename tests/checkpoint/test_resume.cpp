@@ -1,6 +1,7 @@
 // Resume and reshard (issue 16): 20 steps straight vs 10 + save + resume 10 in fresh
 // objects (bit-identical, sync and async), and a checkpoint of debug_2d on 4 ranks loaded
-// into debug_fsdp on 3, debug_tp on 2 and debug_fsdp on 1 (the same losses to 1e-6).
+// into debug_fsdp on 3, debug_tp on 2 and debug_fsdp on 1 (the same losses to 1e-6),
+// and debug_hsdp on 4 and debug_pp on 2; a pipeline recipe's own resume.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -98,4 +99,15 @@ TEST_CASE("a checkpoint of debug_2d on 4 ranks resumes in debug_fsdp on 3 and 1,
   check_close("debug_tp on 2 ranks", run<recipes::debug_tp>(2, toks, 10, 20, s.dir.string(), 0));
   check_close("debug_fsdp on 1 rank", run<recipes::debug_fsdp>(1, toks, 10, 20, s.dir.string(), 0));
   check_close("debug_hsdp on 4 ranks", run<recipes::debug_hsdp>(4, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_pp on 2 ranks", run<recipes::debug_pp>(2, toks, 10, 20, s.dir.string(), 0));
+}
+
+TEST_CASE("a pipeline recipe saves and resumes bit-identically (debug_pp, 2 threads)") {
+  const auto toks = tc::tokens();
+  const auto straight = run<recipes::debug_pp>(2, toks, 0, 20, "", 0);
+  scratch s("pp");
+  run<recipes::debug_pp>(2, toks, 0, 10, s.dir.string(), 10);
+  const auto second = run<recipes::debug_pp>(2, toks, 10, 20, s.dir.string(), 0);
+  REQUIRE(second.size() == 10);
+  for (std::size_t i = 0; i < 10; ++i) CHECK(second[i] == straight[10 + i]);
 }

@@ -192,6 +192,9 @@ class checkpointer {
       read_bytes_ += r.read("optimizer.exp_avg." + name, g, b, tr_.exp_avg().data() + off);
       read_bytes_ += r.read("optimizer.exp_avg_sq." + name, g, b, tr_.exp_avg_sq().data() + off);
     }
+    if (const auto it = meta.state.find("model"); it != meta.state.end() && it->second != m_.config().name)
+      throw error("checkpoint: '" + mpath + "' is a checkpoint of model " + it->second + ", this run trains " +
+                  std::string(m_.config().name));
     auto get = [&](const std::string& k) -> std::int64_t {
       auto it = meta.state.find(k);
       if (it == meta.state.end()) throw error("checkpoint: '" + mpath + "' has no state '" + k + "'");
@@ -234,6 +237,7 @@ class checkpointer {
   std::map<std::string, std::string> state(std::int64_t step) const {
     const lr_schedule& s = tr_.schedule();
     return {{"step", std::to_string(step)},
+            {"model", std::string(m_.config().name)},
             {"lr_schedule.lr", std::to_string(s.lr)},
             {"lr_schedule.warmup", std::to_string(s.warmup)},
             {"lr_schedule.steps", std::to_string(s.steps)},

@@ -10,12 +10,13 @@
 //                  "begin": B, "end": E, "checksum": "<16 hex digits>"}, ...]}, ...}}
 // Boxes are in global coordinates and disjoint (replicated blocks are written once), and
 // together cover the tensor. begin/end are byte offsets in the file (the data, not the
-// safetensors header); the checksum is FNV-1a 64 of those bytes. parse_metadata checks
+// safetensors header); the checksum is FNV-1a 64 of those bytes, taken 8 at a time. parse_metadata checks
 // every field and throws tessera::error naming the file and the tensor.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -34,10 +35,18 @@ inline constexpr std::string_view format_name = "tessera-checkpoint";
 inline constexpr std::int64_t format_version = 1;
 inline constexpr std::string_view metadata_file = "metadata.json";
 
-/// FNV-1a 64 of `n` bytes (continuing from `h`).
+/// The checksum of `n` bytes: FNV-1a 64 over little-endian 64-bit words (then the last
+/// n mod 8 bytes one by one), about 8x the speed of byte-wise FNV-1a.
 inline std::uint64_t checksum(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, p + i, 8);
+    h ^= w;
+    h *= 0x100000001b3ull;
+  }
+  for (; i < n; ++i) {
     h ^= p[i];
     h *= 0x100000001b3ull;
   }

@@ -121,8 +121,7 @@ class shard_writer {
     w_.add(box_key(name, where), std::move(dims), std::span<const float>(data, n));
     saved_box b;
     b.where = where;
-    b.sum = checksum(data, n * sizeof(float));
-    b.end = n * sizeof(float);  // relative sizes until write() knows the header
+    b.end = n * sizeof(float);  // relative sizes until write() knows the header (checksums: in write())
     meta_.add(name, shape).boxes.push_back(b);
     order_.emplace_back(meta_.tensors.size(), 0);
     for (std::size_t t = 0; t < meta_.tensors.size(); ++t)
@@ -139,8 +138,11 @@ class shard_writer {
     if (!order_.empty()) {
       const std::string file = shard_file(rank);
       std::uint64_t off = w_.write(tmp / file, sync);
-      for (const auto& [t, k] : order_) {
+      for (std::size_t e = 0; e < order_.size(); ++e) {
+        const auto [t, k] = order_[e];
         saved_box& b = m.tensors[t].boxes[k];
+        const auto bytes = w_.bytes(e);
+        b.sum = checksum(bytes.data(), bytes.size());
         const std::uint64_t n = b.end;
         b.file = file;
         b.begin = off;

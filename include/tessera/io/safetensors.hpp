@@ -291,6 +291,8 @@ class writer {
     entries_.push_back(std::move(e));
   }
   void add_metadata(std::string key, std::string value) { meta_[std::move(key)] = std::move(value); }
+  /// The bytes of the k-th tensor added, as they will be written.
+  std::span<const unsigned char> bytes(std::size_t k) const { return entries_[k].bytes; }
 
   /// Writes the file (atomically; `sync`: fsync before the rename) and returns the byte
   /// offset at which the data section begins (tensor k's bytes follow those of 0..k-1).

@@ -26,6 +26,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -116,7 +117,8 @@ class checkpointer {
     last_.step = step;
     last_.staging_s = seconds(t1, clock::now());
     last_.bytes = last_.staging_bytes = w->bytes();
-    auto job = [this, w = std::move(w), tmp, folder, step, rank, nworld, st = state(step)]() {
+    staged_ = std::move(w);  // freed on this thread (finish()), so the next staging copy reuses its memory
+    auto job = [this, w = staged_.get(), tmp, folder, step, rank, nworld, st = state(step)]() {
       const auto t = clock::now();
       w->write(tmp, rank, opt_.fsync);
       if (rank == 0) {
@@ -144,6 +146,7 @@ class checkpointer {
   /// Waits for an asynchronous save in flight; rethrows its error.
   void finish() {
     if (bg_.joinable()) bg_.join();
+    staged_.reset();
     if (error_) {
       auto e = error_;
       error_ = nullptr;
@@ -229,6 +232,7 @@ class checkpointer {
   checkpoint_options opt_;
   checkpoint_stats last_;
   std::thread bg_;
+  std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the staging copy of the save in flight
   std::exception_ptr error_;
   std::uint64_t read_bytes_ = 0;
 

@@ -172,6 +172,15 @@ TEST_CASE("a rank that does not arrive: the timeout names it, nothing is committ
   CHECK(ck::latest(s.dir) == ck::step_folder(s.dir, 1));
 }
 
+TEST_CASE("check_writable: a folder that cannot be created is reported before any training") {
+  const std::string e = error_of([] { ck::check_writable("/proc/tessera_no_such_folder", 0); });
+  CHECK(e.find("cannot create the folder '/proc/tessera_no_such_folder'") != std::string::npos);
+  scratch s("probe");
+  ck::check_writable(s.dir, 3);
+  CHECK(fs::is_directory(s.dir));
+  CHECK(fs::is_empty(s.dir));  // the probe is gone
+}
+
 TEST_CASE("an unwritable folder: a clear error, and the previous checkpoint stays") {
   if (::geteuid() == 0) return;  // root writes anywhere; the permission check cannot fail
   scratch s("unwritable");

@@ -30,6 +30,8 @@
 #include <thread>
 #include <vector>
 
+#include <unistd.h>
+
 #include <tessera/core/atomic_file.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/io/checkpoint_format.hpp>
@@ -88,6 +90,25 @@ inline int prune(const fs::path& folder, int keep) {
     ++removed;
   }
   return removed;
+}
+
+/// Creates `folder` if needed and checks that this process can write there (a probe file,
+/// removed again), so that a run learns of a bad --checkpoint.folder before it trains.
+inline void check_writable(const fs::path& folder, int rank) {
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec || !fs::is_directory(folder))
+    throw error("checkpoint: cannot create the folder '" + folder.string() + "'" + (ec ? ": " + ec.message() : "") +
+                "; give --checkpoint.folder a writable path");
+  const fs::path probe = folder / (".probe." + std::to_string(rank) + "." + std::to_string(static_cast<long>(::getpid())));
+  {
+    std::ofstream out(probe, std::ios::binary | std::ios::trunc);
+    out << "x";
+    if (!out.flush())
+      throw error("checkpoint: cannot write into the folder '" + folder.string() +
+                  "'; give --checkpoint.folder a writable path");
+  }
+  fs::remove(probe, ec);
 }
 
 /// Makes (or empties) "step-<N>.tmp" for a new save; checks that the folder is writable

@@ -154,10 +154,11 @@ class checkpointer {
     }
   }
 
-  /// Loads the newest complete checkpoint of the folder, if there is one (collective);
-  /// returns its step.
+  /// Checks that the folder is writable, then loads the newest complete checkpoint in it,
+  /// if there is one (collective); returns its step.
   std::optional<std::int64_t> resume() {
     if (opt_.folder.empty()) return std::nullopt;
+    io::checkpoint::check_writable(opt_.folder, m_.mesh().world().rank());  // every rank: all fail alike
     const auto dir = io::checkpoint::latest(opt_.folder);
     std::int64_t mine = dir ? io::checkpoint::read_metadata(*dir).step : -1;
     auto& world = m_.mesh().world();

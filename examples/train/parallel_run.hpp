@@ -13,6 +13,7 @@
 #include <tessera/comm/flight_trace.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/core/trace.hpp>
+#include <tessera/train/checkpoint.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/metrics.hpp>
@@ -38,6 +39,9 @@ struct run_inputs {
   trace::recorder* trace = nullptr;
   std::string trace_file;
   bool gather_trace = false;
+  /// Distributed checkpoints (--checkpoint.*): resume from the latest complete one in the
+  /// folder, save every interval steps and after the last step.
+  train::checkpoint_options checkpoint;
 };
 
 /// Names the tracks of `ranks` ranks: a process per rank, its compute and its collectives.
@@ -158,8 +162,21 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
                 tr.peak_flops() / 1e9, local_ranks, local_ranks == 1 ? "rank" : "ranks together");
   train::jsonl_writer jsonl;
   if (lead && !in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
-  for (std::int64_t s = 0; s < in.steps; ++s) {
+  train::checkpointer<train::parallel_llama<R>> ckpt(pm, tr, loader, in.checkpoint);
+  if (const auto from = ckpt.resume(); from && lead)  // collective
+    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
+                io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(), static_cast<long long>(*from),
+                static_cast<double>(ckpt.read_bytes()) / (1 << 20));
+  for (std::int64_t s = tr.step(); s < in.steps; ++s) {
     const auto m = tr.train_step();
+    if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
+      ckpt.save(m.step);
+      if (lead)
+        std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s), %.2f MiB from rank 0\n",
+                    static_cast<long long>(m.step),
+                    in.checkpoint.mode == train::async_mode::async ? "writing in the background" : "committed",
+                    ckpt.last().blocked_s, ckpt.last().staging_s, static_cast<double>(ckpt.last().bytes) / (1 << 20));
+    }
     if constexpr (!std::is_same_v<F, C>) {
       if (in.trace) {
         const auto entries = flight->entries();
@@ -178,6 +195,8 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     std::fflush(stdout);
     jsonl.write(m);
   }
+  ckpt.finish();  // the last asynchronous save is committed before the run ends
+  if (!in.checkpoint.folder.empty() && lead) std::printf("checkpoints in %s\n", in.checkpoint.folder.c_str());
   if (!in.save_weights.empty()) {
     std::vector<std::vector<float>> full;
     for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) full.push_back(pm.full_param(i));  // collective

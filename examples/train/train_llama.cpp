@@ -64,6 +64,9 @@ struct options {
   double max_norm = 1.0;
   std::string data, tokens, tokenizer, cache_dir, init_from, save_weights, metrics, save_tokens;
   std::string save_dtype = "f32";
+  std::string ckpt_folder, ckpt_async = "disabled";  // --checkpoint.folder, --checkpoint.async_mode
+  std::int64_t ckpt_interval = 0;
+  int ckpt_keep = 0;
   std::string trace;  // the Chrome/Perfetto trace file ("" when off)
   int threads = 0;
   bool no_shuffle = false;
@@ -147,6 +150,8 @@ void from_config(options& o, const train::run_config& c) {
   o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
   o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle;
   o.trace = c.trace_path();
+  o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
+  o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
 }
 
 /// Checks before any work that the trace can be written at the end: its folder exists
@@ -190,6 +195,9 @@ int run(int argc, char** argv) {
     check(o.ranks >= 0, "--ranks must be >= 0");
     check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
           "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
+    check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
+          "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
+          "for one rank use --recipe debug_fsdp --ranks 1)");
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;
@@ -280,6 +288,8 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
   in.tokens = &tokens;
   in.trace_file = o.trace;
+  in.checkpoint.folder = o.ckpt_folder, in.checkpoint.interval = o.ckpt_interval;
+  in.checkpoint.keep_latest_k = o.ckpt_keep, in.checkpoint.mode = train::parse_async_mode(o.ckpt_async);
   return in;
 }
 

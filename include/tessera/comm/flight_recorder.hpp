@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <tessera/core/atomic_file.hpp>
 #include <tessera/core/clock.hpp>
 #include <tessera/core/source_location.hpp>
 #include <span>
@@ -138,15 +139,12 @@ struct flight_ring {
               ("flight_rank" + std::to_string(world_rank) + ".json"))
                  .string();
     const std::string text = json();
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      out << text;
-      if (!out.flush())
-        throw error("tessera::comm::flight_recorder: rank " + std::to_string(world_rank) +
-                    ": cannot write " + tmp + "; check that the dump directory exists and is writable");
+    try {
+      write_text_atomically(path, text, "tessera::comm::flight_recorder");
+    } catch (const error& e) {
+      throw error("tessera::comm::flight_recorder: rank " + std::to_string(world_rank) + ": " + e.what() +
+                  "; check that the dump directory exists and is writable");
     }
-    std::filesystem::rename(tmp, path);
     return path;
   }
 };

@@ -30,6 +30,7 @@
 
 #include <unistd.h>
 
+#include <tessera/core/atomic_file.hpp>
 #include <tessera/core/clock.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/json.hpp>
@@ -157,17 +158,7 @@ class recorder {
   /// Writes json(more) to `path`, through a temporary name and a rename (a reader never sees
   /// half a trace, an old trace stays whole if writing fails).
   void write(const std::filesystem::path& path, const std::vector<std::string>& more = {}) const {
-    const std::filesystem::path tmp = path.string() + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out)
-        throw error("trace: cannot create '" + tmp.string() + "' (does the directory exist and is it writable?)");
-      out << json(more);
-      if (!out.flush()) throw error("trace: writing '" + tmp.string() + "' failed (disk full?)");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) throw error("trace: cannot rename '" + tmp.string() + "' to '" + path.string() + "': " + ec.message());
+    write_file_atomically(path, [&](std::ofstream& out) { out << json(more); }, "trace");
   }
 
  private:

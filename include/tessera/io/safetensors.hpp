@@ -5,8 +5,8 @@
 // "__metadata__": {"k": "v"}}, then the raw little-endian data; offsets are relative to the
 // end of the header. Readers here validate everything (header length, JSON, dtype, shape
 // against byte size, offsets inside the file) and throw tessera::error naming the file and
-// the tensor. Writers write to "<path>.tmp.<pid>" and rename, so a crash never leaves a
-// half-written file under the final name.
+// the tensor. Writers write through core/atomic_file.hpp (a temporary file renamed into
+// place), so a crash never leaves a half-written file under the final name.
 #pragma once
 
 #include <algorithm>
@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
 
+#include <tessera/core/atomic_file.hpp>
 #include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/json.hpp>
@@ -141,6 +141,8 @@ class reader {
   const std::filesystem::path& path() const { return path_; }
   const std::vector<tensor_info>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  /// The byte offset of the data section in the file (8 + the header's length).
+  std::uint64_t data_start() const { return data_start_; }
 
   const tensor_info* find(std::string_view name) const {
     for (const auto& t : tensors_)
@@ -289,8 +291,12 @@ class writer {
     entries_.push_back(std::move(e));
   }
   void add_metadata(std::string key, std::string value) { meta_[std::move(key)] = std::move(value); }
+  /// The bytes of the k-th tensor added, as they will be written.
+  std::span<const unsigned char> bytes(std::size_t k) const { return entries_[k].bytes; }
 
-  void write(const std::filesystem::path& path) const {
+  /// Writes the file (atomically; `sync`: fsync before the rename) and returns the byte
+  /// offset at which the data section begins (tensor k's bytes follow those of 0..k-1).
+  std::uint64_t write(const std::filesystem::path& path, bool sync = false) const {
     check_host_endianness();
     using json::quote;
     std::string h = "{";
@@ -320,13 +326,7 @@ class writer {
     }
     h += "}";
     while ((8 + h.size()) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
-    const std::filesystem::path tmp =
-        path.string() + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      if (!out)
-        throw error("safetensors: cannot create '" + tmp.string() +
-                    "' (does the directory exist and is it writable?)");
+    write_file_atomically(path, [&](std::ofstream& out) {
       unsigned char len[8];
       std::uint64_t n = h.size();
       for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
@@ -335,19 +335,8 @@ class writer {
       for (const auto& e : entries_)
         out.write(reinterpret_cast<const char*>(e.bytes.data()),
                   static_cast<std::streamsize>(e.bytes.size()));
-      out.flush();
-      if (!out) {
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        throw error("safetensors: writing '" + tmp.string() + "' failed (disk full?)");
-      }
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      std::filesystem::remove(tmp, ec);
-      throw error("safetensors: cannot rename the temporary file to '" + path.string() + "'");
-    }
+    }, "safetensors", sync);
+    return 8 + h.size();
   }
 
  private:

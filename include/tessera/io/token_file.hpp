@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <tessera/core/atomic_file.hpp>
 #include <tessera/core/error.hpp>
 
 namespace tessera::io {
@@ -47,28 +48,9 @@ inline std::vector<std::int32_t> read_token_file(const std::filesystem::path& pa
 /// Writes tokens as raw little-endian int32 (to a temporary name, then renamed).
 inline void write_token_file(const std::filesystem::path& path,
                              std::span<const std::int32_t> tokens) {
-  const std::filesystem::path tmp =
-      path.string() + ".tmp." + std::to_string(static_cast<long>(::getpid()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw error("tokens: cannot create '" + tmp.string() + "'");
-    out.write(reinterpret_cast<const char*>(tokens.data()),
-              static_cast<std::streamsize>(tokens.size_bytes()));
-    out.flush();
-    if (!out) {
-      out.close();
-      std::error_code ec;
-      std::filesystem::remove(tmp, ec);
-      throw error("tokens: writing '" + tmp.string() + "' failed (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ec2;
-    std::filesystem::remove(tmp, ec2);
-    throw error("tokens: cannot rename '" + tmp.string() + "' to '" + path.string() + "'");
-  }
+  write_file_atomically(path, [&](std::ofstream& out) {
+    out.write(reinterpret_cast<const char*>(tokens.data()), static_cast<std::streamsize>(tokens.size_bytes()));
+  }, "tokens");
 }
 
 }  // namespace tessera::io

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <tessera/core/atomic_file.hpp>
 #include <tessera/pipeline/detail/check.hpp>
 #include <tessera/pipeline/schedule.hpp>
 #include <vector>
@@ -119,22 +120,12 @@ inline std::string format_grid(const schedule& s) {
 /// so a reader never sees a half-written file. Throws schedule_error with the path and
 /// the reason on failure.
 inline void write_file_atomic(const std::string& path, std::string_view content) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw schedule_error("cannot create " + tmp + " (is the folder there and writable?)");
-    out.write(content.data(), static_cast<std::streamsize>(content.size()));
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw schedule_error("cannot write " + tmp + " (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw schedule_error("cannot rename " + tmp + " to " + path + ": " + ec.message());
+  try {
+    write_text_atomically(path, content, "tessera-schedule");
+  } catch (const schedule_error&) {
+    throw;
+  } catch (const error& e) {
+    throw schedule_error(e.what());
   }
 }
 

@@ -81,6 +81,10 @@ struct run_config {
     std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors
     std::string save_weights;          ///< checkpoint.save_weights: HF safetensors at the end
     std::string export_dtype = "f32";  ///< checkpoint.export_dtype: f32|bf16
+    std::string folder;                ///< checkpoint.folder: distributed checkpoints (under job.dump_folder)
+    std::int64_t interval = 0;         ///< checkpoint.interval: save every N steps (0: at the end only)
+    int keep_latest_k = 0;             ///< checkpoint.keep_latest_k: 0 keeps all
+    std::string async_mode = "disabled";  ///< checkpoint.async_mode: disabled|async
   } checkpoint;
   struct metrics_section {
     std::string file;  ///< metrics.file: JSONL, one object per step
@@ -194,6 +198,13 @@ inline void bind(option_set& options, run_config& c) {
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
       .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16"},
                   "dtype of checkpoint.save_weights")
+      .add("checkpoint.folder", &c.checkpoint.folder,
+           "folder of distributed checkpoints (under job.dump_folder when relative); a run resumes from the "
+           "latest complete one there")
+      .add("checkpoint.interval", &c.checkpoint.interval, "save a checkpoint every N steps (0: after the last step only)")
+      .add("checkpoint.keep_latest_k", &c.checkpoint.keep_latest_k, "keep the newest K checkpoints (0: all)")
+      .add_choice("checkpoint.async_mode", &c.checkpoint.async_mode, {"disabled", "async"},
+                  "async: write checkpoints in a background thread while training goes on")
       .add("metrics.file", &c.metrics.file, "JSONL file, one object per step")
       .add_flag("profiling.enable_profiling", &c.profiling.enable_profiling,
                 "write a Chrome/Perfetto trace of the run to save_traces_folder/trace.json")
@@ -255,6 +266,8 @@ inline void validate(const run_config& c) {
   check(c.optimizer.beta1 >= 0 && c.optimizer.beta1 < 1 && c.optimizer.beta2 >= 0 && c.optimizer.beta2 < 1,
         "optimizer.beta1 and optimizer.beta2 must be in [0, 1)");
   check(c.optimizer.eps > 0, "optimizer.eps must be positive");
+  check(c.checkpoint.interval >= 0, "checkpoint.interval (--checkpoint.interval) must be >= 0 (0: at the end only)");
+  check(c.checkpoint.keep_latest_k >= 0, "checkpoint.keep_latest_k (--checkpoint.keep_latest_k) must be >= 0 (0: all)");
   check(c.optimizer.weight_decay >= 0, "optimizer.weight_decay (--weight-decay) must be >= 0");
   check(c.training.max_norm >= 0, "training.max_norm (--max-norm) must be >= 0 (0 turns clipping off)");
   check(c.job.threads >= 0, "job.threads (--threads) must be >= 0");

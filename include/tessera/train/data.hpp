@@ -82,6 +82,23 @@ class batch_loader {
     std::copy(win + 1, win + 1 + B_ * T_, targets.begin());
   }
 
+  /// The position in the stream: the epoch and the windows read in it (checkpoints save
+  /// it; every rank of a parallel run reads the same global batches, so it does not depend
+  /// on the data-parallel degree).
+  std::int64_t cursor() const { return cursor_; }
+  std::uint64_t seed() const { return seed_; }
+  bool shuffled() const { return shuffle_; }
+  /// Continues from `epoch` after `cursor` windows of it (the order of an epoch is a
+  /// function of the seed and the epoch, so this is where that run stood).
+  void seek(std::int64_t epoch, std::int64_t cursor) {
+    check(epoch >= 0 && cursor >= 0 && cursor <= steps_per_epoch(),
+          "batch_loader::seek: position (epoch " + std::to_string(epoch) + ", window " + std::to_string(cursor) +
+              ") is outside the data's " + std::to_string(steps_per_epoch()) + " windows per epoch");
+    epoch_ = epoch;
+    start_epoch();
+    cursor_ = cursor;
+  }
+
   /// Index (in B*T units) of the window the next call will read, for tests.
   std::int64_t peek_window() const {
     if (cursor_ >= steps_per_epoch()) return -1;

@@ -74,6 +74,11 @@ class parallel_llama {
   arena<float>& grads() noexcept { return store_.grads(); }
   float* stored(std::int64_t i) { return store_.stored(i); }
   float* stored_grad(std::int64_t i) { return store_.stored_grad(i); }
+  /// This rank's block of parameter i in global coordinates (what stored(i) holds; empty
+  /// where another pipeline stage holds it). Checkpoints save and load these boxes.
+  box storage_box(std::int64_t i) const { return store_.storage_box(i); }
+  /// Parameter i's global shape.
+  shape_t global_shape(std::int64_t i) const { return param_global_shape(model_.entry(i)); }
 
   /// The same values on every layout as llama_model::init_weights on one rank.
   void init_weights(std::uint64_t seed) {

@@ -83,6 +83,15 @@ class basic_trainer {
   std::int64_t step() const { return step_; }
   std::int64_t steps() const { return steps_; }
   const lr_schedule& schedule() const { return sched_; }
+  /// AdamW's first and second moments, laid out as params() (checkpoints save them).
+  arena<float>& exp_avg() noexcept { return m_; }
+  arena<float>& exp_avg_sq() noexcept { return v_; }
+  /// Continues from step `s` (steps done), as a resumed run does after loading a checkpoint.
+  void restore_step(std::int64_t s) {
+    check(s >= 0 && s <= steps_, "trainer: cannot resume at step " + std::to_string(s) + " of a run of " +
+                                     std::to_string(steps_) + " steps");
+    step_ = s;
+  }
 
   /// Runs one training step and returns its metrics.
   step_metrics train_step() {

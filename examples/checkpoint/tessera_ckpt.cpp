@@ -1,0 +1,184 @@
+// tessera-ckpt: look into a distributed checkpoint (docs/checkpoints.md).
+//
+//   tessera-ckpt list   DIR               tensors, their boxes, files, sizes and the saved state
+//   tessera-ckpt verify DIR               reads every box and checks its checksum
+//   tessera-ckpt export DIR OUT [--dtype f32|bf16] [--shard-mib N]
+//                                         the weights as Hugging Face safetensors: one file
+//                                         OUT, or with --shard-mib a folder OUT of files of at
+//                                         most N MiB and model.safetensors.index.json
+// DIR is a checkpoint ("step-<N>") or a --checkpoint.folder (its latest complete one).
+// Exit status: 0 ok, 1 a bad checkpoint, 2 bad usage.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <tessera/core/atomic_file.hpp>
+#include <tessera/core/json.hpp>
+#include <tessera/io/checkpoint_format.hpp>
+#include <tessera/io/checkpoint_io.hpp>
+#include <tessera/io/hf_checkpoint.hpp>
+#include <tessera/io/safetensors.hpp>
+#include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_params.hpp>
+
+namespace fs = std::filesystem;
+namespace ck = tessera::io::checkpoint;
+using tessera::error;
+
+namespace {
+
+int usage() {
+  std::cerr << "usage: tessera-ckpt list DIR | verify DIR | export DIR OUT [--dtype f32|bf16] [--shard-mib N]\n"
+               "DIR: a checkpoint folder step-<N>, or a --checkpoint.folder (its latest complete checkpoint)\n";
+  return 2;
+}
+
+fs::path resolve(const fs::path& dir) {
+  if (fs::is_regular_file(dir / ck::metadata_file)) return dir;
+  if (auto l = ck::latest(dir)) return *l;
+  throw error("'" + dir.string() + "' holds no complete checkpoint (no metadata.json in it or in a step-<N> folder)");
+}
+
+std::string ints(const std::int64_t* v, int n) { return ck::detail::ints(v, n); }
+
+int list(const fs::path& dir) {
+  const ck::metadata m = ck::read_metadata(dir);
+  std::printf("checkpoint %s: step %lld, saved by %lld ranks, %zu tensors, %.2f MiB\n", dir.string().c_str(),
+              static_cast<long long>(m.step), static_cast<long long>(m.world), m.tensors.size(),
+              static_cast<double>(m.bytes()) / (1 << 20));
+  for (const auto& [k, v] : m.state) std::printf("  state %s = %s\n", k.c_str(), v.c_str());
+  for (const auto& t : m.tensors) {
+    std::printf("%s F32 %s: %zu box%s\n", t.name.c_str(), ints(t.shape.extent.data(), t.shape.rank).c_str(),
+                t.boxes.size(), t.boxes.size() == 1 ? "" : "es");
+    for (const auto& b : t.boxes)
+      std::printf("  offsets %s sizes %s  %s bytes %llu..%llu  checksum %s\n",
+                  ints(b.where.offset.data(), b.where.rank).c_str(), ints(b.where.size.data(), b.where.rank).c_str(),
+                  b.file.c_str(), static_cast<unsigned long long>(b.begin), static_cast<unsigned long long>(b.end),
+                  ck::hex64(b.sum).c_str());
+  }
+  return 0;
+}
+
+int verify(const fs::path& dir) {
+  ck::box_reader r(dir);
+  std::vector<float> buf;
+  std::uint64_t n = 0, bytes = 0;
+  for (const auto& t : r.meta().tensors)
+    for (const auto& b : t.boxes) {
+      buf.resize(static_cast<std::size_t>(b.where.numel()));
+      r.read_box(t, b, buf.data());
+      ++n, bytes += b.end - b.begin;
+    }
+  std::printf("%s: OK, %llu boxes of %zu tensors, %.2f MiB, every checksum matches\n", dir.string().c_str(),
+              static_cast<unsigned long long>(n), r.meta().tensors.size(), static_cast<double>(bytes) / (1 << 20));
+  return 0;
+}
+
+int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype, double shard_mib) {
+  ck::box_reader r(dir);
+  const auto it = r.meta().state.find("model");
+  if (it == r.meta().state.end()) throw error("'" + dir.string() + "/metadata.json' names no model (state \"model\")");
+  const tessera::llama_config* c = tessera::find_config(it->second);
+  if (!c) throw error("'" + dir.string() + "/metadata.json': model '" + it->second + "' is not one tessera knows");
+  const std::int64_t n = tessera::param_tensor_count(*c);
+  std::vector<std::vector<float>> full(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const tessera::param_entry e = tessera::param_at(*c, i);
+    const tessera::shape_t g = tessera::param_global_shape(e);
+    tessera::box whole;
+    whole.rank = g.rank;
+    whole.size = g.extent;
+    auto& v = full[static_cast<std::size_t>(i)];
+    v.resize(static_cast<std::size_t>(g.numel()));
+    r.read(tessera::titan_name(e), g, whole, v.data());
+  }
+  const auto type = dtype == "bf16" ? tessera::io::safetensors::dtype::bf16 : tessera::io::safetensors::dtype::f32;
+  auto param = [&](std::int64_t i) { return full[static_cast<std::size_t>(i)].data(); };
+  if (shard_mib <= 0) {
+    tessera::io::save_hf_checkpoint(*c, param, out, type);
+    std::printf("wrote %s (%s, %lld tensors of %s)\n", out.string().c_str(), dtype.c_str(), static_cast<long long>(n),
+                c->name.data());
+    return 0;
+  }
+  // sharded: files of at most shard_mib MiB (a tensor larger than that gets a file of its own)
+  fs::create_directories(out);
+  const std::size_t elt = type == tessera::io::safetensors::dtype::bf16 ? 2 : 4;
+  const auto limit = static_cast<std::uint64_t>(shard_mib * (1 << 20));
+  std::vector<std::vector<std::int64_t>> groups(1);
+  std::uint64_t in_group = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::uint64_t b = full[static_cast<std::size_t>(i)].size() * elt;
+    if (!groups.back().empty() && in_group + b > limit) groups.emplace_back(), in_group = 0;
+    groups.back().push_back(i);
+    in_group += b;
+  }
+  auto file_name = [&](std::size_t g) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", g + 1, groups.size());
+    return std::string(buf);
+  };
+  std::string index = "{\"metadata\":{\"format\":\"pt\"},\"weight_map\":{";
+  bool first = true;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    tessera::io::safetensors::writer w;
+    w.add_metadata("format", "pt");
+    for (std::int64_t i : groups[g]) {
+      const tessera::param_entry e = tessera::param_at(*c, i);
+      std::vector<float> buf = full[static_cast<std::size_t>(i)];
+      if (e.role == tessera::param_role::attention_q)
+        tessera::io::permute_rope_rows(buf, c->n_heads, tessera::head_dim(*c), c->dim, false);
+      if (e.role == tessera::param_role::attention_k)
+        tessera::io::permute_rope_rows(buf, c->n_kv_heads, tessera::head_dim(*c), c->dim, false);
+      w.add(tessera::io::hf_name(e), tessera::io::hf_shape(e), buf, type);
+      if (!first) index += ",";
+      index += tessera::json::quote(tessera::io::hf_name(e)) + ":" + tessera::json::quote(file_name(g));
+      first = false;
+    }
+    w.write(out / file_name(g));
+  }
+  index += "}}\n";
+  tessera::write_text_atomically(out / "model.safetensors.index.json", index, "tessera-ckpt");
+  std::printf("wrote %s: %zu files and model.safetensors.index.json (%s, %lld tensors of %s)\n", out.string().c_str(),
+              groups.size(), dtype.c_str(), static_cast<long long>(n), c->name.data());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 3) return usage();
+  const std::string cmd = argv[1];
+  try {
+    if (cmd == "list" && argc == 3) return list(resolve(argv[2]));
+    if (cmd == "verify" && argc == 3) return verify(resolve(argv[2]));
+    if (cmd == "export" && argc >= 4) {
+      std::string dtype = "f32";
+      double shard_mib = 0;
+      for (int a = 4; a < argc; ++a) {
+        const std::string f = argv[a];
+        if (f == "--dtype" && a + 1 < argc && (std::string(argv[a + 1]) == "f32" || std::string(argv[a + 1]) == "bf16")) {
+          dtype = argv[++a];
+        } else if (f == "--shard-mib" && a + 1 < argc) {
+          char* end = nullptr;
+          shard_mib = std::strtod(argv[++a], &end);
+          if (*end != '\0' || !(shard_mib > 0)) {
+            std::cerr << "tessera-ckpt: error: --shard-mib expects a positive number, got '" << argv[a] << "'\n";
+            return 2;
+          }
+        } else {
+          std::cerr << "tessera-ckpt: error: unknown or incomplete option '" << f << "' (--dtype f32|bf16, --shard-mib N)\n";
+          return 2;
+        }
+      }
+      return export_hf(resolve(argv[2]), argv[3], dtype, shard_mib);
+    }
+    return usage();
+  } catch (const error& e) {
+    std::cerr << "tessera-ckpt: error: " << e.what() << "\n";
+    return 1;
+  }
+}

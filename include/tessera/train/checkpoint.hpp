@@ -1,0 +1,289 @@
+// tessera/train/checkpoint.hpp: distributed checkpoints of a training run -- TorchTitan's
+// CheckpointManager over the format of io/checkpoint_format.hpp (docs/checkpoints.md).
+// tessera-requires: openblas
+//
+// `checkpointer<Model>` saves and loads what makes a resumed run continue exactly: the
+// master weights (each rank's stored blocks, Model::stored(i) over Model::storage_box(i)),
+// AdamW's moments (laid out as the stored blocks), the step, the LR schedule's settings and
+// the data loader's position (epoch, window, seed: the same on every rank, since every rank
+// reads the global batch, so it reshards to any data-parallel degree). There is no other
+// random state: the data order is a function of (seed, epoch).
+//   - save(step): every rank adds its blocks to a shard_writer (the staging copy) and
+//     writes "shard-<rank>.safetensors" into "step-<N>.tmp"; a block replicated on several
+//     ranks is written by the lowest of them only (one all-gather of the boxes, on the
+//     calling thread). Rank 0 waits for every rank's box list (a timeout names the ranks
+//     that did not arrive), writes metadata.json, renames the folder (the commit) and keeps
+//     the newest keep_latest_k checkpoints. Sync mode does all of it before returning (and
+//     ends with a barrier); async mode returns after the staging copy and lets a background
+//     thread write and commit; the next save (and finish()) waits for it first.
+//   - load(dir) / resume(): every rank reads exactly the saved boxes that intersect its own
+//     storage boxes, checks checksums, names and shapes, and restores the trainer's step and
+//     the loader's position.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <tessera/comm/communicator.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/io/checkpoint_format.hpp>
+#include <tessera/io/checkpoint_io.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/trainer.hpp>
+
+namespace tessera::train {
+
+enum class async_mode : std::uint8_t { disabled, async };
+
+inline async_mode parse_async_mode(std::string_view s) {
+  if (s == "disabled") return async_mode::disabled;
+  if (s == "async") return async_mode::async;
+  throw error("--checkpoint.async_mode '" + std::string(s) + "' is not one of disabled|async");
+}
+
+/// TorchTitan's [checkpoint] section (the names of its flags and TOML keys).
+struct checkpoint_options {
+  std::string folder;              ///< --checkpoint.folder (empty: no checkpoints)
+  std::int64_t interval = 0;       ///< --checkpoint.interval: save every N steps (0: only when asked)
+  int keep_latest_k = 0;           ///< --checkpoint.keep_latest_k (0: keep all)
+  async_mode mode = async_mode::disabled;  ///< --checkpoint.async_mode
+  double timeout_s = 600;          ///< how long rank 0 waits for the other ranks' shards
+  bool fsync = false;              ///< fsync every file before it is renamed into place
+};
+
+/// What the last save cost this rank.
+struct checkpoint_stats {
+  std::int64_t step = 0;
+  double blocked_s = 0;       ///< time save() kept training from going on (sync: all of it)
+  double staging_s = 0;       ///< the staging copy's part of it
+  double write_s = 0;         ///< the file writing (sync: inside blocked_s; async: in the background)
+  std::uint64_t bytes = 0;    ///< tensor bytes this rank wrote
+  std::uint64_t staging_bytes = 0;  ///< host memory of the staging copy (held until written)
+};
+
+template <class Model>
+class checkpointer {
+ public:
+  checkpointer(Model& model, basic_trainer<Model>& trainer, batch_loader& loader, checkpoint_options opt)
+      : m_(model), tr_(trainer), loader_(loader), opt_(std::move(opt)) {}
+  checkpointer(const checkpointer&) = delete;
+  checkpointer& operator=(const checkpointer&) = delete;
+  ~checkpointer() {
+    if (bg_.joinable()) bg_.join();  // errors of a last async save surface in finish()
+  }
+
+  const checkpoint_options& options() const noexcept { return opt_; }
+  const checkpoint_stats& last() const noexcept { return last_; }
+  /// Whether the trainer's step `step` (steps done) is a checkpoint step.
+  bool due(std::int64_t step) const { return !opt_.folder.empty() && opt_.interval > 0 && step % opt_.interval == 0; }
+
+  /// Saves the state after `step` steps (collective: every rank calls it).
+  void save(std::int64_t step) {
+    check(!opt_.folder.empty(), "checkpoint: no --checkpoint.folder given");
+    const auto t0 = clock::now();
+    finish();  // a new checkpoint waits for the previous one
+    auto& world = m_.mesh().world();
+    const int rank = world.rank();
+    const std::int64_t nworld = world.size();
+    const auto writes = who_writes();  // collective
+    const std::filesystem::path folder = opt_.folder;
+    std::filesystem::path tmp;
+    if (rank == 0) tmp = io::checkpoint::begin_save(folder, step);
+    world.barrier().wait();  // the folder exists before anyone writes into it
+    tmp = io::checkpoint::temp_folder(folder, step);
+    const auto t1 = clock::now();
+    auto w = std::make_unique<io::checkpoint::shard_writer>();
+    const std::int64_t n = m_.model().n_tensors();
+    float* p0 = m_.params().data();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (!writes[static_cast<std::size_t>(i)]) continue;
+      const box b = m_.storage_box(i);
+      const shape_t g = m_.global_shape(i);
+      const std::string name = m_.model().name(i);
+      const std::ptrdiff_t off = m_.stored(i) - p0;
+      w->add(name, g, b, m_.stored(i));
+      w->add("optimizer.exp_avg." + name, g, b, tr_.exp_avg().data() + off);
+      w->add("optimizer.exp_avg_sq." + name, g, b, tr_.exp_avg_sq().data() + off);
+    }
+    last_ = {};
+    last_.step = step;
+    last_.staging_s = seconds(t1, clock::now());
+    last_.bytes = last_.staging_bytes = w->bytes();
+    staged_ = std::move(w);  // freed on this thread (finish()), so the next staging copy reuses its memory
+    auto job = [this, w = staged_.get(), tmp, folder, step, rank, nworld, st = state(step)]() {
+      const auto t = clock::now();
+      w->write(tmp, rank, opt_.fsync);
+      if (rank == 0) {
+        io::checkpoint::wait_for_ranks(tmp, nworld, opt_.timeout_s);
+        io::checkpoint::commit(folder, step, nworld, st, opt_.fsync);
+        io::checkpoint::prune(folder, opt_.keep_latest_k);
+      }
+      last_.write_s = seconds(t, clock::now());
+    };
+    if (opt_.mode == async_mode::async) {
+      bg_ = std::thread([this, job = std::move(job)]() mutable {
+        try {
+          job();
+        } catch (...) {
+          error_ = std::current_exception();
+        }
+      });
+    } else {
+      job();
+      world.barrier().wait();  // every rank returns with the checkpoint committed
+    }
+    last_.blocked_s = seconds(t0, clock::now());
+  }
+
+  /// Waits for an asynchronous save in flight; rethrows its error.
+  void finish() {
+    if (bg_.joinable()) bg_.join();
+    staged_.reset();
+    if (error_) {
+      auto e = error_;
+      error_ = nullptr;
+      std::rethrow_exception(e);
+    }
+  }
+
+  /// Checks that the folder is writable, then loads the newest complete checkpoint in it,
+  /// if there is one (collective); returns its step.
+  std::optional<std::int64_t> resume() {
+    if (opt_.folder.empty()) return std::nullopt;
+    io::checkpoint::check_writable(opt_.folder, m_.mesh().world().rank());  // every rank: all fail alike
+    const auto dir = io::checkpoint::latest(opt_.folder);
+    std::int64_t mine = dir ? io::checkpoint::read_metadata(*dir).step : -1;
+    auto& world = m_.mesh().world();
+    std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
+    world.all_gather(&mine, all.data(), 1, comm::dtype::i64).wait();
+    for (std::size_t r = 0; r < all.size(); ++r)
+      if (all[r] != mine)
+        throw error("checkpoint: ranks see different latest checkpoints in '" + opt_.folder + "' (rank " +
+                    std::to_string(r) + ": step " + std::to_string(all[r]) + ", rank " +
+                    std::to_string(world.rank()) + ": step " + std::to_string(mine) +
+                    "); is the folder shared by every rank?");
+    if (!dir) return std::nullopt;
+    return load(*dir);
+  }
+
+  /// Loads the checkpoint in `dir` into this rank's model, trainer and loader; returns its step.
+  std::int64_t load(const std::filesystem::path& dir) {
+    io::checkpoint::box_reader r(dir);
+    const auto& meta = r.meta();
+    const std::string mpath = (dir / io::checkpoint::metadata_file).string();
+    const std::int64_t n = m_.model().n_tensors();
+    if (static_cast<std::int64_t>(meta.tensors.size()) != 3 * n)
+      throw error("checkpoint: '" + mpath + "' holds " + std::to_string(meta.tensors.size()) +
+                  " tensors; this model's checkpoint has " + std::to_string(3 * n) +
+                  " (weights and two AdamW moments of " + std::to_string(n) + " parameters): a checkpoint of another model");
+    float* p0 = m_.params().data();
+    read_bytes_ = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const box b = m_.storage_box(i);
+      if (b.numel() == 0) continue;
+      const shape_t g = m_.global_shape(i);
+      const std::string name = m_.model().name(i);
+      const std::ptrdiff_t off = m_.stored(i) - p0;
+      read_bytes_ += r.read(name, g, b, m_.stored(i));
+      read_bytes_ += r.read("optimizer.exp_avg." + name, g, b, tr_.exp_avg().data() + off);
+      read_bytes_ += r.read("optimizer.exp_avg_sq." + name, g, b, tr_.exp_avg_sq().data() + off);
+    }
+    if (const auto it = meta.state.find("model"); it != meta.state.end() && it->second != m_.config().name)
+      throw error("checkpoint: '" + mpath + "' is a checkpoint of model " + it->second + ", this run trains " +
+                  std::string(m_.config().name));
+    auto get = [&](const std::string& k) -> std::int64_t {
+      auto it = meta.state.find(k);
+      if (it == meta.state.end()) throw error("checkpoint: '" + mpath + "' has no state '" + k + "'");
+      try {
+        return std::stoll(it->second);
+      } catch (const std::exception&) {
+        throw error("checkpoint: '" + mpath + "': state '" + k + "' is not an integer");
+      }
+    };
+    if (get("loader.batch") != loader_.batch() || get("loader.seq_len") != loader_.seq_len())
+      throw error("checkpoint: '" + mpath + "' was saved with a global batch of " + meta.state.at("loader.batch") +
+                  " x seq_len " + meta.state.at("loader.seq_len") + "; this run reads " +
+                  std::to_string(loader_.batch()) + " x " + std::to_string(loader_.seq_len()) +
+                  ": the data position does not carry over; keep the global batch (--batch x data-parallel ranks) "
+                  "and --seq-len");
+    if (meta.state.at("loader.seed") != std::to_string(loader_.seed()) ||
+        get("loader.shuffle") != (loader_.shuffled() ? 1 : 0))
+      throw error("checkpoint: '" + mpath + "' was saved reading the data in the order of seed " +
+                  meta.state.at("loader.seed") + "; this run's --seed gives another order; resume with the same --seed");
+    tr_.restore_step(meta.step);
+    loader_.seek(get("loader.epoch"), get("loader.cursor"));
+    return meta.step;
+  }
+  /// Bytes the last load read from files on this rank.
+  std::uint64_t read_bytes() const noexcept { return read_bytes_; }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  Model& m_;
+  basic_trainer<Model>& tr_;
+  batch_loader& loader_;
+  checkpoint_options opt_;
+  checkpoint_stats last_;
+  std::thread bg_;
+  std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the staging copy of the save in flight
+  std::exception_ptr error_;
+  std::uint64_t read_bytes_ = 0;
+
+  static double seconds(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+  std::map<std::string, std::string> state(std::int64_t step) const {
+    const lr_schedule& s = tr_.schedule();
+    return {{"step", std::to_string(step)},
+            {"model", std::string(m_.config().name)},
+            {"lr_schedule.lr", std::to_string(s.lr)},
+            {"lr_schedule.warmup", std::to_string(s.warmup)},
+            {"lr_schedule.steps", std::to_string(s.steps)},
+            {"lr_schedule.decay", std::to_string(static_cast<int>(s.decay))},
+            {"loader.epoch", std::to_string(loader_.epoch())},
+            {"loader.cursor", std::to_string(loader_.cursor())},
+            {"loader.batch", std::to_string(loader_.batch())},
+            {"loader.seq_len", std::to_string(loader_.seq_len())},
+            {"loader.seed", std::to_string(loader_.seed())},
+            {"loader.shuffle", loader_.shuffled() ? "1" : "0"},
+            {"rng", "none: the data order is a function of loader.seed and loader.epoch"}};
+  }
+
+  /// For each parameter: whether this rank writes its block (it holds one, and no lower
+  /// rank holds the same box). One all-gather of every rank's boxes.
+  std::vector<bool> who_writes() {
+    auto& world = m_.mesh().world();
+    const std::int64_t n = m_.model().n_tensors();
+    const std::size_t per = static_cast<std::size_t>(n) * 2 * max_tensor_rank;
+    std::vector<std::int64_t> mine(per, 0), all(per * static_cast<std::size_t>(world.size()));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const box b = m_.storage_box(i);
+      for (int d = 0; d < max_tensor_rank; ++d) {
+        mine[static_cast<std::size_t>((i * 2) * max_tensor_rank + d)] = b.offset[static_cast<std::size_t>(d)];
+        mine[static_cast<std::size_t>((i * 2 + 1) * max_tensor_rank + d)] = b.numel() ? b.size[static_cast<std::size_t>(d)] : 0;
+      }
+    }
+    world.all_gather(mine.data(), all.data(), per, comm::dtype::i64).wait();
+    std::vector<bool> w(static_cast<std::size_t>(n));
+    const int rank = world.rank();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (m_.storage_box(i).numel() == 0) continue;
+      const std::size_t at = static_cast<std::size_t>(i) * 2 * max_tensor_rank, len = 2 * max_tensor_rank;
+      bool first = true;
+      for (int q = 0; q < rank && first; ++q)
+        first = !std::equal(mine.begin() + static_cast<std::ptrdiff_t>(at), mine.begin() + static_cast<std::ptrdiff_t>(at + len),
+                            all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(q) * per + at));
+      w[static_cast<std::size_t>(i)] = first;
+    }
+    return w;
+  }
+};
+
+}  // namespace tessera::train

@@ -32,6 +32,8 @@
 #include <utility>
 #include <vector>
 
+#include <tessera/comm/any_communicator.hpp>
+#include <tessera/comm/communicator.hpp>
 #include <tessera/core/clock.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>

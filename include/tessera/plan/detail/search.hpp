@@ -384,8 +384,12 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
                      coll_kind_of(kind));
 }
 
+/// Marks a search state reached by a run of all_to_alls (bit 62 of a packed layout is
+/// free): no all_to_all leads out of it, since the runtime would fuse it into the run.
+inline constexpr std::uint64_t after_run = std::uint64_t{1} << 62;
+
 /// The longest run of all_to_all steps the search takes as one edge.
-inline constexpr int max_run_steps = 4;
+inline constexpr int max_run_steps = 3;
 
 /// A run of all_to_all steps out of a layout, as the search stores it: the steps
 /// (encode()d) and where it ends.
@@ -404,6 +408,16 @@ struct run_edge {
 template <class F>
 constexpr void for_each_run(std::uint64_t k, const view& v, int R, int A, const goal& dst, const mesh_shape& m,
                             const shape_t& g, std::int64_t elem_bytes, const cost_model& cm, F&& f) {
+  // With fewer than two axes of more than one rank sharded, a run ends where one step
+  // does, over the same group, at the same cost: single steps cover it.
+  int moving = 0;
+  for (int a = 0; a < A; ++a) moving += code_of(k, a) >= 2 && m[a] > 1;
+  if (moving < 2) {
+    for_each_step<true>(k, v, R, A, dst, m, g, cm, [&](const edge& e) {
+      f(run_edge{e.key, {e.step}, 1}, edge_time(e, v.numel, elem_bytes, cm));
+    });
+    return;
+  }
   struct item {
     run_edge run;
     unsigned mask;

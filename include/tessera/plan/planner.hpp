@@ -183,13 +183,12 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     cur.settled = true;
     ++res.explored;
     for (int t = 0; t < n_targets; ++t)
-      if (found[t] < 0 && (cur.key & ~after_run) == target_keys[static_cast<std::size_t>(t)]) {
+      if (found[t] < 0 && cur.key == target_keys[static_cast<std::size_t>(t)]) {
         found[t] = top;
         --remaining;
       }
     if (remaining == 0) break;
-    const std::uint64_t cur_key = cur.key & ~after_run;
-    const bool in_run = (cur.key & after_run) != 0;
+    const std::uint64_t cur_key = cur.key;
     const double cur_cost = cur.cost;
     const view v = make_view(cur_key, R, A, m, global);
     // Relaxes the edge to `key` of time `t`; `step` is a step (encode()d) or, with bit 63
@@ -203,7 +202,7 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
       search_node& nn = nodes[static_cast<std::size_t>(idx)];
       if (!is_new && c >= nn.cost) return;
       const double h = !use_heuristic ? 0.0
-                       : is_new       ? lower_bound(key & ~after_run, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                       : is_new       ? lower_bound(key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
                                       : nn.f - nn.cost;
       if (run) {
         step = (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(run->n) << 32) | res.runs.size();
@@ -217,18 +216,19 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
       open.push({nn.f, idx});
     };
     // Every step but all_to_all; all_to_alls come as runs (for_each_run), costed as the
-    // one exchange the runtime makes of them. A run ends in a state marked after_run, out
-    // of which no all_to_all leads (it would join the run: the runtime fuses it), so every
-    // path costs what its plan executes as.
+    // one exchange the runtime makes of them. (A path that continues a run with more
+    // all_to_alls costs more than it executes as, since the runtime fuses them; the run
+    // edge to where it ends, up to max_run_steps, costs it exactly. Marking run ends as
+    // states of their own would make every path exact, but doubles the states: clang's
+    // constexpr step limit stops the all-pairs test.)
     for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
       if (static_cast<step_kind>(ed.step & 7u) == step_kind::all_to_all) return;
       relax(ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
     });
-    if (!in_run)
-      for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, [&](const run_edge& run, double t) {
-        if (run.n == 1) relax(run.key | after_run, t, run.steps[0], nullptr);
-        else relax(run.key | after_run, t, 0, &run);
-      });
+    for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, [&](const run_edge& run, double t) {
+      if (run.n == 1) relax(run.key, t, run.steps[0], nullptr);
+      else relax(run.key, t, 0, &run);
+    });
   }
   return res;
 }

@@ -384,10 +384,6 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
                      coll_kind_of(kind));
 }
 
-/// Marks a search state reached by a run of all_to_alls (bit 62 of a packed layout is
-/// free): no all_to_all leads out of it, since the runtime would fuse it into the run.
-inline constexpr std::uint64_t after_run = std::uint64_t{1} << 62;
-
 /// The longest run of all_to_all steps the search takes as one edge.
 inline constexpr int max_run_steps = 3;
 

@@ -113,7 +113,7 @@ result run(tp::schedule_kind k, int pp, int m, std::int64_t T, int rounds) {
       auto sm = [&](int k2) { return scount[st][static_cast<std::size_t>(k2)] ? ssum[st][static_cast<std::size_t>(k2)] / scount[st][static_cast<std::size_t>(k2)] : 0.0; };
       per_stage[st] = tp::costs{sm(0), sm(1), sm(2), sm(3), 0};
     }
-    const tp::simulation ssim = tp::simulate(compute, per_stage);
+    const tp::simulation ssim = tp::simulate_per_stage(compute, per_stage);
     res.stage_makespan = ssim.makespan, res.stage_bubble = ssim.bubble;
     const std::string name(tp::schedule_name(k));
     res.svg_measured = tp::to_svg(lowered, meas, name + " measured (ms), pp=" + std::to_string(pp) + " m=" + std::to_string(m));

@@ -166,7 +166,7 @@ constexpr simulation simulate(const schedule& s, const costs& c = {}) {
 
 /// The same with costs per stage (`per_stage[st]` for the actions of stage st; stages
 /// of unequal work, e.g. the embedding's and the head's), and `latency` per message.
-constexpr simulation simulate(const schedule& s, const std::vector<costs>& per_stage, double latency = 0) {
+constexpr simulation simulate_per_stage(const schedule& s, const std::vector<costs>& per_stage, double latency = 0) {
   return detail::simulate_with(s, latency, [&](const action& a) {
     return a.stage >= 0 && static_cast<std::size_t>(a.stage) < per_stage.size()
                ? per_stage[static_cast<std::size_t>(a.stage)].of(a.kind)

@@ -159,6 +159,16 @@ constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, 
   return u;
 }
 
+/// Adds the TP runtime's staging for activations of a batch of dims `d` (tp size P): the
+/// sequence-parallel gather / reduce-scatter (staged unless one sequence splits evenly),
+/// the logits' vocabulary gather, loss parallel's in-place row statistics.
+constexpr void add_activation_staging(std::int64_t& slot01, std::int64_t& stage, const llama_dims& d, std::int64_t P) {
+  const std::int64_t N = d.N();
+  if (d.seq_split && (d.B > 1 || d.T % P != 0)) slot01 = std::max(slot01, (P + 1) * d.B * split_max(d.T, P) * d.D * 4);
+  if (d.gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(d.V, P) * 4);
+  if (d.vocab_loss) stage += 2 * N * 4;
+}
+
 /// The peak bytes of the microbatches' activations a pp rank keeps in flight, walking its
 /// list of the lowered schedule: F makes a stage's activations, I adds what W needs, B and
 /// W free them (train/pipeline_stages.hpp does exactly this).
@@ -213,11 +223,8 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   e.local_batch = Bm, e.local_seq = d.Tl;
   e.activations = pipeline_activation_peak(plan, lowered, me, d) + 4 * total_of(block_scratch_sizes(d));
   // staging as without a pipeline, for one microbatch (no prefetch under PP)
-  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, N = d.N();
   std::int64_t slot01 = u.slot01, stage = u.stage;
-  if (d.seq_split && (Bm > 1 || seq_len % P != 0)) slot01 = std::max(slot01, (P + 1) * Bm * split_max(seq_len, P) * cfg.dim * 4);
-  if (d.gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(cfg.vocab_size, P) * 4);
-  if (d.vocab_loss) stage += 2 * N * 4;
+  add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1);
   e.staging = slot01 + u.slot2 + stage + u.half;
   return e;
 }
@@ -252,18 +259,11 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   const llama_dims d = dims_of(cfg, shard, B, seq_len);
   e.local_batch = B, e.local_seq = d.Tl;
   e.activations = llama_activation_bytes(cfg, shard, B, seq_len);
-  const std::int64_t P = p.tp >= 0 ? m[p.tp] : 1, T = seq_len, D = cfg.dim, V = cfg.vocab_size, N = d.N();
-  const bool split_seq = d.seq_split, lp = d.vocab_loss, gather_logits = d.gather_logits;
 
   // Staging: the largest call of each buffer (they grow and stay).
   std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);
   std::int64_t stage = std::max(blk.stage, root.stage);  // the FSDP runtime's reduce staging
-  if (split_seq) {  // SP gather / reduce-scatter over the sequence: staged unless B = 1 and T splits evenly
-    const std::int64_t mx = B * split_max(T, P) * D;
-    if (B > 1 || T % P != 0) slot01 = std::max(slot01, (P + 1) * mx * 4);
-  }
-  if (gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(V, P) * 4);
-  if (lp) stage += 2 * N * 4;  // the TP runtime's in-place row statistics
+  detail::add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1);
   // bf16: the synchronous gathers' staging, and the prefetched block's own buffers (bound)
   e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half) + (L > 1 ? blk.half_prefetch : 0);
   return e;

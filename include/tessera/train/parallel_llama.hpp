@@ -203,12 +203,12 @@ class parallel_llama {
   }
 
  private:
-  using types = parallel::layout_types<collapse_axis_t<mesh_type, ps.pp>, ps>;
-  using store_type = parallel::sharded_params<collapse_axis_t<mesh_type, ps.pp>, ps, llama_model>;
   /// The mesh a pipeline stage spans: the recipe's with the pp axis of size 1 (the mesh
   /// itself without pipeline_parallel). Parameters and activations have their layouts, and
   /// plans their collectives, on it: inside a stage nothing is replicated over pp.
   using stage_mesh_type = collapse_axis_t<mesh_type, ps.pp>;
+  using types = parallel::layout_types<stage_mesh_type, ps>;
+  using store_type = parallel::sharded_params<stage_mesh_type, ps, llama_model>;
   static constexpr bool own_stage_mesh = !std::is_same_v<stage_mesh_type, mesh_type>;
   friend class pipeline_stages<parallel_llama>;
 
@@ -286,15 +286,7 @@ class parallel_llama {
       return dm;
   }
   /// The sum over the pp axis (the identity without a pipeline).
-  double sum_pp(double x) {
-    if constexpr (ps.pp >= 0) {
-      double out = 0;
-      comm::all_reduce(dm_.group(pp_axis_group()), std::span<const double>(&x, 1), std::span<double>(&out, 1), reduce_op::sum).wait();
-      return out;
-    } else {
-      return x;
-    }
-  }
+  double sum_pp(double x) { return over_stages(std::vector<double>{x})[0]; }
   static pipeline_layout pipeline_of(device_mesh<mesh_type>& dm, const pipeline_choice& c) {
     if constexpr (ps.pp >= 0) {
       const int pp = static_cast<int>(dm.shape()[ps.pp]);
@@ -305,13 +297,13 @@ class parallel_llama {
       return pipeline_layout::single(cfg);
     }
   }
-  /// Under a pipeline: the sum over the pp axis of a vector that only the stage holding it
-  /// filled (the others hold zeros, so the sum is exact).
-  std::vector<float> over_stages(std::vector<float> v) {
+  /// Under a pipeline: the sum over the pp axis (for a parameter, only the stage holding it
+  /// filled `v`; the others hold zeros, so the sum is exact); the identity without one.
+  template <class T>
+  std::vector<T> over_stages(std::vector<T> v) {
     if constexpr (ps.pp >= 0) {
-      auto& c = dm_.group(pp_axis_group());
-      std::vector<float> out(v.size());
-      comm::all_reduce(c, std::span<const float>(v), std::span<float>(out), reduce_op::sum).wait();
+      std::vector<T> out(v.size());
+      comm::all_reduce(dm_.group(pp_axis_group()), std::span<const T>(v), std::span<T>(out), reduce_op::sum).wait();
       return out;
     } else {
       return v;

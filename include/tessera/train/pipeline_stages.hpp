@@ -86,8 +86,7 @@ class pipeline_stages {
     auto& comm = pp_comm();
     if (need_backward) {
       if (!exec_ || exec_B_ != Bm_ || exec_T_ != T) {
-        const auto act = static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T).Nr() * Owner::cfg.dim);
-        std::vector<std::size_t> sizes(static_cast<std::size_t>(L.stages()) + 1, act);
+        std::vector<std::size_t> sizes(static_cast<std::size_t>(L.stages()) + 1, residual_floats());
         sizes.front() = sizes.back() = 1;
         exec_.emplace(L.lowered, std::move(sizes));
         exec_B_ = Bm_, exec_T_ = T;
@@ -214,6 +213,10 @@ class pipeline_stages {
   float loss_scale_ = 1, loss_ = 0;
   bool need_backward_ = true;
 
+  /// Floats of the tensor between two stages: one microbatch's residual stream on this shard.
+  std::size_t residual_floats() const {
+    return static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T_).Nr() * Owner::cfg.dim);
+  }
   comm::any_communicator& pp_comm() {
     return o_.dm_.group(Owner::pp_axis_group());
   }
@@ -268,8 +271,7 @@ class pipeline_stages {
   /// rank in that one order, activations sent on as they come out.
   void forward_only(comm::any_communicator& comm) {
     const pipeline_layout& L = o_.pp_;
-    const auto act = static_cast<std::size_t>(o_.model_.batch_dims(Bm_, T_).Nr() * Owner::cfg.dim);
-    std::vector<float> in(act), out(act);
+    std::vector<float> in(residual_floats()), out(residual_floats());
     float loss = 0;
     for (int s = 0; s < L.stages(); ++s)
       if (L.local(s)) o_.store_.unshard(s);

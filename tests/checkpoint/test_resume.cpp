@@ -4,6 +4,8 @@
 // and debug_hsdp on 4 and debug_pp on 2; a pipeline recipe's own resume.
 #include <doctest/doctest.h>
 
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +16,7 @@
 
 #include <tessera/comm/threads.hpp>
 #include <tessera/train/checkpoint.hpp>
+#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
 #include <tessera/train/trainer.hpp>
@@ -100,6 +103,108 @@ TEST_CASE("a checkpoint of debug_2d on 4 ranks resumes in debug_fsdp on 3 and 1,
   check_close("debug_fsdp on 1 rank", run<recipes::debug_fsdp>(1, toks, 10, 20, s.dir.string(), 0));
   check_close("debug_hsdp on 4 ranks", run<recipes::debug_hsdp>(4, toks, 10, 20, s.dir.string(), 0));
   check_close("debug_pp on 2 ranks", run<recipes::debug_pp>(2, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_3d on 8 ranks", run<recipes::debug_3d>(8, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_3d_zbv on 8 ranks", run<recipes::debug_3d_zbv>(8, toks, 10, 20, s.dir.string(), 0));
+}
+
+namespace {
+/// Reads every saved box of the checkpoint in `dir` (each read checks its checksum).
+void read_every_box(const fs::path& dir) {
+  io::checkpoint::box_reader r(dir);
+  std::vector<float> buf;
+  for (const auto& t : r.meta().tensors)
+    for (const auto& b : t.boxes) {
+      buf.resize(static_cast<std::size_t>(b.where.numel()));
+      r.read(t.name, t.shape, b.where, buf.data());
+    }
+}
+
+/// The async staging arena of every rank equals estimate_checkpoint_staging for its
+/// coordinates, and stays the same from one save to the next.
+template <class R>
+void check_staging(int world) {
+  const auto toks = tc::tokens();
+  scratch s(std::string("staging_") + std::string(R::name));
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
+    train::parallel_llama<R> pm(dm);
+    pm.init_weights(9);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+    train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader,
+                                                     {.folder = s.dir.string(), .mode = train::async_mode::async});
+    const std::int64_t want = estimate_checkpoint_staging<R>(dm.shape(), dm.coords());
+    for (std::int64_t step = 1; step <= 2; ++step) {
+      tr.train_step();
+      ck.save(step);
+      CHECK_MESSAGE(static_cast<std::int64_t>(ck.last().staging_bytes) == want, R::name, " rank ", c.rank(),
+                    " save ", step, ": staging arena ", ck.last().staging_bytes, " B, estimated ", want, " B");
+      CHECK(ck.last().bytes == ck.last().staging_bytes);  // the arena holds exactly what this rank writes
+    }
+    ck.finish();
+  });
+}
+}  // namespace
+
+TEST_CASE("the async staging arena is what estimate_checkpoint_staging says, on every rank") {
+  check_staging<recipes::debug_fsdp>(3);
+  check_staging<recipes::debug_hsdp>(4);
+  check_staging<recipes::debug_2d>(4);
+  check_staging<recipes::debug_pp>(2);
+  check_staging<recipes::debug_3d>(8);
+  static_assert(estimate_checkpoint_staging<recipes::debug_tp>(mesh_shape{1, {2}}) > 0);  // constexpr
+}
+
+TEST_CASE("a rank that fails during an async save: the run stops with its error, the last checkpoint stays, "
+          "a rerun resumes from it (threads)") {
+  using R = recipes::debug_2d;
+  const auto toks = tc::tokens();
+  const auto straight = run<R>(4, toks, 0, 20, "", 0);
+  scratch s("fault");
+  // Saves at steps 5 and 10 (async); rank 1's writer fails at step 10; the error surfaces at
+  // the next save (step 15): run_threads rethrows it and every other rank stops.
+  std::string what;
+  try {
+    comm::run_threads(4, [&](comm::threads_communicator& c) {
+      device_mesh<R::mesh> dm(R::mesh(4), c);
+      train::parallel_llama<R> pm(dm);
+      pm.init_weights(9);
+      train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+      train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+      train::checkpoint_options o{.folder = s.dir.string(), .interval = 5, .mode = train::async_mode::async};
+      o.before_write = [](std::int64_t step, int rank) {
+        if (step == 10 && rank == 1) throw error("injected failure: rank 1's disk is gone");
+      };
+      train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader, o);
+      for (std::int64_t step = 0; step < 20; ++step)
+        if (ck.due(tr.train_step().step)) ck.save(tr.step());
+      ck.finish();
+    }, {.timeout = std::chrono::milliseconds(60000)});
+  } catch (const std::exception& e) {
+    what = e.what();
+  }
+  std::printf("the run stopped with: %s\n", what.c_str());
+  CHECK(what.find("injected failure: rank 1's disk is gone") != std::string::npos);
+  CHECK(io::checkpoint::complete_steps(s.dir) == std::vector<std::int64_t>{5});  // step 10 never committed
+  read_every_box(io::checkpoint::step_folder(s.dir, 5));                          // and step 5 is intact
+  const auto again = run<R>(4, toks, 5, 20, s.dir.string(), 0);
+  REQUIRE(again.size() == 15);
+  for (std::size_t i = 0; i < 15; ++i) CHECK(again[i] == straight[5 + i]);  // bit-identical
+}
+
+TEST_CASE("rank 0 stops waiting as soon as another rank's write fails, naming it") {
+  scratch s("marked");
+  const auto tmp = io::checkpoint::begin_save(s.dir, 3);
+  io::checkpoint::shard_writer w;
+  w.write(tmp, 0);
+  io::checkpoint::mark_failed(tmp, 2, "no space left on device");
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(io::checkpoint::wait_for_ranks(tmp, 3, 600.0),
+                    doctest::Contains("rank 2 failed to write its shard"));
+  CHECK_THROWS_WITH(io::checkpoint::wait_for_ranks(tmp, 3, 600.0), doctest::Contains("no space left on device"));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+  std::atomic<bool> cancel{true};
+  CHECK_THROWS_WITH(io::checkpoint::wait_for_ranks(tmp, 2, 600.0, &cancel), doctest::Contains("abandoned"));
 }
 
 TEST_CASE("a pipeline recipe saves and resumes bit-identically (debug_pp, 2 threads)") {

@@ -17,10 +17,12 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -138,16 +140,15 @@ class shard_writer {
   /// (where.numel() floats, row-major over the block).
   void add(const std::string& name, const shape_t& shape, const box& where, const float* data) {
     const std::size_t n = static_cast<std::size_t>(where.numel());
-    std::vector<std::int64_t> dims(where.size.begin(), where.size.begin() + where.rank);
-    w_.add(box_key(name, where), std::move(dims), std::span<const float>(data, n));
-    saved_box b;
-    b.where = where;
-    b.end = n * sizeof(float);  // relative sizes until write() knows the header (checksums: in write())
-    meta_.add(name, shape).boxes.push_back(b);
-    order_.emplace_back(meta_.tensors.size(), 0);
-    for (std::size_t t = 0; t < meta_.tensors.size(); ++t)
-      if (meta_.tensors[t].name == name) order_.back() = {t, meta_.tensors[t].boxes.size() - 1};
-    bytes_ += n * sizeof(float);
+    w_.add(box_key(name, where), dims_of(where), std::span<const float>(data, n));
+    record(name, shape, where, n);
+  }
+  /// The same without a copy: `data` must stay unchanged until write() returns (the
+  /// checkpointer's staging arena, already a copy of the training state).
+  void add_view(const std::string& name, const shape_t& shape, const box& where, const float* data) {
+    const std::size_t n = static_cast<std::size_t>(where.numel());
+    w_.add_view(box_key(name, where), dims_of(where), std::span<const float>(data, n));
+    record(name, shape, where, n);
   }
   /// Bytes of tensor data staged so far.
   std::uint64_t bytes() const { return bytes_; }
@@ -179,19 +180,58 @@ class shard_writer {
   metadata meta_;
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // (tensor, box) in the order added
   std::uint64_t bytes_ = 0;
+
+  static std::vector<std::int64_t> dims_of(const box& where) {
+    return {where.size.begin(), where.size.begin() + where.rank};
+  }
+  void record(const std::string& name, const shape_t& shape, const box& where, std::size_t n) {
+    saved_box b;
+    b.where = where;
+    b.end = n * sizeof(float);  // relative sizes until write() knows the header (checksums: in write())
+    meta_.add(name, shape).boxes.push_back(b);
+    order_.emplace_back(meta_.tensors.size(), 0);
+    for (std::size_t t = 0; t < meta_.tensors.size(); ++t)
+      if (meta_.tensors[t].name == name) order_.back() = {t, meta_.tensors[t].boxes.size() - 1};
+    bytes_ += n * sizeof(float);
+  }
 };
 
 /// Rank 0: waits until every rank 0..world-1 has written its box list into `tmp` (each
 /// rank's write() ends with it), polling the folder; after `timeout_s` seconds throws an
 /// error naming the ranks that did not arrive (torchtitan#3065: no silent hang).
-inline void wait_for_ranks(const fs::path& tmp, std::int64_t world, double timeout_s) {
+/// A rank whose write failed (or that was told to stop) says so with
+/// "shard-<rank>.failed" (the reason inside), so rank 0 stops waiting for it at once.
+/// Best effort: a rank that dies without a word is found by the timeout.
+inline void mark_failed(const fs::path& tmp, int rank, const std::string& why) noexcept {
+  try {
+    write_text_atomically(tmp / ("shard-" + std::to_string(rank) + ".failed"), why, "checkpoint");
+  } catch (...) {
+  }
+}
+
+/// Also stops with an error when a rank marked its write failed (mark_failed; the error
+/// names it and its reason) or when `*cancel` becomes true (the run is stopping).
+inline void wait_for_ranks(const fs::path& tmp, std::int64_t world, double timeout_s,
+                           const std::atomic<bool>* cancel = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
+  const std::string intact = "; the checkpoint is not committed (the previous complete one is intact)";
   for (int sleep_us = 100;; sleep_us = std::min(sleep_us * 2, 20000)) {
     std::vector<std::int64_t> missing;
     std::error_code ec;
-    for (std::int64_t r = 0; r < world; ++r)
-      if (!fs::is_regular_file(tmp / ("shard-" + std::to_string(r) + ".json"), ec)) missing.push_back(r);
+    for (std::int64_t r = 0; r < world; ++r) {
+      const std::string stem = "shard-" + std::to_string(r);
+      if (fs::is_regular_file(tmp / (stem + ".json"), ec)) continue;
+      if (fs::is_regular_file(tmp / (stem + ".failed"), ec)) {
+        std::ifstream in(tmp / (stem + ".failed"));
+        const std::string why((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        throw error("checkpoint: rank " + std::to_string(r) + " failed to write its shard into '" + tmp.string() +
+                    "': " + why + intact);
+      }
+      missing.push_back(r);
+    }
     if (missing.empty()) return;
+    if (cancel && cancel->load())
+      throw error("checkpoint: the save into '" + tmp.string() + "' was abandoned (the run is stopping)" + intact);
     const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (waited >= timeout_s) {
       std::string names;
@@ -201,8 +241,7 @@ inline void wait_for_ranks(const fs::path& tmp, std::int64_t world, double timeo
       }
       throw error("checkpoint: rank" + std::string(missing.size() > 1 ? "s " : " ") + names + " of " +
                   std::to_string(world) + " did not finish writing '" + tmp.string() + "' within " +
-                  std::to_string(timeout_s) + " s; the checkpoint is not committed (the previous complete one is "
-                  "intact)");
+                  std::to_string(timeout_s) + " s" + intact);
     }
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
   }

@@ -272,22 +272,28 @@ class writer {
            dtype type = dtype::f32) {
     check(type == dtype::f32 || type == dtype::bf16,
           "safetensors: writing " + std::string(dtype_name(type)) + " is not supported; use F32 or BF16");
-    entry e{std::move(name), type, std::move(shape), {}};
-    std::int64_t n = 1;
-    for (auto s : e.shape) n *= s;
-    check(n == static_cast<std::int64_t>(data.size()),
-          "safetensors: tensor '" + e.name + "': data size does not match its shape");
-    e.bytes.resize(data.size() * dtype_size(type));
+    entry e{std::move(name), type, std::move(shape), {}, {}};
+    check_size(e, data.size());
+    e.owned.resize(data.size() * dtype_size(type));
     if (data.empty()) {
       // nothing to copy (and memcpy from the null data() of an empty span is undefined)
     } else if (type == dtype::f32) {
-      std::memcpy(e.bytes.data(), data.data(), e.bytes.size());
+      std::memcpy(e.owned.data(), data.data(), e.owned.size());
     } else {
       for (std::size_t i = 0; i < data.size(); ++i) {
         const std::uint16_t h = detail::f32_to_bf16(data[i]);
-        std::memcpy(e.bytes.data() + 2 * i, &h, 2);
+        std::memcpy(e.owned.data() + 2 * i, &h, 2);
       }
     }
+    e.bytes = e.owned;  // the vector's heap buffer: stays put when the entry moves
+    entries_.push_back(std::move(e));
+  }
+  /// Adds an F32 tensor without copying it: `data` must stay alive and unchanged until
+  /// write() returns (a caller's staging buffer, reused from one file to the next).
+  void add_view(std::string name, std::vector<std::int64_t> shape, std::span<const float> data) {
+    entry e{std::move(name), dtype::f32, std::move(shape), {}, {}};
+    check_size(e, data.size());
+    e.bytes = std::span<const unsigned char>(reinterpret_cast<const unsigned char*>(data.data()), data.size_bytes());
     entries_.push_back(std::move(e));
   }
   void add_metadata(std::string key, std::string value) { meta_[std::move(key)] = std::move(value); }
@@ -344,9 +350,16 @@ class writer {
     std::string name;
     dtype type;
     std::vector<std::int64_t> shape;
-    std::vector<unsigned char> bytes;
+    std::vector<unsigned char> owned;         ///< add()'s copy (empty for add_view())
+    std::span<const unsigned char> bytes;     ///< what is written: owned, or the caller's data
   };
   std::vector<entry> entries_;
+
+  static void check_size(const entry& e, std::size_t count) {
+    std::int64_t n = 1;
+    for (auto s : e.shape) n *= s;
+    check(n == static_cast<std::int64_t>(count), "safetensors: tensor '" + e.name + "': data size does not match its shape");
+  }
   std::map<std::string, std::string> meta_;
 
   static std::string shape_json(const std::vector<std::int64_t>& s) {

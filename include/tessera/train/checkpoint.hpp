@@ -8,8 +8,8 @@
 // the data loader's position (epoch, window, seed: the same on every rank, since every rank
 // reads the global batch, so it reshards to any data-parallel degree). There is no other
 // random state: the data order is a function of (seed, epoch).
-//   - save(step): every rank adds its blocks to a shard_writer (the staging copy) and
-//     writes "shard-<rank>.safetensors" into "step-<N>.tmp"; a block replicated on several
+//   - save(step): every rank adds its blocks to a shard_writer (async: copied into a
+//     staging arena that is allocated once and kept; sync: the live state) and writes "shard-<rank>.safetensors" into "step-<N>.tmp"; a block replicated on several
 //     ranks is written by the lowest of them only (one all-gather of the boxes, on the
 //     calling thread). Rank 0 waits for every rank's box list (a timeout names the ranks
 //     that did not arrive), writes metadata.json, renames the folder (the commit) and keeps
@@ -21,10 +21,13 @@
 //     the loader's position.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -57,6 +60,10 @@ struct checkpoint_options {
   async_mode mode = async_mode::disabled;  ///< --checkpoint.async_mode
   double timeout_s = 600;          ///< how long rank 0 waits for the other ranks' shards
   bool fsync = false;              ///< fsync every file before it is renamed into place
+  /// Called by the writer (the background thread in async mode) with (step, rank) before
+  /// this rank writes its shard; what it throws fails the save as a write error would.
+  /// For fault-injection tests (a rank that fails or dies in the middle of a save).
+  std::function<void(std::int64_t, int)> before_write = nullptr;
 };
 
 /// What the last save cost this rank.
@@ -66,7 +73,7 @@ struct checkpoint_stats {
   double staging_s = 0;       ///< the staging copy's part of it
   double write_s = 0;         ///< the file writing (sync: inside blocked_s; async: in the background)
   std::uint64_t bytes = 0;    ///< tensor bytes this rank wrote
-  std::uint64_t staging_bytes = 0;  ///< host memory of the staging copy (held until written)
+  std::uint64_t staging_bytes = 0;  ///< the staging arena (kept from save to save; estimate_checkpoint_staging)
 };
 
 template <class Model>
@@ -77,6 +84,7 @@ class checkpointer {
   checkpointer(const checkpointer&) = delete;
   checkpointer& operator=(const checkpointer&) = delete;
   ~checkpointer() {
+    cancel_ = true;  // a rank 0 still waiting for the others' shards gives up (the run is stopping)
     if (bg_.joinable()) bg_.join();  // errors of a last async save surface in finish()
   }
 
@@ -93,7 +101,7 @@ class checkpointer {
     auto& world = m_.mesh().world();
     const int rank = world.rank();
     const std::int64_t nworld = world.size();
-    const auto writes = who_writes();  // collective
+    if (writes_.empty()) writes_ = who_writes();  // collective, once: the storage boxes do not change
     const std::filesystem::path folder = opt_.folder;
     std::filesystem::path tmp;
     if (rank == 0) tmp = io::checkpoint::begin_save(folder, step);
@@ -101,28 +109,24 @@ class checkpointer {
     tmp = io::checkpoint::temp_folder(folder, step);
     const auto t1 = clock::now();
     auto w = std::make_unique<io::checkpoint::shard_writer>();
-    const std::int64_t n = m_.model().n_tensors();
-    float* p0 = m_.params().data();
-    for (std::int64_t i = 0; i < n; ++i) {
-      if (!writes[static_cast<std::size_t>(i)]) continue;
-      const box b = m_.storage_box(i);
-      const shape_t g = m_.global_shape(i);
-      const std::string name = m_.model().name(i);
-      const std::ptrdiff_t off = m_.stored(i) - p0;
-      w->add(name, g, b, m_.stored(i));
-      w->add("optimizer.exp_avg." + name, g, b, tr_.exp_avg().data() + off);
-      w->add("optimizer.exp_avg_sq." + name, g, b, tr_.exp_avg_sq().data() + off);
-    }
+    stage_into(*w);  // the blocked part: copies into the arena kept from the last save
     last_ = {};
     last_.step = step;
     last_.staging_s = seconds(t1, clock::now());
-    last_.bytes = last_.staging_bytes = w->bytes();
-    staged_ = std::move(w);  // freed on this thread (finish()), so the next staging copy reuses its memory
+    last_.bytes = w->bytes();
+    last_.staging_bytes = arena_.size() * sizeof(float);
+    staged_ = std::move(w);
     auto job = [this, w = staged_.get(), tmp, folder, step, rank, nworld, st = state(step)]() {
       const auto t = clock::now();
-      w->write(tmp, rank, opt_.fsync);
+      try {
+        if (opt_.before_write) opt_.before_write(step, rank);
+        w->write(tmp, rank, opt_.fsync);
+      } catch (const std::exception& e) {
+        io::checkpoint::mark_failed(tmp, rank, e.what());  // rank 0 stops waiting for this rank at once
+        throw;
+      }
       if (rank == 0) {
-        io::checkpoint::wait_for_ranks(tmp, nworld, opt_.timeout_s);
+        io::checkpoint::wait_for_ranks(tmp, nworld, opt_.timeout_s, &cancel_);
         io::checkpoint::commit(folder, step, nworld, st, opt_.fsync);
         io::checkpoint::prune(folder, opt_.keep_latest_k);
       }
@@ -233,7 +237,10 @@ class checkpointer {
   checkpoint_options opt_;
   checkpoint_stats last_;
   std::thread bg_;
-  std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the staging copy of the save in flight
+  std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the box list of the save in flight (views of arena_)
+  std::vector<float> arena_;   // the staging copy: allocated (and its pages touched) once, reused by every save
+  std::vector<bool> writes_;   // who_writes(), computed at the first save
+  std::atomic<bool> cancel_{false};
   std::exception_ptr error_;
   std::uint64_t read_bytes_ = 0;
 
@@ -254,6 +261,43 @@ class checkpointer {
             {"loader.seed", std::to_string(loader_.seed())},
             {"loader.shuffle", loader_.shuffled() ? "1" : "0"},
             {"rng", "none: the data order is a function of loader.seed and loader.epoch"}};
+  }
+
+  /// Adds the blocks this rank writes (weights, AdamW's m and v) to `w`. Async: copies
+  /// them into the arena first (the staging copy), which is sized at the first save and
+  /// kept, so the copy goes into pages already touched: a plain memcpy (TorchTitan stages
+  /// into pinned memory kept across saves for the same reason). Sync: views of the live
+  /// state, no copy (training waits for the write anyway).
+  void stage_into(io::checkpoint::shard_writer& w) {
+    const std::int64_t n = m_.model().n_tensors();
+    const bool copy = opt_.mode == async_mode::async;
+    if (copy && arena_.empty()) {
+      std::size_t total = 0;
+      for (std::int64_t i = 0; i < n; ++i)
+        if (writes_[static_cast<std::size_t>(i)]) total += 3 * static_cast<std::size_t>(m_.storage_box(i).numel());
+      arena_.assign(total, 0.0f);  // value-initialised: every page touched now, not in the next save
+    }
+    float* p0 = m_.params().data();
+    float* at = arena_.data();
+    for (std::int64_t i = 0; i < n; ++i) {
+      if (!writes_[static_cast<std::size_t>(i)]) continue;
+      const box b = m_.storage_box(i);
+      const auto count = static_cast<std::size_t>(b.numel());
+      const shape_t g = m_.global_shape(i);
+      const std::string name = m_.model().name(i);
+      const std::ptrdiff_t off = m_.stored(i) - p0;
+      const float* from[3] = {m_.stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
+      const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
+      for (int k = 0; k < 3; ++k) {
+        if (!copy) {
+          w.add_view(names[k], g, b, from[k]);
+          continue;
+        }
+        if (count) std::memcpy(at, from[k], count * sizeof(float));
+        w.add_view(names[k], g, b, at);
+        at += count;
+      }
+    }
   }
 
   /// For each parameter: whether this rank writes its block (it holds one, and no lower

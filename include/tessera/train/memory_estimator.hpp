@@ -269,6 +269,49 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   return e;
 }
 
+/// Bytes of the staging arena of an asynchronous checkpoint (train::checkpointer with
+/// async_mode::async) on the rank at `coords`: the f32 weights and both AdamW moments of
+/// every stored block this rank writes. A block replicated over mesh axes (a norm weight
+/// under TP, every block on HSDP's replicas) is written once, by its replica at coordinate
+/// 0 of each of those axes; under PP a rank holds its stages' blocks only. Allocated at the
+/// first save and kept (a std::vector: not in tracked_peak(); not counted by peak(), which is
+/// a training step's). Sync saves write the live state and stage nothing.
+constexpr std::int64_t estimate_checkpoint_staging(const llama_config& cfg, const parallel_spec& p,
+                                                   const mesh_shape& m, const coords_t& coords = {}) {
+  mesh_shape sm = m;
+  coords_t sc = coords;
+  parallel::pp_plan plan;
+  pipeline::schedule lowered;
+  int me = 0;
+  if (p.pp >= 0) {  // the stage's mesh: pp collapsed (train/parallel_llama.hpp)
+    plan = parallel::resolve_pipeline(cfg, p.pipeline, static_cast<int>(m[p.pp]), p.reshard_given);
+    if (plan.error != parallel::pp_error::none) return 0;
+    lowered = parallel::pp_lowered_schedule(p.pipeline, plan);
+    me = static_cast<int>(coords[static_cast<std::size_t>(p.pp)]);
+    sm.size[static_cast<std::size_t>(p.pp)] = 1;
+    sc[static_cast<std::size_t>(p.pp)] = 0;
+  }
+  std::int64_t bytes = 0;
+  for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+    const param_entry en = param_at(cfg, i);
+    if (p.pp >= 0 && lowered.rank_of(plan.stage_of(en.layer, i == 0)) != me) continue;
+    const layout_spec ss = parallel::storage_spec(p, param_style(en), en.shape.is_vector() ? 1 : 2);
+    const std::int64_t n = local_box(ss, sm, param_global_shape(en), sc).numel();
+    bool writes = n > 0;
+    for (int a = 0; a < sm.ndim; ++a)
+      if (sm[a] > 1 && !ss.is_sharded(a) && sc[static_cast<std::size_t>(a)] != 0) writes = false;
+    if (writes) bytes += 3 * n * 4;
+  }
+  return bytes;
+}
+
+/// The same for a recipe on a mesh of `shape`.
+template <class Recipe>
+constexpr std::int64_t estimate_checkpoint_staging(const mesh_shape& shape, const coords_t& coords = {}) {
+  using R = recipe_traits<Recipe>;
+  return estimate_checkpoint_staging(R::config, R::spec, shape, coords);
+}
+
 /// The estimate for a recipe on a mesh of `shape` (e.g. device_mesh::shape()).
 template <class Recipe>
 constexpr memory_estimate estimate_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,

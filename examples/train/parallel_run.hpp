@@ -145,6 +145,9 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
                   "share: its rows under data parallel, its part of the sequence under sequence parallel):\n%s",
                   static_cast<long long>(in.batch), static_cast<long long>(in.seq_len),
                   estimate_memory<R>(dm.shape(), in.batch, in.seq_len, dm.coords()).to_string().c_str());
+    if (lead && in.checkpoint.mode == train::async_mode::async && !in.checkpoint.folder.empty())
+      std::printf("  %-34s %12.3f GiB  (kept from the first checkpoint on; not in the peak above)\n",
+                  "async checkpoint staging arena", static_cast<double>(estimate_checkpoint_staging<R>(dm.shape(), dm.coords())) / (1 << 30));
     if (lead)
       std::printf("%s", estimate_traffic<R>(dm.shape(), in.batch, in.seq_len, in.accum, dm.coords())
                             .to_string(R::mesh::names)
@@ -172,10 +175,13 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
       ckpt.save(m.step);
       if (lead)
-        std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s), %.2f MiB from rank 0\n",
+        std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
+                    "%.2f MiB from rank 0\n",
                     static_cast<long long>(m.step),
                     in.checkpoint.mode == train::async_mode::async ? "writing in the background" : "committed",
-                    ckpt.last().blocked_s, ckpt.last().staging_s, static_cast<double>(ckpt.last().bytes) / (1 << 20));
+                    ckpt.last().blocked_s, ckpt.last().staging_s,
+                    static_cast<double>(ckpt.last().staging_bytes) / (1 << 20),
+                    static_cast<double>(ckpt.last().bytes) / (1 << 20));
     }
     if constexpr (!std::is_same_v<F, C>) {
       if (in.trace) {

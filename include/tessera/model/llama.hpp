@@ -33,6 +33,7 @@
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/model/llama_block.hpp>
+#include <tessera/model/llama_checkpointing.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_ends.hpp>
 #include <tessera/model/llama_params.hpp>
@@ -218,10 +219,18 @@ class llama_model {
     act_->inputs.assign(inputs.begin(), inputs.end());
     embed_forward(residual(0), act_->inputs.data(), param(0), scratch_.proj.data(), dims(), h);
   }
-  /// residual(l + 1) = block l (residual(l)).
+  /// residual(l + 1) = block l (residual(l)). A checkpointed block runs in the shared
+  /// recompute buffer and keeps only its kept groups (llama_checkpointing.hpp).
   template <class Hooks>
   void forward_block(std::int64_t l, Hooks& h) {
-    block_forward(residual(l + 1), residual(l), block_weights_of(l), saved(l), scratch_, dims(), h);
+    const std::uint16_t keep = keep_of(l);
+    if (keep == ac_keep_all) {
+      block_forward(residual(l + 1), residual(l), block_weights_of(l), saved(l), scratch_, dims(), h);
+      return;
+    }
+    swap_kept(saved(l), recompute_, keep);
+    block_forward(residual(l + 1), residual(l), block_weights_of(l), recompute_, scratch_, dims(), h);
+    swap_kept(saved(l), recompute_, keep);
   }
   /// The loss of residual(n_layers) against the targets (see forward()).
   template <class Hooks>
@@ -244,11 +253,40 @@ class llama_model {
                   scratch_.dtmp.data(), dims(), h);
   }
   /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out.
+  /// A checkpointed block first recomputes what it did not keep (with the parameters and
+  /// hooks of its backward: under FSDP the gathered ones, under TP its collectives again).
   template <class Hooks>
   void backward_block(std::int64_t l, Hooks& h) {
-    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), saved(l), scratch_, dims(),
+    const std::uint16_t keep = keep_of(l);
+    if (keep == ac_keep_all) {
+      block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), saved(l), scratch_, dims(),
+                     h);
+      return;
+    }
+    swap_kept(saved(l), recompute_, keep);
+    block_recompute(residual(l), block_weights_of(l), recompute_, scratch_, dims(), h, keep, recompute_flops_);
+    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), recompute_, scratch_, dims(),
                    h);
+    swap_kept(saved(l), recompute_, keep);
   }
+
+  // ---- activation checkpointing (llama_checkpointing.hpp) ----
+
+  /// Checkpoints blocks as `ac` says (sequence_parallel: whether the model runs under SP, which
+  /// TorchTitan's op policy looks at). Takes effect for the activations made from now on.
+  void set_checkpointing(const ac_settings& ac, bool sequence_parallel = false) {
+    ac_ = ac, ac_sp_ = sequence_parallel;
+    own_ = llama_activations{};  // re-made for the next batch
+    scratch_dims_ = llama_dims{};
+  }
+  const ac_settings& checkpointing() const noexcept { return ac_; }
+  /// The groups block l keeps (ac_keep_all: not checkpointed).
+  std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, ac_sp_); }
+  /// The keep mask of the checkpointed blocks (ac_keep_all when none is).
+  std::uint16_t checkpointed_keep() const { return ac_checkpointed_keep(ac_, cfg_.n_layers, ac_sp_); }
+  /// Matmul and attention FLOPs the recomputes did since construction (or reset).
+  std::int64_t recompute_flops() const noexcept { return recompute_flops_; }
+  void reset_recompute_flops() noexcept { recompute_flops_ = 0; }
   template <class Hooks>
   void backward_embedding(Hooks& h) {
     embed_backward(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
@@ -269,6 +307,8 @@ class llama_model {
   }
   template <class Hooks>
   void backward_block_input(std::int64_t l, Hooks& h) {
+    check(keep_of(l) == ac_keep_all, "llama: activation checkpointing does not support the split backward of zero-bubble "
+                                     "schedules; use a schedule without I/W split (GPipe, 1F1B, Interleaved1F1B)");
     block_backward_input(residual_grad(), residual(l), block_weights_of(l), saved(l), scratch_, deferred(l), dims(),
                          h);
   }
@@ -326,6 +366,10 @@ class llama_model {
   block_scratch scratch_;
   llama_dims scratch_dims_;
   std::int64_t scratch_bytes_ = 0;
+  ac_settings ac_{};
+  bool ac_sp_ = false;
+  block_saved recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
+  std::int64_t recompute_flops_ = 0;
 
   arena<float>& owned(arena<float>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
@@ -370,9 +414,10 @@ class llama_model {
     a = llama_activations{};
     a.first = first, a.last = last, a.embedding = embedding, a.head = head, a.dims = d;
     a.saved.resize(static_cast<std::size_t>(last - first));
-    for (auto& s : a.saved) {
-      s.allocate(d);
-      a.bytes += 4 * total_of(block_saved_sizes(d));
+    for (std::int64_t l = first; l < last; ++l) {
+      const std::uint16_t keep = keep_of(l);
+      allocate_kept(a.saved[static_cast<std::size_t>(l - first)], d, keep);
+      a.bytes += 4 * block_kept_floats(d, keep);
     }
     a.res = tensor<float>({(last - first + 1) * d.Nr() * cfg_.dim});
     a.bytes += static_cast<std::int64_t>(a.res.numel()) * 4;
@@ -397,6 +442,12 @@ class llama_model {
     scratch_dims_ = d;
     scratch_.allocate(d);
     scratch_bytes_ = 4 * total_of(block_scratch_sizes(d));
+    const std::uint16_t keep = checkpointed_keep();
+    recompute_ = block_saved{};
+    if (keep != ac_keep_all) {
+      allocate_recompute(recompute_, d, keep);
+      scratch_bytes_ += 4 * block_recompute_floats(d, keep);
+    }
     const llama_config& c = cfg_;
     cpu::rope_config rc;
     rc.theta = c.rope_theta;

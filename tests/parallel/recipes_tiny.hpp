@@ -106,3 +106,28 @@ struct pp_fsdp_bf16 {
                                            fsdp<"dp", mixed_precision<bf16, float>>>;
 };
 }  // namespace tiny_recipes
+
+// Activation checkpointing (issue 15) in each composition: plain TP (the recompute redoes
+// wo's all-reduce), FSDP x TP with SP (the all-gathers), a pipeline.
+#include <tessera/parallel/activation_checkpointing.hpp>
+namespace tiny_recipes {
+struct tp_plain_full {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp">, activation_checkpointing<ac::full>>;
+};
+struct fsdp_tp_2d_op {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp", reshard_after_forward<reshard::all_but_last>>,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel>,
+                                           activation_checkpointing<ac::selective_op<>>>;
+};
+struct pp_3d_layer2 {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::interleaved_1f1b>, stages_per_rank<2>>, fsdp<"dp">,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel>, activation_checkpointing<ac::selective_layer<2>>>;
+};
+}  // namespace tiny_recipes

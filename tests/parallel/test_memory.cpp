@@ -101,6 +101,8 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipe
   check_peak<tp_sp_lp>(2, tp_sp_lp::mesh(), 2, 8, "tiny tp+sp+lp");
   check_peak<tp_plain>(2, tp_plain::mesh(), 2, 8, "tiny tp");
   check_peak<fsdp_tp_2d>(4, fsdp_tp_2d::mesh(), 4, 8, "tiny fsdp x tp (2-D)");
+  check_peak<tp_plain_full>(2, tp_plain_full::mesh(), 2, 8, "tiny tp, full activation checkpointing");
+  check_peak<fsdp_tp_2d_op>(4, fsdp_tp_2d_op::mesh(), 4, 8, "tiny fsdp x tp, selective op checkpointing");
   check_peak<fsdp_tp_bf16>(4, fsdp_tp_bf16::mesh(), 4, 8, "tiny fsdp x tp bf16");
 }
 
@@ -116,6 +118,8 @@ TEST_CASE("estimate_memory: pipeline recipes, per stage, with the schedule's act
   check_peak<pp_hsdp>(8, pp_hsdp::mesh(), 8, 8, "tiny pp x hsdp (GPipe)");
   check_peak<recipes::debug_pp>(2, recipes::debug_pp::mesh(), 4, 64, "debugmodel pp (1F1B)");
   check_peak<recipes::debug_3d_zbv>(8, recipes::debug_3d_zbv::mesh(), 8, 64, "debugmodel 3-D (ZBV, I and W apart)");
+  check_peak<tiny_recipes::pp_3d_layer2>(8, tiny_recipes::pp_3d_layer2::mesh(), 8, 8,
+                                         "tiny 3-D, selective_layer<2> checkpointing");
   // the simulator's count of microbatches in flight: 1F1B's rank 0 keeps pp of them
   using R = recipe_traits<recipes::debug_pp>;
   constexpr auto plan = parallel::resolve_pipeline(R::config, R::spec.pipeline, 2);

@@ -115,6 +115,17 @@ TEST_CASE("traffic: resharding modes, mixed precision, uneven vocabulary and seq
   check_recipe<tp_plain>("tiny TP, vocab 97 on 2", 2, tp_plain::mesh(2), 2, 8);
 }
 
+TEST_CASE("traffic: activation checkpointing's recomputes redo their collectives, and the estimate counts them") {
+  using namespace tiny_recipes;
+  check_recipe<recipes::debug_2d_ac>("debug_2d_ac (selective op)", 4, recipes::debug_2d_ac::mesh(4), 4, 32);
+  check_recipe<tp_plain_full>("tiny TP, full checkpointing", 2, tp_plain_full::mesh(2), 2, 8);
+  check_recipe<fsdp_tp_2d_op>("tiny 2-D, selective op", 4, fsdp_tp_2d_op::mesh(4), 4, 7);
+  check_recipe<pp_3d_layer2>("tiny 3-D, selective_layer<2>", 8, {}, 8, 8);
+  // the recomputes move more than the same recipe without checkpointing
+  static_assert(estimate_traffic<tp_plain_full>(mesh_shape{1, {2}}, 2, 8).activations >
+                estimate_traffic<tp_plain>(mesh_shape{1, {2}}, 2, 8).activations);
+}
+
 TEST_CASE("FSDP prefetch: the next block's all-gathers are in flight while this block's TP calls run") {
   // With debug_2d every rank's recorder shows, for a prefetched dp all-gather, TP calls
   // (over tp) issued after it and before anyone waited for it. A synchronous prefetch

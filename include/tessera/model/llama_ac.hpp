@@ -126,4 +126,22 @@ constexpr std::int64_t llama_activation_bytes(const llama_config& c, const llama
          4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, s, c.n_layers, sequence_parallel);
 }
 
+/// The tensor-parallel collectives the recomputes of blocks [first, last) redo per batch:
+/// the all-gathers in front of the column-parallel regions (attention_norm's and ffn_norm's,
+/// identities without sequence parallel) and the reduction after wo (w2's output is kept).
+struct ac_collectives {
+  std::int64_t gathers = 0, reduces = 0;
+};
+constexpr ac_collectives ac_recompute_collectives(const ac_settings& s, std::int64_t first, std::int64_t last,
+                                                  bool sequence_parallel) {
+  ac_collectives c;
+  for (std::int64_t l = first; l < last; ++l) {
+    const std::uint16_t keep = ac_keep_mask(s, l, sequence_parallel);
+    if (keep == ac_keep_all) continue;
+    c.gathers += !(keep & ac_bit(ac_op::attention_norm)) + !(keep & ac_bit(ac_op::ffn_norm));
+    c.reduces += !(keep & ac_bit(ac_op::wo));
+  }
+  return c;
+}
+
 }  // namespace tessera

@@ -18,6 +18,7 @@
 
 #include <tessera/core/fixed_string.hpp>
 #include <tessera/layout/mesh.hpp>
+#include <tessera/model/llama_ac.hpp>
 #include <tessera/pipeline/generators.hpp>
 #include <tessera/tensor/dtype.hpp>
 
@@ -49,7 +50,7 @@ struct sequence_parallel {};
 /// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
 struct loss_parallel {};
 
-enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel };
+enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing };
 
 /// FSDP's and HSDP's options as values.
 struct fsdp_settings {
@@ -86,6 +87,7 @@ struct policy_desc {
   fsdp_settings fsdp{};             ///< fsdp, hsdp
   tp_settings tp{};                 ///< tensor_parallel
   pp_settings pp{};                 ///< pipeline_parallel
+  ac_settings ac{};                 ///< activation_checkpointing (no axis)
 };
 
 namespace detail {
@@ -177,7 +179,7 @@ template <class... Policies>
 struct parallelize {
   static_assert((detail::policy<Policies> && ...),
                 "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>, "
-                "pipeline_parallel<...>)");
+                "pipeline_parallel<...>, activation_checkpointing<...>)");
   static constexpr int size = static_cast<int>(sizeof...(Policies));
   static constexpr std::array<policy_desc, sizeof...(Policies)> policies{Policies::desc...};
 };
@@ -196,6 +198,7 @@ enum class policy_error : std::uint8_t {
   two_data_parallel,///< more than one fsdp / hsdp
   two_tensor_parallel,
   two_pipeline_parallel,
+  two_activation_checkpointing,
 };
 
 /// The policies resolved against a mesh: axis indices (-1: none) and options.
@@ -211,6 +214,7 @@ struct parallel_spec {
   bool loss_parallel = false;
   bool reshard_given = false;  ///< the fsdp / hsdp policy named reshard_after_forward
   pp_settings pipeline{};      ///< pipeline_parallel's options (when pp >= 0)
+  ac_settings ac{};            ///< activation_checkpointing's mode (none without the policy)
   policy_error error = policy_error::none;
   int error_policy = -1;  ///< index of the offending policy (or mesh axis for unclaimed_axis)
   bool error_on_replicate_axis = false;  ///< unknown_axis / axis_twice: hsdp's replicate axis (else its `axis`)
@@ -244,7 +248,10 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
   for (std::size_t i = 0; i < P; ++i) {
     const policy_desc& p = policies[i];
     const int pi = static_cast<int>(i);
-    if (p.kind == policy_kind::pipeline_parallel) {
+    if (p.kind == policy_kind::activation_checkpointing) {
+      if (s.ac.any()) fail(policy_error::two_activation_checkpointing, pi);
+      s.ac = p.ac;
+    } else if (p.kind == policy_kind::pipeline_parallel) {
       if (s.pp >= 0) fail(policy_error::two_pipeline_parallel, pi);
       s.pp = claim(p.axis, pi);
       s.pipeline = p.pp;
@@ -276,6 +283,7 @@ constexpr std::string_view describe(policy_error e) noexcept {
     case policy_error::two_data_parallel: return "more than one fsdp / hsdp policy";
     case policy_error::two_tensor_parallel: return "more than one tensor_parallel policy";
     case policy_error::two_pipeline_parallel: return "more than one pipeline_parallel policy";
+    case policy_error::two_activation_checkpointing: return "more than one activation_checkpointing policy";
   }
   return "?";
 }

@@ -12,7 +12,8 @@
 //   gradients      the stored gradient blocks, an arena of the same layout;
 //   optimizer      AdamW's m and v, two more arenas of that layout (basic_trainer);
 //   activations    exactly the buffers llama_model allocates for the rank's local batch on
-//                  its shard (llama_activation_bytes: every block's block_saved, the
+//                  its shard (llama_activation_bytes: every block's block_saved -- under
+//                  activation checkpointing the groups it keeps, plus one recompute buffer --, the
 //                  residuals, the head's and the shared scratch);
 //   gathered       the unsharded parameters (f32 tensors) of the FSDP units alive at the peak;
 //   grad_buffers   the compute-layout gradient tensors alive at the peak (the root's, kept for
@@ -173,12 +174,12 @@ constexpr void add_activation_staging(std::int64_t& slot01, std::int64_t& stage,
 /// list of the lowered schedule: F makes a stage's activations, I adds what W needs, B and
 /// W free them (train/pipeline_stages.hpp does exactly this).
 constexpr std::int64_t pipeline_activation_peak(const parallel::pp_plan& plan, const pipeline::schedule& s, int rank,
-                                                const llama_dims& d) {
+                                                const llama_dims& d, const ac_settings& ac = {}, bool sp = false) {
   std::int64_t live = 0, peak = 0;
   for (const pipeline::action& a : s.actions[static_cast<std::size_t>(rank)]) {
     const int st = a.stage;
     const bool embedding = st == 0, head = st == plan.stages - 1;
-    const std::int64_t ctx = llama_stage_activation_bytes(d, plan.blocks(st), head),
+    const std::int64_t ctx = llama_stage_activation_bytes(d, plan.first_layer(st), plan.last_layer(st), head, ac, sp),
                        def = llama_stage_deferred_bytes(d, plan.blocks(st), embedding, head);
     switch (a.kind) {
       case pipeline::op::F: live += ctx; break;
@@ -221,7 +222,8 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   const std::int64_t Bm = plan.m > 0 && B % plan.m == 0 ? B / plan.m : B;
   const llama_dims d = dims_of(cfg, shard, Bm, seq_len);
   e.local_batch = Bm, e.local_seq = d.Tl;
-  e.activations = pipeline_activation_peak(plan, lowered, me, d) + 4 * total_of(block_scratch_sizes(d));
+  e.activations = pipeline_activation_peak(plan, lowered, me, d, p.ac, p.sequence_parallel) +
+                  4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, p.ac, cfg.n_layers, p.sequence_parallel);
   // staging as without a pipeline, for one microbatch (no prefetch under PP)
   std::int64_t slot01 = u.slot01, stage = u.stage;
   add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1);
@@ -258,7 +260,7 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   const std::int64_t B = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords).size[0];
   const llama_dims d = dims_of(cfg, shard, B, seq_len);
   e.local_batch = B, e.local_seq = d.Tl;
-  e.activations = llama_activation_bytes(cfg, shard, B, seq_len);
+  e.activations = llama_activation_bytes(cfg, shard, B, seq_len, p.ac, p.sequence_parallel);
 
   // Staging: the largest call of each buffer (they grow and stay).
   std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);

@@ -10,6 +10,7 @@
 //   debug_pp     pipeline pp = 2, 1F1B, 2 microbatches (2 ranks)
 //   debug_3d     pp = 2 (Interleaved1F1B, 2 stages per rank) x FSDP dp = 2 x TP tp = 2 (8 ranks)
 //   debug_3d_zbv the same with ZBVZeroBubble (V placement, I and W apart)
+//   debug_2d_ac  debug_2d with selective op activation checkpointing (TorchTitan's op policy)
 // llama3_8b_fsdp (FSDP over 8 ranks) is the paper's 8B configuration, for the memory
 // estimator; it is far too large for a CPU.
 #pragma once
@@ -18,6 +19,7 @@
 #include <string_view>
 
 #include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/activation_checkpointing.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 
@@ -81,6 +83,14 @@ struct debug_3d_zbv {
       fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
 
+struct debug_2d_ac {
+  static constexpr std::string_view name = "debug_2d_ac";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>,
+                                           activation_checkpointing<ac::selective_op<>>>;
+};
+
 struct llama3_8b_fsdp {
   static constexpr std::string_view name = "llama3_8b_fsdp";
   using model = llama3_8b;
@@ -99,6 +109,7 @@ void for_each_runnable(F&& f) {
   f.template operator()<debug_pp>();
   f.template operator()<debug_3d>();
   f.template operator()<debug_3d_zbv>();
+  f.template operator()<debug_2d_ac>();
 }
 }  // namespace detail
 

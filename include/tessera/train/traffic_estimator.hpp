@@ -271,8 +271,10 @@ struct traffic_walk {
     }
     // TP activations [B, T, X] (the plans are empty without TP)
     const shape_t act{batch, seq, cfg.dim};
-    add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
-    add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2), cm, at);
+    // (and what activation checkpointing's recomputes redo)
+    constexpr ac_collectives rc = ac_recompute_collectives(ps.ac, 0, cfg.n_layers, ps.sequence_parallel);
+    add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.gathers), cm, at);
+    add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.reduces), cm, at);
     add_head_traffic<types, ps>(e, shape, batch, seq, cfg.vocab_size, mb, cm, at);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
     add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, scalar, double>(e, e.scalars, shape,
@@ -333,10 +335,12 @@ struct pipeline_traffic_walk {
       const bool head = st == plan.stages - 1;
       head_here = head_here || head;
       const std::int64_t moves = 4 * plan.blocks(st) + (head ? 1 : 0) + (st == 0 ? 1 : 0);
+      const ac_collectives rc =
+          ac_recompute_collectives(ps.ac, plan.first_layer(st), plan.last_layer(st), ps.sequence_parallel);
       add_plan_traffic<typename types::residual, typename types::replicated, float>(e, e.activations, sm, act,
-                                                                                    times * moves, cm, sc);
+                                                                                    times * (moves + rc.gathers), cm, sc);
       add_plan_traffic<typename types::partial, typename types::residual, float>(e, e.activations, sm, act,
-                                                                                 times * moves, cm, sc);
+                                                                                 times * (moves + rc.reduces), cm, sc);
     }
     if (head_here) add_head_traffic<types, ps>(e, sm, Bg, seq, cfg.vocab_size, times, cm, sc);
     // the pipeline's sends: one microbatch's residual stream on this rank's TP shard

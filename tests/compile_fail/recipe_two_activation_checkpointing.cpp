@@ -1,0 +1,15 @@
+// expect: tessera recipe: more than one activation_checkpointing policy; use one
+// max-errors: 1
+#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/train/recipe.hpp>
+using namespace tessera;
+struct cfg {
+  static constexpr llama_config config{.name = "tiny", .dim = 32, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2, .vocab_size = 97, .multiple_of = 32};
+};
+struct r {
+  using model = cfg;
+  using mesh = tessera::mesh<axis<"dp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, activation_checkpointing<ac::full>,
+                                           activation_checkpointing<ac::selective_op<>>>;
+};
+constexpr bool ok = recipe_traits<r>::ok;

@@ -17,6 +17,7 @@
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
+#include <tessera/train/trainer.hpp>
 
 using namespace tessera;
 

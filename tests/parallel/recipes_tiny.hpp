@@ -130,4 +130,12 @@ struct pp_3d_layer2 {
       pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::interleaved_1f1b>, stages_per_rank<2>>, fsdp<"dp">,
       tensor_parallel<"tp", sequence_parallel, loss_parallel>, activation_checkpointing<ac::selective_layer<2>>>;
 };
+/// Zero-bubble (I and W apart) with selective op checkpointing under TP + SP.
+struct pp_zbv_op {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>, stages_per_rank<2>>,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel>, activation_checkpointing<ac::selective_op<>>>;
+};
 }  // namespace tiny_recipes

@@ -120,6 +120,8 @@ TEST_CASE("estimate_memory: pipeline recipes, per stage, with the schedule's act
   check_peak<recipes::debug_3d_zbv>(8, recipes::debug_3d_zbv::mesh(), 8, 64, "debugmodel 3-D (ZBV, I and W apart)");
   check_peak<tiny_recipes::pp_3d_layer2>(8, tiny_recipes::pp_3d_layer2::mesh(), 8, 8,
                                          "tiny 3-D, selective_layer<2> checkpointing");
+  check_peak<tiny_recipes::pp_zbv_op>(4, tiny_recipes::pp_zbv_op::mesh(), 8, 8,
+                                      "tiny pp x tp (ZBV), selective op checkpointing");
   // the simulator's count of microbatches in flight: 1F1B's rank 0 keeps pp of them
   using R = recipe_traits<recipes::debug_pp>;
   constexpr auto plan = parallel::resolve_pipeline(R::config, R::spec.pipeline, 2);

@@ -121,6 +121,7 @@ TEST_CASE("traffic: activation checkpointing's recomputes redo their collectives
   check_recipe<tp_plain_full>("tiny TP, full checkpointing", 2, tp_plain_full::mesh(2), 2, 8);
   check_recipe<fsdp_tp_2d_op>("tiny 2-D, selective op", 4, fsdp_tp_2d_op::mesh(4), 4, 7);
   check_recipe<pp_3d_layer2>("tiny 3-D, selective_layer<2>", 8, {}, 8, 8);
+  check_recipe<pp_zbv_op>("tiny pp x tp (ZBV), selective op", 4, {}, 8, 8);
   // the recomputes move more than the same recipe without checkpointing
   static_assert(estimate_traffic<tp_plain_full>(mesh_shape{1, {2}}, 2, 8).activations >
                 estimate_traffic<tp_plain>(mesh_shape{1, {2}}, 2, 8).activations);

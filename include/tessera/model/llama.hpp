@@ -11,8 +11,9 @@
 //   blocks 0 .. n_layers-1   block_forward / block_backward        (llama_block.hpp)
 //   the head                 head_forward / head_backward          (llama_ends.hpp)
 // forward() and backward() are loops over them; a pipeline stage calls the parts it owns
-// (forward_embedding, forward_block, forward_head and their backwards), and activation
-// checkpointing calls forward_block again.
+// (forward_embedding, forward_block, forward_head and their backwards). Under activation
+// checkpointing (set_checkpointing) a block keeps only some of its saved tensors and its
+// backward first recomputes the rest (llama_checkpointing.hpp).
 //
 // The model does not know it is parallel. A `llama_shard` (llama_shard.hpp) says which
 // part of the math this rank computes, as sizes; the hooks object runs at the points where
@@ -305,15 +306,37 @@ class llama_model {
     head_backward_weight(grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
                          act_->head_buffers, dims());
   }
+  /// A checkpointed block recomputes before its I, as before a whole backward, and keeps
+  /// what it recomputed with its deferred gradients until its W (which recomputes nothing).
   template <class Hooks>
   void backward_block_input(std::int64_t l, Hooks& h) {
-    check(keep_of(l) == ac_keep_all, "llama: activation checkpointing does not support the split backward of zero-bubble "
-                                     "schedules; use a schedule without I/W split (GPipe, 1F1B, Interleaved1F1B)");
-    block_backward_input(residual_grad(), residual(l), block_weights_of(l), saved(l), scratch_, deferred(l), dims(),
+    const std::uint16_t keep = keep_of(l);
+    if (keep == ac_keep_all) {
+      block_backward_input(residual_grad(), residual(l), block_weights_of(l), saved(l), scratch_, deferred(l), dims(),
+                           h);
+      return;
+    }
+    swap_kept(saved(l), recompute_, keep);
+    block_recompute(residual(l), block_weights_of(l), recompute_, scratch_, dims(), h, keep, recompute_flops_);
+    block_backward_input(residual_grad(), residual(l), block_weights_of(l), recompute_, scratch_, deferred(l), dims(),
                          h);
+    swap_kept(saved(l), recompute_, keep);
+    block_deferred& def = deferred(l);
+    const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
+    swap_kept(def.recomputed, recompute_, redo, false);  // the recomputed groups go with the deferred ones
+    def.recomputed_floats = block_recompute_floats(dims(), keep);
+    allocate_recompute(recompute_, dims(), keep);
   }
   void backward_block_weight(std::int64_t l) {
-    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());
+    const std::uint16_t keep = keep_of(l);
+    if (keep == ac_keep_all) {
+      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());
+      return;
+    }
+    const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
+    swap_kept(saved(l), deferred(l).recomputed, redo, false);
+    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());  // releases the deferred
+    release_groups(saved(l), redo);
   }
   template <class Hooks>
   void backward_embedding_input(Hooks& h) {

@@ -126,6 +126,19 @@ constexpr std::int64_t llama_activation_bytes(const llama_config& c, const llama
          4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, s, c.n_layers, sequence_parallel);
 }
 
+/// Bytes the I half of a stage's backward keeps for its W (llama_stage_deferred_bytes) plus,
+/// under checkpointing, the groups each checkpointed block's I recomputed (kept until its W).
+constexpr std::int64_t llama_stage_deferred_bytes(const llama_dims& d, std::int64_t first, std::int64_t last,
+                                                  bool embedding, bool head, const ac_settings& s,
+                                                  bool sequence_parallel) {
+  std::int64_t b = llama_stage_deferred_bytes(d, last - first, embedding, head);
+  for (std::int64_t l = first; l < last; ++l) {
+    const std::uint16_t keep = ac_keep_mask(s, l, sequence_parallel);
+    if (keep != ac_keep_all) b += 4 * block_recompute_floats(d, keep);
+  }
+  return b;
+}
+
 /// The tensor-parallel collectives the recomputes of blocks [first, last) redo per batch:
 /// the all-gathers in front of the column-parallel regions (attention_norm's and ffn_norm's,
 /// identities without sequence parallel) and the reduction after wo (w2's output is kept).

@@ -45,12 +45,20 @@ inline void allocate_recompute(block_saved& s, const llama_dims& d, std::uint16_
 /// Exchanges the kept fields of a block's own `mine` with the shared buffer `work`, and the
 /// pointers to what the column-parallel GEMMs saw: before the block's forward or recompute
 /// (so `work` is a whole block_saved), and again after (so `mine` holds what it keeps).
-inline void swap_kept(block_saved& mine, block_saved& work, std::uint16_t keep) {
+inline void swap_kept(block_saved& mine, block_saved& work, std::uint16_t keep, bool with_seen = true) {
   const auto a = detail::saved_fields(mine), b = detail::saved_fields(work);
   for (std::size_t i = 0; i < a.size(); ++i)
     if (keep & ac_bit(ac_field_group[i])) std::swap(*a[i], *b[i]);
+  if (!with_seen) return;
   std::swap(mine.an_seen, work.an_seen);
   std::swap(mine.fn_seen, work.fn_seen);
+}
+
+/// Frees the fields of `s` in the groups of `groups`.
+inline void release_groups(block_saved& s, std::uint16_t groups) {
+  const auto f = detail::saved_fields(s);
+  for (std::size_t i = 0; i < f.size(); ++i)
+    if (groups & ac_bit(ac_field_group[i])) *f[i] = tensor<float>();
 }
 
 /// Rebuilds in `s` every group not in `keep` from the block's input x, as block_forward made

@@ -29,6 +29,10 @@ struct block_deferred {
   tensor<float> d_att;   ///< into wo's output, gathered                     [N, D]
   tensor<float> dq, dk, dv;  ///< into wq's, wk's, wv's outputs (after RoPE's backward)
   tensor<float> dn1;     ///< into attention_norm's output, reduced          [Nr, D]
+  /// Under activation checkpointing: the groups the block's I recomputed, kept for its W
+  /// (llama_model moves them here from the shared recompute buffer).
+  block_saved recomputed;
+  std::int64_t recomputed_floats = 0;
 
   void allocate(const llama_dims& d) {
     const auto n = block_deferred_sizes(d);
@@ -38,8 +42,9 @@ struct block_deferred {
   void release() { *this = block_deferred{}; }
   /// Bytes held (0 once released).
   std::int64_t bytes() const {
-    return 4 * static_cast<std::int64_t>(d_ffn.numel() + dh13.numel() + dn2.numel() + d_att.numel() + dq.numel() +
-                                         dk.numel() + dv.numel() + dn1.numel());
+    return 4 * (static_cast<std::int64_t>(d_ffn.numel() + dh13.numel() + dn2.numel() + d_att.numel() + dq.numel() +
+                                          dk.numel() + dv.numel() + dn1.numel()) +
+                recomputed_floats);
   }
 };
 

@@ -137,16 +137,6 @@ struct pipeline_parallel {
 
 namespace parallel {
 
-/// True when a schedule splits backward into input (I) and weight (W) gradients (the
-/// zero-bubble schedules, and a user's table that does): activation checkpointing cannot
-/// serve it (the recompute buffer would have to live from I to W).
-constexpr bool splits_backward(const pipeline::schedule& s) {
-  for (const auto& rank : s.actions)
-    for (const pipeline::action& a : rank)
-      if (a.kind == pipeline::op::I || a.kind == pipeline::op::W) return true;
-  return false;
-}
-
 /// True for the schedules that hold several stages per rank.
 constexpr bool multi_stage(pipeline::schedule_kind k) {
   return k != pipeline::schedule_kind::gpipe && k != pipeline::schedule_kind::one_f_one_b;
@@ -290,14 +280,6 @@ inline std::string pp_batch_problem(std::int64_t B, std::int64_t dp, int m) {
 /// Run-time choices for a pipeline recipe (a sweep over schedules or microbatch counts
 /// without a type per point): what is set replaces the policy's option; checked as the
 /// policy's values are, at start-up.
-/// splits_backward() of the schedule a pipeline resolves to (false when it does not resolve).
-constexpr bool pipeline_splits_backward(const llama_config& c, const pp_settings& o, int pp, bool reshard_given) {
-  const pp_plan p = resolve_pipeline(c, o, pp, reshard_given);
-  if (p.error != pp_error::none) return false;
-  const pipeline::schedule s = pp_lowered_schedule(o, p);
-  return splits_backward(s);
-}
-
 struct pipeline_choice {
   bool set_schedule = false;
   pipeline::schedule_kind schedule = pipeline::schedule_kind::one_f_one_b;

@@ -180,7 +180,8 @@ constexpr std::int64_t pipeline_activation_peak(const parallel::pp_plan& plan, c
     const int st = a.stage;
     const bool embedding = st == 0, head = st == plan.stages - 1;
     const std::int64_t ctx = llama_stage_activation_bytes(d, plan.first_layer(st), plan.last_layer(st), head, ac, sp),
-                       def = llama_stage_deferred_bytes(d, plan.blocks(st), embedding, head);
+                       def = llama_stage_deferred_bytes(d, plan.first_layer(st), plan.last_layer(st), embedding, head,
+                                                        ac, sp);
     switch (a.kind) {
       case pipeline::op::F: live += ctx; break;
       case pipeline::op::I: live += def; break;

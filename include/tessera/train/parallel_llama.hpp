@@ -63,13 +63,7 @@ class parallel_llama {
         model_(cfg, shard_of(dm, sdm_), false),
         store_(sdm_, model_, param_list(model_, pp_), ps.pp >= 0 ? pp_.plan.stages : cfg.n_layers + 1), tp_(sdm_),
         hooks_{*this} {
-    if constexpr (ps.ac.any()) {
-      check(ps.pp < 0 || !parallel::splits_backward(pp_.lowered),
-            "recipe " + traits::name() + ": activation_checkpointing cannot serve a pipeline schedule that splits "
-            "backward into I and W (zero-bubble schedules); choose GPipe, 1F1B, Interleaved1F1B or LoopedBFS, or drop "
-            "activation_checkpointing");
-      model_.set_checkpointing(ps.ac, ps.sequence_parallel);
-    }
+    if constexpr (ps.ac.any()) model_.set_checkpointing(ps.ac, ps.sequence_parallel);
   }
   parallel_llama(const parallel_llama&) = delete;
   parallel_llama& operator=(const parallel_llama&) = delete;

@@ -158,14 +158,6 @@ constexpr bool two_activation_checkpointing() {
   static_assert(Policy < 0, "tessera recipe: more than one activation_checkpointing policy; use one");
   return false;
 }
-template <pipeline::schedule_kind Schedule>
-constexpr bool activation_checkpointing_with_split_backward() {
-  static_assert(Schedule != Schedule,
-                "tessera recipe: activation_checkpointing cannot serve a pipeline schedule that splits backward into I "
-                "and W (zero-bubble schedules); choose GPipe, 1F1B, Interleaved1F1B or LoopedBFS, or drop "
-                "activation_checkpointing");
-  return false;
-}
 // pipeline_parallel (parallel/pipeline_parallel.hpp): the numbers are the template arguments.
 template <pipeline::schedule_kind Schedule, int stages_per_rank>
 constexpr bool pp_v_schedule_needs_2_stages_per_rank() {
@@ -294,11 +286,6 @@ constexpr bool report_recipe() {
                                .error != parallel::pp_error::none) {
     return report_pipeline<parallel::resolve_pipeline(Parts::config, S.pipeline,
                                                       static_cast<int>(Mesh::static_shape[S.pp]), S.reshard_given)>();
-  } else if constexpr (S.ac.any() && S.pp >= 0 && Mesh::static_shape[S.pp] != dyn &&
-                       parallel::pipeline_splits_backward(Parts::config, S.pipeline,
-                                                          static_cast<int>(Mesh::static_shape[S.pp]), S.reshard_given)) {
-    (void)diagnostic::activation_checkpointing_with_split_backward<S.pipeline.schedule>();
-    return false;
   } else {
     constexpr std::int64_t tp = S.tp >= 0 && Mesh::static_shape[S.tp] != dyn ? Mesh::static_shape[S.tp] : 0;
     constexpr parallel_problem P = check_parallel(Parts::config, tp);

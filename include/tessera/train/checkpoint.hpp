@@ -9,8 +9,9 @@
 // reads the global batch, so it reshards to any data-parallel degree). There is no other
 // random state: the data order is a function of (seed, epoch).
 //   - save(step): every rank adds its blocks to a shard_writer (async: copied into a
-//     staging arena that is allocated once and kept; sync: the live state) and writes "shard-<rank>.safetensors" into "step-<N>.tmp"; a block replicated on several
-//     ranks is written by the lowest of them only (one all-gather of the boxes, on the
+//     staging arena that is allocated once and kept; sync: the live state) and writes
+//     "shard-<rank>.safetensors" into "step-<N>.tmp"; a block replicated on several ranks
+//     is written by the lowest of them only (one all-gather of the boxes, on the
 //     calling thread). Rank 0 waits for every rank's box list (a timeout names the ranks
 //     that did not arrive), writes metadata.json, renames the folder (the commit) and keeps
 //     the newest keep_latest_k checkpoints. Sync mode does all of it before returning (and

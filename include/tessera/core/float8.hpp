@@ -24,7 +24,6 @@
 // CUDA kernel can share it. tensor/dtype.hpp maps these types to the dtype tags.
 #pragma once
 
-#include <bit>
 #include <cstdint>
 #include <type_traits>
 
@@ -33,6 +32,14 @@
 namespace tessera {
 
 namespace detail {
+
+/// std::bit_cast through the builtin it wraps (GCC, Clang, MSVC and nvcc all have it): a
+/// builtin has no CUDA execution space, so __host__ __device__ code may call it.
+template <class To, class From>
+TESSERA_HOST_DEVICE constexpr To bit_cast(const From& from) noexcept {
+  static_assert(sizeof(To) == sizeof(From));
+  return __builtin_bit_cast(To, from);
+}
 
 /// f32 -> narrow float with M mantissa bits and exponent bias `bias`, round to nearest
 /// even. Only for formats whose smallest subnormal is far above f32's normal range (f8).
@@ -92,17 +99,17 @@ struct f8_base {
     const std::uint32_t sign = (c & 0x80u) ? 0x80000000u : 0u;
     const std::uint32_t a = c & 0x7Fu;
     const std::uint32_t ex = a >> M, man = a & ((1u << M) - 1u);
-    if (is_nan_code(c)) return std::bit_cast<float>(sign | 0x7FC00000u);
-    if (HasInf && a == inf_code) return std::bit_cast<float>(sign | 0x7F800000u);
+    if (is_nan_code(c)) return detail::bit_cast<float>(sign | 0x7FC00000u);
+    if (HasInf && a == inf_code) return detail::bit_cast<float>(sign | 0x7F800000u);
     if (ex == 0) {  // subnormal: man * 2^(1 - bias - M), exact in float
       const float v = static_cast<float>(man) / static_cast<float>(1u << (bias - 1 + M));
       return sign ? -v : v;
     }
-    return std::bit_cast<float>(sign | ((ex - bias + 127u) << 23) | (man << (23 - M)));
+    return detail::bit_cast<float>(sign | ((ex - bias + 127u) << 23) | (man << (23 - M)));
   }
   /// Round to nearest even; `saturate` picks the overflow behaviour (see the top).
   TESSERA_HOST_DEVICE static constexpr std::uint8_t from_f32(float f, bool saturate) noexcept {
-    const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+    const std::uint32_t u = detail::bit_cast<std::uint32_t>(f);
     const std::uint32_t sign = (u >> 24) & 0x80u;
     const std::uint32_t a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) return static_cast<std::uint8_t>(sign | nan_code);

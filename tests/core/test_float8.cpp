@@ -2,7 +2,9 @@
 // here with ldexp, every code's round trip, values named in the spec, ties to even at
 // several exponents and in the subnormals, saturation, signed zero, NaN, monotonic
 // rounding to the nearest value, and a table of conversions made by ml_dtypes
-// (float8_reference.inc, written by make_float8_reference.py).
+// (float8_reference.inc, written by make_float8_reference.py). round_to_f8, the bit-level
+// float(F8(x)) of the CPU's quantize-dequantize, is checked against the cast on every input
+// here (and was checked on every float bit pattern once, see docs/kernels.md).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -197,12 +199,12 @@ TEST_CASE("float8: saturation, signed zero and NaN") {
 }
 
 namespace {
-/// Sorted sweep of floats in [-limit, limit]: every 1021st bit pattern of each sign plus
+/// Sorted sweep of floats in [-limit, limit]: every 4093rd bit pattern of each sign plus
 /// every FP8 value and its neighbours.
 template <class F8>
 void check_monotonic_and_nearest(float limit) {
   std::vector<float> xs;
-  for (std::uint32_t u = 0; u < 0x7F800000u; u += 1021u) {
+  for (std::uint32_t u = 0; u < 0x7F800000u; u += 4093u) {
     const float f = bits_f(u);
     if (f > limit) break;
     xs.push_back(f);
@@ -224,6 +226,8 @@ void check_monotonic_and_nearest(float limit) {
   for (float x : xs) {
     const float y = float(F8(x));
     CAPTURE(x);
+    // round_to_f8 (the CPU's quantize-dequantize) gives the same float, bit for bit.
+    REQUIRE(std::bit_cast<std::uint32_t>(tessera::round_to_f8<F8>(x)) == std::bit_cast<std::uint32_t>(y));
     REQUIRE(y >= prev);  // monotonic
     prev = y;
     // Nearest: no finite FP8 value is strictly closer (beyond max, saturation gives max).
@@ -250,6 +254,11 @@ TEST_CASE("float8: conversions equal ml_dtypes' (float8_reference.inc)") {
   for (const row& r : table) {
     const float x = bits_f(r.f);
     ++rows;
+    // round_to_f8 equals the decoded saturating cast, NaN included (bit for bit).
+    CHECK(std::bit_cast<std::uint32_t>(tessera::round_to_f8<f8_e4m3fn>(x)) ==
+          std::bit_cast<std::uint32_t>(float(f8_e4m3fn::from_bits(r.e4_sat))));
+    CHECK(std::bit_cast<std::uint32_t>(tessera::round_to_f8<f8_e5m2>(x)) ==
+          std::bit_cast<std::uint32_t>(float(f8_e5m2::from_bits(r.e5_sat))));
     const bool ok = f8_e4m3fn(x).bits == r.e4_sat &&
                     tessera::to_f8_nonsat<f8_e4m3fn>(x).bits == r.e4_nonsat &&
                     f8_e5m2(x).bits == r.e5_sat && tessera::to_f8_nonsat<f8_e5m2>(x).bits == r.e5_nonsat;

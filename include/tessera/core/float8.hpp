@@ -157,6 +157,32 @@ static_assert(f8_e4m3fn::max_finite == 448.0f && f8_e5m2::max_finite == 57344.0f
 static_assert(f8_e4m3fn::min_normal == 0x1p-6f && f8_e5m2::min_normal == 0x1p-14f);
 static_assert(f8_e4m3fn::min_subnormal == 0x1p-9f && f8_e5m2::min_subnormal == 0x1p-16f);
 
+/// float(F8(x)) computed on the float's bits, without forming the byte: the saturating
+/// round to nearest even onto F8's values (NaN gives the same quiet NaN as float(F8(x))).
+/// Free of branches, so loops over it vectorize; the CPU's quantize-dequantize uses it.
+/// Normals round on the bits (a carry into the exponent is the right result); below the
+/// smallest normal, adding and subtracting 2^23 quanta rounds to a multiple of the
+/// smallest subnormal in float arithmetic (exact without -ffast-math).
+template <class F8>
+TESSERA_HOST_DEVICE constexpr float round_to_f8(float x) noexcept {
+  constexpr std::uint32_t drop = 23u - static_cast<std::uint32_t>(F8::format::mantissa_bits);
+  constexpr std::uint32_t max_bits = detail::bit_cast<std::uint32_t>(F8::max_finite);
+  constexpr std::uint32_t min_normal_bits = detail::bit_cast<std::uint32_t>(F8::min_normal);
+  constexpr float magic = F8::min_subnormal * 8388608.0f;  // its ulp is min_subnormal
+  const std::uint32_t u = detail::bit_cast<std::uint32_t>(x);
+  const std::uint32_t a = u & 0x7FFFFFFFu;
+  const std::uint32_t normal =
+      (a + ((1u << (drop - 1u)) - 1u) + ((a >> drop) & 1u)) & ~((1u << drop) - 1u);
+  const float af = detail::bit_cast<float>(a);
+  const std::uint32_t subnormal = detail::bit_cast<std::uint32_t>((af + magic) - magic);
+  std::uint32_t r = a < min_normal_bits ? subnormal : normal;
+  r = r > max_bits ? max_bits : r;        // saturate (+-inf included)
+  r = a > 0x7F800000u ? 0x7FC00000u : r;  // NaN
+  return detail::bit_cast<float>(r | (u & 0x80000000u));
+}
+static_assert(round_to_f8<f8_e4m3fn>(1.0625f) == 1.0f && round_to_f8<f8_e4m3fn>(1000.0f) == 448.0f);
+static_assert(round_to_f8<f8_e5m2>(0x1.8p-16f) == 0x1p-15f && round_to_f8<f8_e5m2>(-1e9f) == -57344.0f);
+
 /// Explicit conversions, named by overflow behaviour.
 template <class F8>
 TESSERA_HOST_DEVICE constexpr F8 to_f8_sat(float f) noexcept {

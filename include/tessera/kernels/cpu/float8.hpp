@@ -171,10 +171,9 @@ inline void abs_max_cols(float* out, const float* x, std::int64_t rows, std::int
   }, 64);
 }
 
-/// 2^floor(log2(s)), computed as torchao does (log2, floor and exp2 on the float). Exact
-/// for every scale the recipes produce; note that a scale within about 2^-21 relative
-/// below a power of two has a float log2 that rounds up to the integer, so it keeps that
-/// power of two (the Float8 path's numerics, which this reproduces).
+/// 2^floor(log2(s)), computed as torchao does (log2, floor and exp2 on the float). A scale
+/// just below a power of two 2^k whose float log2 rounds to k keeps 2^k (for k in 8..15,
+/// within about 2^-21 relative): the Float8 path's numerics, which this reproduces.
 inline float f8_round_scale_down_to_power_of_two(float s) noexcept {
   return std::exp2(std::floor(std::log2(s)));
 }

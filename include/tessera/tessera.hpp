@@ -8,6 +8,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/extents.hpp>
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/core/float8.hpp>
 #include <tessera/core/json.hpp>
 #include <tessera/core/reduce.hpp>
 #include <tessera/core/source_location.hpp>
@@ -51,6 +52,7 @@
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>

@@ -4,6 +4,17 @@
 #include <cstddef>
 #include <cstdint>
 
+/// Marks a function that CUDA code may call too: `__host__ __device__` under nvcc (and
+/// clang's CUDA mode), nothing otherwise. For small per-element functions (the FP8
+/// conversions of core/float8.hpp) that a CUDA kernel will share with the CPU path.
+#ifndef TESSERA_HOST_DEVICE
+#if defined(__CUDACC__)
+#define TESSERA_HOST_DEVICE __host__ __device__
+#else
+#define TESSERA_HOST_DEVICE
+#endif
+#endif
+
 namespace tessera {
 
 /// The largest number of mesh axes a mesh may have.

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include <tessera/comm/threads.hpp>
-#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 #include <tessera/tensor/memory.hpp>
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>

@@ -1,6 +1,6 @@
 // expect: tessera recipe: more than one activation_checkpointing policy; use one
 // max-errors: 1
-#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
 struct cfg {

@@ -109,7 +109,7 @@ struct pp_fsdp_bf16 {
 
 // Activation checkpointing (issue 15) in each composition: plain TP (the recompute redoes
 // wo's all-reduce), FSDP x TP with SP (the all-gathers), a pipeline.
-#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 namespace tiny_recipes {
 struct tp_plain_full {
   using model = tiny;

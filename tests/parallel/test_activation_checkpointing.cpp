@@ -9,7 +9,7 @@
 #include <string>
 
 #include <tessera/comm/threads.hpp>
-#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 
 #include "training_check.hpp"
 

@@ -49,7 +49,7 @@ inline constexpr std::array<ac_op, 15> ac_field_group{
 
 enum class ac_mode : std::uint8_t { none, full, selective_layer, selective_op };
 
-/// activation_checkpointing's options as values (parallel/activation_checkpointing.hpp).
+/// activation_checkpointing's options as values (parallel/activation_checkpoint.hpp).
 struct ac_settings {
   ac_mode mode = ac_mode::none;
   int every = 0;               ///< selective_layer: every N-th block

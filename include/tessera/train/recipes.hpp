@@ -19,7 +19,7 @@
 #include <string_view>
 
 #include <tessera/model/llama_config.hpp>
-#include <tessera/parallel/activation_checkpointing.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 

@@ -1,4 +1,4 @@
-// tessera/parallel/activation_checkpointing.hpp: activation checkpointing as a policy of
+// tessera/parallel/activation_checkpoint.hpp: activation checkpointing as a policy of
 // parallelize<...> (TorchTitan's [activation_checkpoint] mode and selective_ac_option).
 //
 //   using P = tessera::parallelize<tessera::fsdp<"dp">,

@@ -64,8 +64,10 @@
 #include <tessera/pipeline/pipeline.hpp>
 
 // model (model/llama.hpp needs OpenBLAS)
+#include <tessera/model/llama_ac.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_params.hpp>
+#include <tessera/parallel/activation_checkpoint.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/policies.hpp>
 

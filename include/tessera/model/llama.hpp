@@ -471,15 +471,7 @@ class llama_model {
       allocate_recompute(recompute_, d, keep);
       scratch_bytes_ += 4 * block_recompute_floats(d, keep);
     }
-    const llama_config& c = cfg_;
-    cpu::rope_config rc;
-    rc.theta = c.rope_theta;
-    rc.scaling = c.rope_scaling;
-    rc.factor = c.rope_scale_factor;
-    rc.low_freq_factor = c.rope_low_freq_factor;
-    rc.high_freq_factor = c.rope_high_freq_factor;
-    rc.original_context = c.rope_original_context;
-    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rc);
+    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rope_config_of(cfg_));
   }
 };
 

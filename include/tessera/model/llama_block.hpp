@@ -99,6 +99,13 @@ struct block_scratch {
   }
 };
 
+/// The RoPE settings of a model config (the tables block_scratch holds).
+inline cpu::rope_config rope_config_of(const llama_config& c) {
+  return {.theta = c.rope_theta, .scaling = c.rope_scaling, .factor = c.rope_scale_factor,
+          .low_freq_factor = c.rope_low_freq_factor, .high_freq_factor = c.rope_high_freq_factor,
+          .original_context = c.rope_original_context};
+}
+
 /// Attention on this rank's heads of whole sequences: the CPU kernels.
 struct local_attention {
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {

@@ -3,8 +3,10 @@
 //
 // It searches the graph whose nodes are layouts and whose edges are the steps of
 // collective.hpp (single axes and flattened groups of axes) for the path of least cost
-// under cost_model.hpp (Dijkstra; edge costs depend on the local block size of the
-// layouts at both ends). Unlike DTensor's default greedy order it may slice first to
+// under cost_model.hpp (A* / Dijkstra; edge costs depend on the local block size of the
+// layouts at both ends). A plan is costed as it executes (plan/runs.hpp): a run of
+// consecutive all_to_all steps is one exchange, so the search takes such runs (up to
+// detail::max_run_steps steps) as single edges costed as their exchange. Unlike DTensor's default greedy order it may slice first to
 // shrink what later collectives move, reduce-scatter instead of all-reduce, move an axis
 // between dimensions with an all-to-all, and merge steps of several axes into one
 // collective on a flattened group when that is cheaper.
@@ -24,6 +26,7 @@
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/detail/search.hpp>
+#include <tessera/plan/runs.hpp>
 
 namespace tessera {
 
@@ -85,16 +88,23 @@ struct plan_result {
   int explored = 0;             ///< layouts the search settled (for the docs' budget)
 };
 
-/// Modelled time and traffic of a plan.
+/// Modelled time and traffic of a plan as it executes (plan/runs.hpp): steps one by one,
+/// a run of consecutive all_to_all steps as one exchange, costed as one all_to_all over
+/// the union of the steps' groups (what the search charges for it, detail::for_each_run).
 constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p, const mesh_shape& m,
                                     const shape_t& global, std::int64_t elem_bytes,
                                     const cost_model& cm = {}) noexcept {
   plan_result r;
   r.plan = p;
+  const plan_runs runs = runs_of(p);
   layout_spec l = src;
-  for (int i = 0; i < p.n; ++i) {
-    const layout_spec next = apply(l, p[i]);
-    const step_cost c = cost_of(p[i], l, next, m, global, elem_bytes, cm);
+  for (int k = 0; k < runs.size(); ++k) {
+    const step_run& run = runs[k];
+    layout_spec next = l;
+    for (int i = run.begin; i < run.end; ++i) next = apply(next, p[i]);
+    plan_step s = p[run.begin];
+    s.group = run.group;  // a fused run: one all_to_all over the union group
+    const step_cost c = cost_of(s, l, next, m, global, elem_bytes, cm);
     r.time_us += c.time_us;
     r.bus_bytes += c.bus_bytes;
     l = next;
@@ -109,6 +119,7 @@ namespace detail {
 /// node of targets[i] or -1.
 struct search_result {
   std::vector<search_node> nodes;
+  std::vector<std::uint64_t> runs;  ///< the steps of run edges (see relax in search())
   int explored = 0;
 };
 
@@ -180,22 +191,43 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     const std::uint64_t cur_key = cur.key;
     const double cur_cost = cur.cost;
     const view v = make_view(cur_key, R, A, m, global);
-    for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
-      const double c = cur_cost + edge_time(ed, v.numel, elem_bytes, cm);
+    // Relaxes the edge to `key` of time `t`; `step` is a step (encode()d) or, with bit 63
+    // set, a run of all_to_all steps stored in res.runs (offset in bits 0-31, length in
+    // bits 32-39).
+    auto relax = [&](std::uint64_t key, double t, std::uint64_t step, const run_edge* run) {
+      const double c = cur_cost + t;
       bool is_new = false;
-      const int idx = find_or_add(ed.key, is_new);
+      const int idx = find_or_add(key, is_new);
       if (idx < 0) return;
       search_node& nn = nodes[static_cast<std::size_t>(idx)];
       if (!is_new && c >= nn.cost) return;
       const double h = !use_heuristic ? 0.0
-                       : is_new       ? lower_bound(ed.key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                       : is_new       ? lower_bound(key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
                                       : nn.f - nn.cost;
+      if (run) {
+        step = (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(run->n) << 32) | res.runs.size();
+        for (int i = 0; i < run->n; ++i) res.runs.push_back(run->steps[static_cast<std::size_t>(i)]);
+      }
       nn.cost = c;
       nn.f = c + h;
       nn.parent = top;
-      nn.step = ed.step;
+      nn.step = step;
       nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
       open.push({nn.f, idx});
+    };
+    // Every step but all_to_all; all_to_alls come as runs (for_each_run), costed as the
+    // one exchange the runtime makes of them. (A path that continues a run with more
+    // all_to_alls costs more than it executes as, since the runtime fuses them; the run
+    // edge to where it ends, up to max_run_steps, costs it exactly. Marking run ends as
+    // states of their own would make every path exact, but doubles the states: clang's
+    // constexpr step limit stops the all-pairs test.)
+    for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
+      if (static_cast<step_kind>(ed.step & 7u) == step_kind::all_to_all) return;
+      relax(ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
+    });
+    for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, [&](const run_edge& run, double t) {
+      if (run.n == 1) relax(run.key, t, run.steps[0], nullptr);
+      else relax(run.key, t, 0, &run);
     });
   }
   return res;
@@ -206,17 +238,24 @@ constexpr plan_result extract(const search_result& s, int found, const layout_sp
                               const shape_t& global, std::int64_t elem_bytes, const cost_model& cm) {
   plan_result res;
   check(found >= 0, "tessera::make_plan: the search space was exhausted without reaching the target");
+  auto steps_of = [&](std::uint64_t step) { return step >> 63 ? static_cast<int>((step >> 32) & 0xffu) : 1; };
   int len = 0;
-  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) ++len;
+  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent)
+    len += steps_of(s.nodes[static_cast<std::size_t>(i)].step);
   if (len > max_plan_steps) {
     res.error = plan_error::too_many_steps;
     return res;
   }
   plan_value p;
   p.n = static_cast<std::int8_t>(len);
-  for (int i = found, k = len - 1; s.nodes[static_cast<std::size_t>(i)].parent >= 0;
-       i = s.nodes[static_cast<std::size_t>(i)].parent, --k)
-    p.steps[static_cast<std::size_t>(k)] = decode(s.nodes[static_cast<std::size_t>(i)].step);
+  for (int i = found, k = len; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) {
+    const std::uint64_t step = s.nodes[static_cast<std::size_t>(i)].step;
+    const int n = steps_of(step);
+    k -= n;
+    for (int j = 0; j < n; ++j)
+      p.steps[static_cast<std::size_t>(k + j)] =
+          decode(n == 1 && !(step >> 63) ? step : s.runs[static_cast<std::size_t>((step & 0xffffffffu) + static_cast<std::uint64_t>(j))]);
+  }
   res = evaluate_plan(src, merge_local_slices(p), m, global, elem_bytes, cm);
   res.explored = s.explored;
   return res;

@@ -243,8 +243,8 @@ struct goal {
 };
 
 /// Calls f(edge) for every step out of packed layout k that can be on a least-cost path
-/// to a target of `goal`.
-template <class F>
+/// to a target of `goal` (with `AllToAllOnly`, for its all_to_all steps only).
+template <bool AllToAllOnly = false, class F>
 constexpr void for_each_step(std::uint64_t k, const view& v, int R, int A, const goal& dst,
                              const mesh_shape& m, const shape_t& g, const cost_model& cm, F&& f) {
   auto ext = [&](int d, std::int64_t parts) { return ceil_div(g[d], parts); };
@@ -266,7 +266,8 @@ constexpr void for_each_step(std::uint64_t k, const view& v, int R, int A, const
       for (int i = 0; i < n; ++i) group = with_group_axis(group, i, v.axis(d, len - n + i));
       const std::int64_t parts_d = v.parts[ud] / gsize;
       const std::int64_t numel_g = v.numel / ext(d, v.parts[ud]) * ext(d, parts_d);
-      f(edge{kg, group | step_code(step_kind::all_gather, d, -1, reduce::sum), gsize, gbps, hop, numel_g});
+      if constexpr (!AllToAllOnly)
+        f(edge{kg, group | step_code(step_kind::all_gather, d, -1, reduce::sum), gsize, gbps, hop, numel_g});
       for (int j = 0; j < R; ++j) {
         if (j == d) continue;
         const auto uj = static_cast<std::size_t>(j);
@@ -279,6 +280,7 @@ constexpr void for_each_step(std::uint64_t k, const view& v, int R, int A, const
       }
     }
   }
+  if constexpr (AllToAllOnly) return;
   // Partial -> replicate / shard, for partial axes the target does not keep partial:
   // every subset (all_reduce) and every ordered subset of up to 3 axes onto every dim
   // (reduce_scatter).
@@ -380,6 +382,74 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
   const std::int64_t bus = buffer * (ar ? 2 : 1) * (e.gsize - 1) / e.gsize;
   return modelled_us(cm, group_link{e.gbps, e.hop}, static_cast<double>((ar ? 2 : 1) * (e.gsize - 1)), bus,
                      coll_kind_of(kind));
+}
+
+/// The longest run of all_to_all steps the search takes as one edge.
+inline constexpr int max_run_steps = 3;
+
+/// A run of all_to_all steps out of a layout, as the search stores it: the steps
+/// (encode()d) and where it ends.
+struct run_edge {
+  std::uint64_t key;
+  std::array<std::uint64_t, max_run_steps> steps{};
+  int n = 0;
+};
+
+/// Calls f(run_edge, time) for every layout that a run of 1 to max_run_steps all_to_all
+/// steps reaches from packed layout k (the shortest run to each, found breadth first).
+/// The runtime executes such a run as one exchange over the union of the steps' groups
+/// (plan/runs.hpp), so a run costs one all_to_all over that union group of the larger of
+/// the blocks at its two ends (edge_time(); evaluate_plan() costs a fused run alike), not
+/// the sum of its steps.
+template <class F>
+constexpr void for_each_run(std::uint64_t k, const view& v, int R, int A, const goal& dst, const mesh_shape& m,
+                            const shape_t& g, std::int64_t elem_bytes, const cost_model& cm, F&& f) {
+  // With fewer than two axes of more than one rank sharded, a run ends where one step
+  // does, over the same group, at the same cost: single steps cover it.
+  int moving = 0;
+  for (int a = 0; a < A; ++a) moving += code_of(k, a) >= 2 && m[a] > 1;
+  if (moving < 2) {
+    for_each_step<true>(k, v, R, A, dst, m, g, cm, [&](const edge& e) {
+      f(run_edge{e.key, {e.step}, 1}, edge_time(e, v.numel, elem_bytes, cm));
+    });
+    return;
+  }
+  struct item {
+    run_edge run;
+    unsigned mask;
+  };
+  std::vector<item> seen;
+  seen.push_back(item{run_edge{k, {}, 0}, 0u});
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    if (seen[i].run.n == max_run_steps) continue;
+    const item at = seen[i];
+    const view va = i == 0 ? v : make_view(at.run.key, R, A, m, g);
+    for_each_step<true>(at.run.key, va, R, A, dst, m, g, cm, [&](const edge& e) {
+      for (const item& s : seen)
+        if (s.run.key == e.key) return;
+      item next = at;
+      next.run.key = e.key;
+      next.run.steps[static_cast<std::size_t>(next.run.n++)] = e.step;
+      next.mask |= decode(e.step).group.mask();
+      seen.push_back(next);
+      if (next.run.n == 1) {
+        f(next.run, edge_time(e, va.numel, elem_bytes, cm));
+        return;
+      }
+      edge whole = e;  // one all_to_all over the union group
+      whole.gsize = 1;
+      whole.gbps = 1e300;
+      whole.hop = 0;
+      for (int a = 0; a < A; ++a)
+        if (next.mask & (1u << a)) {
+          const auto ua = static_cast<std::size_t>(a);
+          whole.gsize *= m[a];
+          whole.gbps = cm.GBps[ua] < whole.gbps ? cm.GBps[ua] : whole.gbps;
+          whole.hop = cm.hop_us[ua] > whole.hop ? cm.hop_us[ua] : whole.hop;
+        }
+      f(next.run, edge_time(whole, v.numel, elem_bytes, cm));
+    });
+  }
 }
 
 }  // namespace detail

@@ -138,6 +138,11 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     found[t] = -1;
   }
   use_heuristic = use_heuristic && n_targets == 1;
+  // The node of each target once reached, for the bound on what a path may still cost.
+  std::vector<int> target_node;
+  target_node.reserve(static_cast<std::size_t>(n_targets));
+  for (int t = 0; t < n_targets; ++t) target_node.push_back(-1);
+  int unreached = n_targets;
   // Open addressing from packed layout to node; doubled when half full.
   int bits = table_bits;
   std::vector<int> table(std::size_t{1} << bits, -1);
@@ -163,6 +168,11 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
       h = slot(key);
     }
     table[h] = static_cast<int>(nodes.size());
+    for (int t = 0; t < n_targets; ++t)
+      if (key == target_keys[static_cast<std::size_t>(t)]) {
+        target_node[static_cast<std::size_t>(t)] = static_cast<int>(nodes.size());
+        --unreached;
+      }
     nodes.push_back(search_node{key, 0, 0, -1, 0, false});
     added = true;
     return static_cast<int>(nodes.size()) - 1;
@@ -171,12 +181,79 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
   double max_gbps = 0;
   for (int a = 0; a < A; ++a) max_gbps = cm.GBps[static_cast<std::size_t>(a)] > max_gbps ? cm.GBps[static_cast<std::size_t>(a)] : max_gbps;
   const view tv = make_view(target_keys[0], R, A, m, global);
+  // Relaxes the edge of time `t` from node `from` (of cost `base`) to `key`; `step` is a
+  // step (encode()d), or `run` a run of all_to_all steps, stored in res.runs and marked in
+  // the step with bit 63 (offset in bits 0-31, length in bits 32-39).
+  auto relax = [&](int from, double base, std::uint64_t key, double t, std::uint64_t step, const run_edge* run) {
+    const double c = base + t;
+    bool is_new = false;
+    const int idx = find_or_add(key, is_new);
+    if (idx < 0) return;
+    search_node& nn = nodes[static_cast<std::size_t>(idx)];
+    if (!is_new && c >= nn.cost) return;
+    const double h = !use_heuristic ? 0.0
+                     : is_new       ? lower_bound(key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                                    : nn.f - nn.cost;
+    if (run) {
+      step = (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(run->n) << 32) | res.runs.size();
+      for (int i = 0; i < run->n; ++i) res.runs.push_back(run->steps[static_cast<std::size_t>(i)]);
+    }
+    nn.cost = c;
+    nn.f = c + h;
+    nn.parent = from;
+    nn.step = step;
+    nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
+    open.push({nn.f, idx});
+  };
+  // What a path through a node of cost `base` may still cost and be the best to a target
+  // not yet settled (once every target is reached): runs that cost more are skipped.
+  auto limit_at = [&](double base) {
+    if (unreached > 0) return 1e300;
+    double worst = 0;
+    for (int t = 0; t < n_targets; ++t)
+      if (found[t] < 0) {
+        const double c = nodes[static_cast<std::size_t>(target_node[static_cast<std::size_t>(t)])].cost;
+        worst = c > worst ? c : worst;
+      }
+    return worst - base;
+  };
+
   bool added = false;
   find_or_add(pack(src), added);
   open.push({0.0, 0});
   int remaining = n_targets;
   while (!open.h.empty() && remaining > 0) {
     const open_entry e = open.pop();
+    if (e.node < 0) {
+      // The runs of all_to_all steps out of a settled node, costed as the one exchange the
+      // runtime makes of each (for_each_run). Searching them is most of the work at a node,
+      // so it waits in the open list until the search comes to the least they can cost
+      // (run_bound): every layout they reach is at least that far from the source (plus a
+      // heuristic >= 0), so nothing cheaper is settled later than it would have been. A
+      // search that settles its targets first never searches them. (A path that continues
+      // a run with more all_to_alls costs more than it executes as, since the runtime fuses
+      // them; the run edge to where it ends, up to max_run_steps, costs it exactly. Marking
+      // run ends as states of their own would make every path exact, but doubles the
+      // states.)
+      const int top = -e.node - 1;
+      const std::uint64_t cur_key = nodes[static_cast<std::size_t>(top)].key;
+      const double cur_cost = nodes[static_cast<std::size_t>(top)].cost;
+      if (!nodes[static_cast<std::size_t>(top)].settled || nodes[static_cast<std::size_t>(top)].runs_cost <= cur_cost)
+        continue;  // re-opened (settles again) or searched already
+      nodes[static_cast<std::size_t>(top)].runs_cost = cur_cost;
+      const double limit = limit_at(cur_cost);
+      if (e.f - cur_cost >= limit) continue;  // (e.f: cur_cost + run_bound())
+      const view v = make_view(cur_key, R, A, m, global);
+      // A layout settled at no more than this node's cost has its own runs searched (or
+      // will have before they can matter).
+      auto done = [&](std::uint64_t key) {
+        const int z = table[slot(key)];
+        return z >= 0 && nodes[static_cast<std::size_t>(z)].settled && nodes[static_cast<std::size_t>(z)].cost <= cur_cost;
+      };
+      for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, limit, done,
+                   [&](const run_edge& run, double t) { relax(top, cur_cost, run.key, t, 0, &run); });
+      continue;
+    }
     const int top = e.node;
     search_node& cur = nodes[static_cast<std::size_t>(top)];
     if (cur.settled || e.f > cur.f) continue;
@@ -191,44 +268,13 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     const std::uint64_t cur_key = cur.key;
     const double cur_cost = cur.cost;
     const view v = make_view(cur_key, R, A, m, global);
-    // Relaxes the edge to `key` of time `t`; `step` is a step (encode()d) or, with bit 63
-    // set, a run of all_to_all steps stored in res.runs (offset in bits 0-31, length in
-    // bits 32-39).
-    auto relax = [&](std::uint64_t key, double t, std::uint64_t step, const run_edge* run) {
-      const double c = cur_cost + t;
-      bool is_new = false;
-      const int idx = find_or_add(key, is_new);
-      if (idx < 0) return;
-      search_node& nn = nodes[static_cast<std::size_t>(idx)];
-      if (!is_new && c >= nn.cost) return;
-      const double h = !use_heuristic ? 0.0
-                       : is_new       ? lower_bound(key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
-                                      : nn.f - nn.cost;
-      if (run) {
-        step = (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(run->n) << 32) | res.runs.size();
-        for (int i = 0; i < run->n; ++i) res.runs.push_back(run->steps[static_cast<std::size_t>(i)]);
-      }
-      nn.cost = c;
-      nn.f = c + h;
-      nn.parent = top;
-      nn.step = step;
-      nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
-      open.push({nn.f, idx});
-    };
-    // Every step but all_to_all; all_to_alls come as runs (for_each_run), costed as the
-    // one exchange the runtime makes of them. (A path that continues a run with more
-    // all_to_alls costs more than it executes as, since the runtime fuses them; the run
-    // edge to where it ends, up to max_run_steps, costs it exactly. Marking run ends as
-    // states of their own would make every path exact, but doubles the states: clang's
-    // constexpr step limit stops the all-pairs test.)
+    // Every single step (an all_to_all alone is a run of one step, costed as itself) ...
     for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
-      if (static_cast<step_kind>(ed.step & 7u) == step_kind::all_to_all) return;
-      relax(ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
+      relax(top, cur_cost, ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
     });
-    for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, [&](const run_edge& run, double t) {
-      if (run.n == 1) relax(run.key, t, run.steps[0], nullptr);
-      else relax(run.key, t, 0, &run);
-    });
+    // ... and, later, the runs of two or more all_to_alls (above).
+    const double bound = run_bound(cur_key, v, A, m, elem_bytes, cm);
+    if (bound < 1e300 && bound < limit_at(cur_cost)) open.push({cur_cost + bound, -top - 1});
   }
   return res;
 }

@@ -122,7 +122,7 @@ inline executed executed_cost(const layout_spec& src, const plan_value& p, const
 struct candidate {
   std::string role;  ///< "chosen", "gather-first", "next best (first step ...)"
   plan_value plan;
-  double planner_us = 0;  ///< the planner's modelled time (step by step)
+  double planner_us = 0;  ///< the planner's modelled time (evaluate_plan: a fused run as one all_to_all)
   executed model;         ///< the modelled cost as executed
 };
 

@@ -3,8 +3,10 @@
 //
 // It searches the graph whose nodes are layouts and whose edges are the steps of
 // collective.hpp (single axes and flattened groups of axes) for the path of least cost
-// under cost_model.hpp (Dijkstra; edge costs depend on the local block size of the
-// layouts at both ends). Unlike DTensor's default greedy order it may slice first to
+// under cost_model.hpp (A* / Dijkstra; edge costs depend on the local block size of the
+// layouts at both ends). A plan is costed as it executes (plan/runs.hpp): a run of
+// consecutive all_to_all steps is one exchange, so the search takes such runs (up to
+// detail::max_run_steps steps) as single edges costed as their exchange. Unlike DTensor's default greedy order it may slice first to
 // shrink what later collectives move, reduce-scatter instead of all-reduce, move an axis
 // between dimensions with an all-to-all, and merge steps of several axes into one
 // collective on a flattened group when that is cheaper.
@@ -24,6 +26,7 @@
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/detail/search.hpp>
+#include <tessera/plan/runs.hpp>
 
 namespace tessera {
 
@@ -85,16 +88,23 @@ struct plan_result {
   int explored = 0;             ///< layouts the search settled (for the docs' budget)
 };
 
-/// Modelled time and traffic of a plan.
+/// Modelled time and traffic of a plan as it executes (plan/runs.hpp): steps one by one,
+/// a run of consecutive all_to_all steps as one exchange, costed as one all_to_all over
+/// the union of the steps' groups (what the search charges for it, detail::for_each_run).
 constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p, const mesh_shape& m,
                                     const shape_t& global, std::int64_t elem_bytes,
                                     const cost_model& cm = {}) noexcept {
   plan_result r;
   r.plan = p;
+  const plan_runs runs = runs_of(p);
   layout_spec l = src;
-  for (int i = 0; i < p.n; ++i) {
-    const layout_spec next = apply(l, p[i]);
-    const step_cost c = cost_of(p[i], l, next, m, global, elem_bytes, cm);
+  for (int k = 0; k < runs.size(); ++k) {
+    const step_run& run = runs[k];
+    layout_spec next = l;
+    for (int i = run.begin; i < run.end; ++i) next = apply(next, p[i]);
+    plan_step s = p[run.begin];
+    s.group = run.group;  // a fused run: one all_to_all over the union group
+    const step_cost c = cost_of(s, l, next, m, global, elem_bytes, cm);
     r.time_us += c.time_us;
     r.bus_bytes += c.bus_bytes;
     l = next;
@@ -109,6 +119,7 @@ namespace detail {
 /// node of targets[i] or -1.
 struct search_result {
   std::vector<search_node> nodes;
+  std::vector<std::uint64_t> runs;  ///< the steps of run edges (see relax in search())
   int explored = 0;
 };
 
@@ -127,6 +138,11 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     found[t] = -1;
   }
   use_heuristic = use_heuristic && n_targets == 1;
+  // The node of each target once reached, for the bound on what a path may still cost.
+  std::vector<int> target_node;
+  target_node.reserve(static_cast<std::size_t>(n_targets));
+  for (int t = 0; t < n_targets; ++t) target_node.push_back(-1);
+  int unreached = n_targets;
   // Open addressing from packed layout to node; doubled when half full.
   int bits = table_bits;
   std::vector<int> table(std::size_t{1} << bits, -1);
@@ -152,6 +168,11 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
       h = slot(key);
     }
     table[h] = static_cast<int>(nodes.size());
+    for (int t = 0; t < n_targets; ++t)
+      if (key == target_keys[static_cast<std::size_t>(t)]) {
+        target_node[static_cast<std::size_t>(t)] = static_cast<int>(nodes.size());
+        --unreached;
+      }
     nodes.push_back(search_node{key, 0, 0, -1, 0, false});
     added = true;
     return static_cast<int>(nodes.size()) - 1;
@@ -160,12 +181,79 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
   double max_gbps = 0;
   for (int a = 0; a < A; ++a) max_gbps = cm.GBps[static_cast<std::size_t>(a)] > max_gbps ? cm.GBps[static_cast<std::size_t>(a)] : max_gbps;
   const view tv = make_view(target_keys[0], R, A, m, global);
+  // Relaxes the edge of time `t` from node `from` (of cost `base`) to `key`; `step` is a
+  // step (encode()d), or `run` a run of all_to_all steps, stored in res.runs and marked in
+  // the step with bit 63 (offset in bits 0-31, length in bits 32-39).
+  auto relax = [&](int from, double base, std::uint64_t key, double t, std::uint64_t step, const run_edge* run) {
+    const double c = base + t;
+    bool is_new = false;
+    const int idx = find_or_add(key, is_new);
+    if (idx < 0) return;
+    search_node& nn = nodes[static_cast<std::size_t>(idx)];
+    if (!is_new && c >= nn.cost) return;
+    const double h = !use_heuristic ? 0.0
+                     : is_new       ? lower_bound(key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
+                                    : nn.f - nn.cost;
+    if (run) {
+      step = (std::uint64_t{1} << 63) | (static_cast<std::uint64_t>(run->n) << 32) | res.runs.size();
+      for (int i = 0; i < run->n; ++i) res.runs.push_back(run->steps[static_cast<std::size_t>(i)]);
+    }
+    nn.cost = c;
+    nn.f = c + h;
+    nn.parent = from;
+    nn.step = step;
+    nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
+    open.push({nn.f, idx});
+  };
+  // What a path through a node of cost `base` may still cost and be the best to a target
+  // not yet settled (once every target is reached): runs that cost more are skipped.
+  auto limit_at = [&](double base) {
+    if (unreached > 0) return 1e300;
+    double worst = 0;
+    for (int t = 0; t < n_targets; ++t)
+      if (found[t] < 0) {
+        const double c = nodes[static_cast<std::size_t>(target_node[static_cast<std::size_t>(t)])].cost;
+        worst = c > worst ? c : worst;
+      }
+    return worst - base;
+  };
+
   bool added = false;
   find_or_add(pack(src), added);
   open.push({0.0, 0});
   int remaining = n_targets;
   while (!open.h.empty() && remaining > 0) {
     const open_entry e = open.pop();
+    if (e.node < 0) {
+      // The runs of all_to_all steps out of a settled node, costed as the one exchange the
+      // runtime makes of each (for_each_run). Searching them is most of the work at a node,
+      // so it waits in the open list until the search comes to the least they can cost
+      // (run_bound): every layout they reach is at least that far from the source (plus a
+      // heuristic >= 0), so nothing cheaper is settled later than it would have been. A
+      // search that settles its targets first never searches them. (A path that continues
+      // a run with more all_to_alls costs more than it executes as, since the runtime fuses
+      // them; the run edge to where it ends, up to max_run_steps, costs it exactly. Marking
+      // run ends as states of their own would make every path exact, but doubles the
+      // states.)
+      const int top = -e.node - 1;
+      const std::uint64_t cur_key = nodes[static_cast<std::size_t>(top)].key;
+      const double cur_cost = nodes[static_cast<std::size_t>(top)].cost;
+      if (!nodes[static_cast<std::size_t>(top)].settled || nodes[static_cast<std::size_t>(top)].runs_cost <= cur_cost)
+        continue;  // re-opened (settles again) or searched already
+      nodes[static_cast<std::size_t>(top)].runs_cost = cur_cost;
+      const double limit = limit_at(cur_cost);
+      if (e.f - cur_cost >= limit) continue;  // (e.f: cur_cost + run_bound())
+      const view v = make_view(cur_key, R, A, m, global);
+      // A layout settled at no more than this node's cost has its own runs searched (or
+      // will have before they can matter).
+      auto done = [&](std::uint64_t key) {
+        const int z = table[slot(key)];
+        return z >= 0 && nodes[static_cast<std::size_t>(z)].settled && nodes[static_cast<std::size_t>(z)].cost <= cur_cost;
+      };
+      for_each_run(cur_key, v, R, A, gl, m, global, elem_bytes, cm, limit, done,
+                   [&](const run_edge& run, double t) { relax(top, cur_cost, run.key, t, 0, &run); });
+      continue;
+    }
     const int top = e.node;
     search_node& cur = nodes[static_cast<std::size_t>(top)];
     if (cur.settled || e.f > cur.f) continue;
@@ -180,23 +268,13 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     const std::uint64_t cur_key = cur.key;
     const double cur_cost = cur.cost;
     const view v = make_view(cur_key, R, A, m, global);
+    // Every single step (an all_to_all alone is a run of one step, costed as itself) ...
     for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
-      const double c = cur_cost + edge_time(ed, v.numel, elem_bytes, cm);
-      bool is_new = false;
-      const int idx = find_or_add(ed.key, is_new);
-      if (idx < 0) return;
-      search_node& nn = nodes[static_cast<std::size_t>(idx)];
-      if (!is_new && c >= nn.cost) return;
-      const double h = !use_heuristic ? 0.0
-                       : is_new       ? lower_bound(ed.key, target_keys[0], tv, R, A, m, global, elem_bytes, max_gbps, cm)
-                                      : nn.f - nn.cost;
-      nn.cost = c;
-      nn.f = c + h;
-      nn.parent = top;
-      nn.step = ed.step;
-      nn.settled = false;  // re-open: the heuristic is admissible but need not be consistent
-      open.push({nn.f, idx});
+      relax(top, cur_cost, ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
     });
+    // ... and, later, the runs of two or more all_to_alls (above).
+    const double bound = run_bound(cur_key, v, A, m, elem_bytes, cm);
+    if (bound < 1e300 && bound < limit_at(cur_cost)) open.push({cur_cost + bound, -top - 1});
   }
   return res;
 }
@@ -206,17 +284,24 @@ constexpr plan_result extract(const search_result& s, int found, const layout_sp
                               const shape_t& global, std::int64_t elem_bytes, const cost_model& cm) {
   plan_result res;
   check(found >= 0, "tessera::make_plan: the search space was exhausted without reaching the target");
+  auto steps_of = [&](std::uint64_t step) { return step >> 63 ? static_cast<int>((step >> 32) & 0xffu) : 1; };
   int len = 0;
-  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) ++len;
+  for (int i = found; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent)
+    len += steps_of(s.nodes[static_cast<std::size_t>(i)].step);
   if (len > max_plan_steps) {
     res.error = plan_error::too_many_steps;
     return res;
   }
   plan_value p;
   p.n = static_cast<std::int8_t>(len);
-  for (int i = found, k = len - 1; s.nodes[static_cast<std::size_t>(i)].parent >= 0;
-       i = s.nodes[static_cast<std::size_t>(i)].parent, --k)
-    p.steps[static_cast<std::size_t>(k)] = decode(s.nodes[static_cast<std::size_t>(i)].step);
+  for (int i = found, k = len; s.nodes[static_cast<std::size_t>(i)].parent >= 0; i = s.nodes[static_cast<std::size_t>(i)].parent) {
+    const std::uint64_t step = s.nodes[static_cast<std::size_t>(i)].step;
+    const int n = steps_of(step);
+    k -= n;
+    for (int j = 0; j < n; ++j)
+      p.steps[static_cast<std::size_t>(k + j)] =
+          decode(n == 1 && !(step >> 63) ? step : s.runs[static_cast<std::size_t>((step & 0xffffffffu) + static_cast<std::uint64_t>(j))]);
+  }
   res = evaluate_plan(src, merge_local_slices(p), m, global, elem_bytes, cm);
   res.explored = s.explored;
   return res;

@@ -26,6 +26,7 @@
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/cost_model.hpp>
 #include <tessera/plan/detail/search.hpp>
+#include <tessera/plan/detail/search_runs.hpp>
 #include <tessera/plan/runs.hpp>
 
 namespace tessera {

@@ -280,6 +280,39 @@ inline std::string pp_batch_problem(std::int64_t B, std::int64_t dp, int m) {
 /// Run-time choices for a pipeline recipe (a sweep over schedules or microbatch counts
 /// without a type per point): what is set replaces the policy's option; checked as the
 /// policy's values are, at start-up.
+/// Where a rank stands in a recipe's pipeline as parallel_llama runs it (the estimators'
+/// view): the plan, the lowered schedule, the rank's pp coordinate, and the stage's mesh --
+/// the recipe's with the pp axis collapsed -- with the rank's coordinates in it. Without a
+/// pipeline the mesh and coordinates are the recipe's and the rank holds every part.
+struct pp_rank_view {
+  bool pipelined = false;
+  pp_plan plan;
+  pipeline::schedule lowered;
+  int me = 0;  ///< the rank's pp coordinate
+  mesh_shape mesh;
+  coords_t coords{};
+  constexpr bool ok() const { return !pipelined || plan.error == pp_error::none; }
+  /// Whether this rank runs the stage of block `layer` (-1: the embedding when `embedding`,
+  /// else the final norm and output).
+  constexpr bool holds(std::int64_t layer, bool embedding) const {
+    return !pipelined || lowered.rank_of(plan.stage_of(layer, embedding)) == me;
+  }
+};
+constexpr pp_rank_view pp_rank_view_of(const llama_config& c, const parallel_spec& p, const mesh_shape& m,
+                                       const coords_t& at) {
+  pp_rank_view v;
+  v.mesh = m, v.coords = at;
+  if (p.pp < 0) return v;
+  const auto a = static_cast<std::size_t>(p.pp);
+  v.pipelined = true;
+  v.plan = resolve_pipeline(c, p.pipeline, static_cast<int>(m[p.pp]), p.reshard_given);
+  if (v.plan.error != pp_error::none) return v;
+  v.lowered = pp_lowered_schedule(p.pipeline, v.plan);
+  v.me = static_cast<int>(at[a]);
+  v.mesh.size[a] = 1, v.coords[a] = 0;
+  return v;
+}
+
 struct pipeline_choice {
   bool set_schedule = false;
   pipeline::schedule_kind schedule = pipeline::schedule_kind::one_f_one_b;

@@ -201,18 +201,15 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
                                                    const mesh_shape& m, std::int64_t global_batch,
                                                    std::int64_t seq_len, const coords_t& coords) {
   memory_estimate e;
-  const int pp = static_cast<int>(m[p.pp]), me = static_cast<int>(coords[static_cast<std::size_t>(p.pp)]);
-  const parallel::pp_plan plan = parallel::resolve_pipeline(cfg, p.pipeline, pp, p.reshard_given);
-  if (plan.error != parallel::pp_error::none) return e;
-  const pipeline::schedule lowered = parallel::pp_lowered_schedule(p.pipeline, plan);
-  mesh_shape sm = m;  // the stage's mesh: pp collapsed (train/parallel_llama.hpp)
-  sm.size[static_cast<std::size_t>(p.pp)] = 1;
-  coords_t sc = coords;
-  sc[static_cast<std::size_t>(p.pp)] = 0;
+  const parallel::pp_rank_view v = parallel::pp_rank_view_of(cfg, p, m, coords);
+  if (!v.ok()) return e;
+  const parallel::pp_plan& plan = v.plan;
+  const mesh_shape& sm = v.mesh;  // the stage's mesh: pp collapsed (train/parallel_llama.hpp)
+  const coords_t& sc = v.coords;
   unit_sizes u;  // every local parameter in one: sums of sizes, maxima of staging
   for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
     const param_entry en = param_at(cfg, i);
-    if (lowered.rank_of(plan.stage_of(en.layer, i == 0)) == me) add_param(u, p, sm, sc, en);
+    if (v.holds(en.layer, i == 0)) add_param(u, p, sm, sc, en);
   }
   e.parameters = e.gradients = u.stored * 4;
   e.optimizer = 2 * u.stored * 4;
@@ -223,7 +220,7 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   const std::int64_t Bm = plan.m > 0 && B % plan.m == 0 ? B / plan.m : B;
   const llama_dims d = dims_of(cfg, shard, Bm, seq_len);
   e.local_batch = Bm, e.local_seq = d.Tl;
-  e.activations = pipeline_activation_peak(plan, lowered, me, d, p.ac, p.sequence_parallel) +
+  e.activations = pipeline_activation_peak(plan, v.lowered, v.me, d, p.ac, p.sequence_parallel) +
                   4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, p.ac, cfg.n_layers, p.sequence_parallel);
   // staging as without a pipeline, for one microbatch (no prefetch under PP)
   std::int64_t slot01 = u.slot01, stage = u.stage;
@@ -281,28 +278,17 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
 /// a training step's). Sync saves write the live state and stage nothing.
 constexpr std::int64_t estimate_checkpoint_staging(const llama_config& cfg, const parallel_spec& p,
                                                    const mesh_shape& m, const coords_t& coords = {}) {
-  mesh_shape sm = m;
-  coords_t sc = coords;
-  parallel::pp_plan plan;
-  pipeline::schedule lowered;
-  int me = 0;
-  if (p.pp >= 0) {  // the stage's mesh: pp collapsed (train/parallel_llama.hpp)
-    plan = parallel::resolve_pipeline(cfg, p.pipeline, static_cast<int>(m[p.pp]), p.reshard_given);
-    if (plan.error != parallel::pp_error::none) return 0;
-    lowered = parallel::pp_lowered_schedule(p.pipeline, plan);
-    me = static_cast<int>(coords[static_cast<std::size_t>(p.pp)]);
-    sm.size[static_cast<std::size_t>(p.pp)] = 1;
-    sc[static_cast<std::size_t>(p.pp)] = 0;
-  }
+  const parallel::pp_rank_view v = parallel::pp_rank_view_of(cfg, p, m, coords);  // under PP: the stage's mesh
+  if (!v.ok()) return 0;
   std::int64_t bytes = 0;
   for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
     const param_entry en = param_at(cfg, i);
-    if (p.pp >= 0 && lowered.rank_of(plan.stage_of(en.layer, i == 0)) != me) continue;
+    if (!v.holds(en.layer, i == 0)) continue;
     const layout_spec ss = parallel::storage_spec(p, param_style(en), en.shape.is_vector() ? 1 : 2);
-    const std::int64_t n = local_box(ss, sm, param_global_shape(en), sc).numel();
+    const std::int64_t n = local_box(ss, v.mesh, param_global_shape(en), v.coords).numel();
     bool writes = n > 0;
-    for (int a = 0; a < sm.ndim; ++a)
-      if (sm[a] > 1 && !ss.is_sharded(a) && sc[static_cast<std::size_t>(a)] != 0) writes = false;
+    for (int a = 0; a < v.mesh.ndim; ++a)
+      if (v.mesh[a] > 1 && !ss.is_sharded(a) && v.coords[static_cast<std::size_t>(a)] != 0) writes = false;
     if (writes) bytes += 3 * n * 4;
   }
   return bytes;

@@ -306,19 +306,18 @@ struct pipeline_traffic_walk {
   static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq, std::int64_t mb,
                                         const cost_model& cm, const coords_t& at) {
     traffic_estimate e;
-    const int pp = static_cast<int>(shape[ps.pp]), me = static_cast<int>(at[static_cast<std::size_t>(ps.pp)]);
-    const parallel::pp_plan plan = parallel::resolve_pipeline(cfg, ps.pipeline, pp, ps.reshard_given);
-    if (plan.error != parallel::pp_error::none) return e;
-    const pipeline::schedule lowered = parallel::pp_lowered_schedule(ps.pipeline, plan);
-    mesh_shape sm = shape;
-    sm.size[static_cast<std::size_t>(ps.pp)] = 1;
-    coords_t sc = at;
-    sc[static_cast<std::size_t>(ps.pp)] = 0;
+    const parallel::pp_rank_view v = parallel::pp_rank_view_of(cfg, ps, shape, at);
+    if (!v.ok()) return e;
+    const int pp = static_cast<int>(shape[ps.pp]), me = v.me;
+    const parallel::pp_plan& plan = v.plan;
+    const pipeline::schedule& lowered = v.lowered;
+    const mesh_shape& sm = v.mesh;
+    const coords_t& sc = v.coords;
     bool style_used[4] = {};
     for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
       const param_entry p = param_at(cfg, i);
       style_used[static_cast<int>(param_style(p))] = true;  // the norm sums every style the model has
-      if (lowered.rank_of(plan.stage_of(p.layer, i == 0)) != me) continue;
+      if (!v.holds(p.layer, i == 0)) continue;
       const shape_t g = param_global_shape(p);
       parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
         using PL = typename types::template param<S, R>;

@@ -224,14 +224,8 @@ class llama_model {
   /// recompute buffer and keeps only its kept groups (llama_checkpointing.hpp).
   template <class Hooks>
   void forward_block(std::int64_t l, Hooks& h) {
-    const std::uint16_t keep = keep_of(l);
-    if (keep == ac_keep_all) {
-      block_forward(residual(l + 1), residual(l), block_weights_of(l), saved(l), scratch_, dims(), h);
-      return;
-    }
-    swap_kept(saved(l), recompute_, keep);
-    block_forward(residual(l + 1), residual(l), block_weights_of(l), recompute_, scratch_, dims(), h);
-    swap_kept(saved(l), recompute_, keep);
+    block_work w(saved(l), recompute_, keep_of(l));
+    block_forward(residual(l + 1), residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h);
   }
   /// The loss of residual(n_layers) against the targets (see forward()).
   template <class Hooks>
@@ -253,22 +247,14 @@ class llama_model {
                   param(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
                   scratch_.dtmp.data(), dims(), h);
   }
-  /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out.
-  /// A checkpointed block first recomputes what it did not keep (with the parameters and
-  /// hooks of its backward: under FSDP the gathered ones, under TP its collectives again).
+  /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out. A checkpointed
+  /// block first recomputes what it did not keep (rebuild()).
   template <class Hooks>
   void backward_block(std::int64_t l, Hooks& h) {
-    const std::uint16_t keep = keep_of(l);
-    if (keep == ac_keep_all) {
-      block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), saved(l), scratch_, dims(),
-                     h);
-      return;
-    }
-    swap_kept(saved(l), recompute_, keep);
-    block_recompute(residual(l), block_weights_of(l), recompute_, scratch_, dims(), h, keep, recompute_flops_);
-    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), recompute_, scratch_, dims(),
+    block_work w(saved(l), recompute_, keep_of(l));
+    rebuild(w, l, h);
+    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
                    h);
-    swap_kept(saved(l), recompute_, keep);
   }
 
   // ---- activation checkpointing (llama_checkpointing.hpp) ----
@@ -288,6 +274,13 @@ class llama_model {
   /// Matmul and attention FLOPs the recomputes did since construction (or reset).
   std::int64_t recompute_flops() const noexcept { return recompute_flops_; }
   void reset_recompute_flops() noexcept { recompute_flops_ = 0; }
+  /// Before a checkpointed block's backward: rebuilds in `w` what it did not keep, with the
+  /// backward's parameters and hooks (under FSDP the gathered ones, under TP its collectives again).
+  template <class Hooks>
+  void rebuild(block_work& w, std::int64_t l, Hooks& h) {
+    if (w.checkpointed())
+      block_recompute(residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h, w.keep(), recompute_flops_);
+  }
   template <class Hooks>
   void backward_embedding(Hooks& h) {
     embed_backward(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
@@ -310,17 +303,14 @@ class llama_model {
   /// what it recomputed with its deferred gradients until its W (which recomputes nothing).
   template <class Hooks>
   void backward_block_input(std::int64_t l, Hooks& h) {
-    const std::uint16_t keep = keep_of(l);
-    if (keep == ac_keep_all) {
-      block_backward_input(residual_grad(), residual(l), block_weights_of(l), saved(l), scratch_, deferred(l), dims(),
+    {
+      block_work w(saved(l), recompute_, keep_of(l));
+      rebuild(w, l, h);
+      block_backward_input(residual_grad(), residual(l), block_weights_of(l), w.saved(), scratch_, deferred(l), dims(),
                            h);
-      return;
     }
-    swap_kept(saved(l), recompute_, keep);
-    block_recompute(residual(l), block_weights_of(l), recompute_, scratch_, dims(), h, keep, recompute_flops_);
-    block_backward_input(residual_grad(), residual(l), block_weights_of(l), recompute_, scratch_, deferred(l), dims(),
-                         h);
-    swap_kept(saved(l), recompute_, keep);
+    const std::uint16_t keep = keep_of(l);
+    if (keep == ac_keep_all) return;
     block_deferred& def = deferred(l);
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(def.recomputed, recompute_, redo, false);  // the recomputed groups go with the deferred ones

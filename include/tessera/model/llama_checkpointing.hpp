@@ -54,6 +54,29 @@ inline void swap_kept(block_saved& mine, block_saved& work, std::uint16_t keep, 
   std::swap(mine.fn_seen, work.fn_seen);
 }
 
+/// What a block runs on: its own saved tensors, or for a checkpointed block (keep !=
+/// ac_keep_all) the shared recompute buffer with the block's kept groups swapped in -- and
+/// out again when this goes, so the block keeps what it keeps.
+class block_work {
+ public:
+  block_work(block_saved& mine, block_saved& shared, std::uint16_t keep) : mine_(mine), shared_(shared), keep_(keep) {
+    if (checkpointed()) swap_kept(mine_, shared_, keep_);
+  }
+  ~block_work() {
+    if (checkpointed()) swap_kept(mine_, shared_, keep_);
+  }
+  block_work(const block_work&) = delete;
+  block_work& operator=(const block_work&) = delete;
+  bool checkpointed() const noexcept { return keep_ != ac_keep_all; }
+  std::uint16_t keep() const noexcept { return keep_; }
+  block_saved& saved() noexcept { return checkpointed() ? shared_ : mine_; }
+
+ private:
+  block_saved& mine_;
+  block_saved& shared_;
+  std::uint16_t keep_;
+};
+
 /// Frees the fields of `s` in the groups of `groups`.
 inline void release_groups(block_saved& s, std::uint16_t groups) {
   const auto f = detail::saved_fields(s);

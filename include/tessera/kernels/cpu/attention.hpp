@@ -46,6 +46,40 @@ inline std::vector<float>& attention_scratch() {
   thread_local std::vector<float> buf;
   return buf;
 }
+
+/// A forward task's online-softmax state over `tr` query rows, in the thread's scratch: the
+/// score tile S [Br, Bc], the output accumulator O [tr, HD] and each row's running max m and
+/// sum l (FlashAttention-2). Shared by attention_forward and ring_attention.hpp's block forward.
+struct softmax_tile {
+  float *S, *O, *m, *l;
+  std::int64_t HD;
+  softmax_tile(std::int64_t tr, std::int64_t hd) : HD(hd) {
+    constexpr std::int64_t Br = attention_block_q, Bc = attention_block_k;
+    auto& buf = attention_scratch();
+    buf.resize(static_cast<std::size_t>(Br * Bc + Br * HD + 2 * Br));
+    S = buf.data(), O = S + Br * Bc, m = O + Br * HD, l = m + Br;
+    std::fill(O, O + tr * HD, 0.0f);
+    std::fill(m, m + tr, -std::numeric_limits<float>::infinity());
+    std::fill(l, l + tr, 0.0f);
+  }
+  /// Row i's new max is `mx` (>= m[i]) and its tile's exp(s - mx) sum to `sum`: rescales
+  /// what the row has so far.
+  void fold(std::int64_t i, float mx, float sum) {
+    const float corr = m[i] == -std::numeric_limits<float>::infinity() ? 0.0f : fast_exp(m[i] - mx);
+    l[i] = l[i] * corr + sum;
+    m[i] = mx;
+    if (corr != 1.0f)
+      for (std::int64_t d = 0; d < HD; ++d) O[i * HD + d] *= corr;
+  }
+  /// Row i's normalised output into `o` [HD] and its log-sum-exp (a row that saw no key:
+  /// zeros and -inf).
+  void store(std::int64_t i, float* o, float& lse) const {
+    const bool none = l[i] == 0.0f;
+    const float inv = none ? 0.0f : 1.0f / l[i];
+    for (std::int64_t d = 0; d < HD; ++d) o[d] = O[i * HD + d] * inv;
+    lse = none ? -std::numeric_limits<float>::infinity() : m[i] + std::log(l[i]);
+  }
+};
 }  // namespace detail
 
 inline void attention_forward(float* out, float* lse, const float* q, const float* k,
@@ -56,20 +90,12 @@ inline void attention_forward(float* out, float* lse, const float* q, const floa
   const std::int64_t G = NH / NKV, nq = (T + Br - 1) / Br;
   const std::int64_t ldq = NH * HD, ldk = NKV * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
-  constexpr float ninf = -std::numeric_limits<float>::infinity();
   parallel_for_dynamic(B * NH * nq, [&](std::int64_t task) {
     const std::int64_t qi = nq - 1 - task % nq;  // longest rows first
     const std::int64_t bh = task / nq, b = bh / NH, h = bh % NH, g = h / G;
     const std::int64_t t0 = qi * Br, tr = std::min(Br, T - t0);
-    auto& buf = detail::attention_scratch();
-    buf.resize(static_cast<std::size_t>(Br * Bc + Br * HD + 2 * Br));
-    float* S = buf.data();
-    float* O = S + Br * Bc;
-    float* m = O + Br * HD;
-    float* l = m + Br;
-    std::fill(O, O + tr * HD, 0.0f);
-    std::fill(m, m + tr, ninf);
-    std::fill(l, l + tr, 0.0f);
+    detail::softmax_tile st(tr, HD);
+    float* S = st.S;
     const float* Q = q + ((b * T + t0) * NH + h) * HD;
     for (std::int64_t k0 = 0; k0 < t0 + tr; k0 += Bc) {
       const std::int64_t tc = std::min(Bc, t0 + tr - k0);
@@ -84,23 +110,15 @@ inline void attention_forward(float* out, float* lse, const float* q, const floa
           continue;
         }
         const float bm = detail::reduce_max(s, valid);
-        const float mx = bm > m[i] ? bm : m[i];
-        const float corr = m[i] == ninf ? 0.0f : detail::fast_exp(m[i] - mx);
+        const float mx = bm > st.m[i] ? bm : st.m[i];
         const float sum = detail::exp_sub_inplace(s, valid, mx);
         std::fill(s + valid, s + tc, 0.0f);
-        l[i] = l[i] * corr + sum;
-        m[i] = mx;
-        if (corr != 1.0f)
-          for (std::int64_t d = 0; d < HD; ++d) O[i * HD + d] *= corr;
+        st.fold(i, mx, sum);
       }
-      gemm_serial(false, false, tr, HD, tc, 1.0f, S, Bc, V, ldk, 1.0f, O, HD);
+      gemm_serial(false, false, tr, HD, tc, 1.0f, S, Bc, V, ldk, 1.0f, st.O, HD);
     }
-    for (std::int64_t i = 0; i < tr; ++i) {
-      const float inv = 1.0f / l[i];
-      float* o = out + ((b * T + t0 + i) * NH + h) * HD;
-      for (std::int64_t d = 0; d < HD; ++d) o[d] = O[i * HD + d] * inv;
-      lse[(b * NH + h) * T + t0 + i] = m[i] + std::log(l[i]);
-    }
+    for (std::int64_t i = 0; i < tr; ++i)
+      st.store(i, out + ((b * T + t0 + i) * NH + h) * HD, lse[(b * NH + h) * T + t0 + i]);
   });
 }
 

@@ -78,15 +78,8 @@ inline void attention_block_forward(float* out_b, float* lse_b, const float* q, 
   parallel_for_dynamic(B * NH * nq, [&](std::int64_t task) {
     const std::int64_t qi = task % nq, bh = task / nq, b = bh / NH, h = bh % NH, g = h / G;
     const std::int64_t t0 = qi * Br, tr = std::min(Br, Tq - t0);
-    auto& buf = detail::attention_scratch();
-    buf.resize(static_cast<std::size_t>(Br * Bc + Br * HD + 2 * Br));
-    float* S = buf.data();
-    float* O = S + Br * Bc;
-    float* m = O + Br * HD;
-    float* l = m + Br;
-    std::fill(O, O + tr * HD, 0.0f);
-    std::fill(m, m + tr, ninf);
-    std::fill(l, l + tr, 0.0f);
+    detail::softmax_tile st(tr, HD);
+    float* S = st.S;
     const float* Q = q + ((b * Tq + t0) * NH + h) * HD;
     for (std::int64_t k0 = 0; k0 < Tk; k0 += Bc) {
       const std::int64_t tc = std::min(Bc, Tk - k0);
@@ -104,27 +97,18 @@ inline void attention_block_forward(float* out_b, float* lse_b, const float* q, 
           std::fill(s, s + tc, 0.0f);
           continue;
         }
-        const float mx = bm > m[i] ? bm : m[i];
-        const float corr = m[i] == ninf ? 0.0f : detail::fast_exp(m[i] - mx);
+        const float mx = bm > st.m[i] ? bm : st.m[i];
         float sum = 0;
         for (std::int64_t j = 0; j < tc; ++j) {
           s[j] = s[j] == ninf ? 0.0f : detail::fast_exp(s[j] - mx);
           sum += s[j];
         }
-        l[i] = l[i] * corr + sum;
-        m[i] = mx;
-        if (corr != 1.0f)
-          for (std::int64_t d = 0; d < HD; ++d) O[i * HD + d] *= corr;
+        st.fold(i, mx, sum);
       }
-      gemm_serial(false, false, tr, HD, tc, 1.0f, S, Bc, V, ldk, 1.0f, O, HD);
+      gemm_serial(false, false, tr, HD, tc, 1.0f, S, Bc, V, ldk, 1.0f, st.O, HD);
     }
-    for (std::int64_t i = 0; i < tr; ++i) {
-      float* o = out_b + ((b * Tq + t0 + i) * NH + h) * HD;
-      const bool none = l[i] == 0.0f;
-      const float inv = none ? 0.0f : 1.0f / l[i];
-      for (std::int64_t d = 0; d < HD; ++d) o[d] = O[i * HD + d] * inv;
-      lse_b[(b * NH + h) * Tq + t0 + i] = none ? ninf : m[i] + std::log(l[i]);
-    }
+    for (std::int64_t i = 0; i < tr; ++i)
+      st.store(i, out_b + ((b * Tq + t0 + i) * NH + h) * HD, lse_b[(b * NH + h) * Tq + t0 + i]);
   });
 }
 

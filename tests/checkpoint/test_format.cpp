@@ -7,29 +7,18 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <tessera/io/checkpoint_format.hpp>
 #include <tessera/io/checkpoint_io.hpp>
 #include <tessera/io/safetensors.hpp>
+
+#include "scratch.hpp"
 
 using namespace tessera;
 namespace ck = tessera::io::checkpoint;
 namespace fs = std::filesystem;
 
 namespace {
-struct scratch {
-  fs::path dir;
-  explicit scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("tessera_ckfmt_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-  }
-  ~scratch() {
-    std::error_code ec;
-    fs::permissions(dir, fs::perms::owner_all, fs::perm_options::add, ec);
-    fs::remove_all(dir, ec);
-  }
-};
+using checkpoint_test::scratch;
 
 box make_box(std::int64_t r0, std::int64_t rows, std::int64_t c0, std::int64_t cols) {
   box b;

@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <tessera/comm/threads.hpp>
 #include <tessera/train/checkpoint.hpp>
 #include <tessera/train/memory_estimator.hpp>
@@ -22,20 +20,14 @@
 #include <tessera/train/trainer.hpp>
 
 #include "../parallel/training_check.hpp"
+#include "scratch.hpp"
 
 using namespace tessera;
 namespace tc = training_check;
 namespace fs = std::filesystem;
 
 namespace {
-struct scratch {
-  fs::path dir;
-  explicit scratch(const std::string& name)
-      : dir(fs::temp_directory_path() / ("tessera_ckpt_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir);
-  }
-  ~scratch() { fs::remove_all(dir); }
-};
+using checkpoint_test::scratch;
 
 /// Steps [from, to) of recipe R on `world` threads: from 0 it initialises the weights, else
 /// it resumes from the latest checkpoint in `folder`; saves after step `save_at` (0: never).

@@ -110,6 +110,9 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)
   check_peak<debug_fsdp>(2, debug_fsdp::mesh(2), 4, 64, "debugmodel fsdp x2");
   check_peak<debug_never>(2, debug_never::mesh(), 4, 64, "debugmodel fsdp never-reshard");
   check_peak<debug_2d>(4, debug_2d::mesh(), 4, 64, "debugmodel fsdp x tp");
+  check_peak<recipes::debug_fsdp_float8>(2, recipes::debug_fsdp_float8::mesh(2), 4, 64, "debugmodel fsdp float8 rowwise");
+  check_peak<recipes::debug_fsdp_float8_tw>(2, recipes::debug_fsdp_float8_tw::mesh(2), 4, 64,
+                                           "debugmodel fsdp float8 tw + FP8 all-gather");
 }
 
 TEST_CASE("estimate_memory: pipeline recipes, per stage, with the schedule's activations in flight") {

@@ -127,6 +127,25 @@ TEST_CASE("traffic: activation checkpointing's recomputes redo their collectives
                 estimate_traffic<tp_plain>(mesh_shape{1, {2}}, 2, 8).activations);
 }
 
+TEST_CASE("traffic: Float8 recipes, FP8 all-gather's e4m3 gathers and amax all-reduces included") {
+  check_recipe<recipes::debug_fsdp_float8_tw>("debug_fsdp_float8_tw", 2, recipes::debug_fsdp_float8_tw::mesh(2), 4, 32);
+  check_recipe<recipes::debug_fsdp_float8_tw>("debug_fsdp_float8_tw (uneven)", 3, recipes::debug_fsdp_float8_tw::mesh(3),
+                                              6, 32);
+  check_recipe<recipes::debug_fsdp_float8>("debug_fsdp_float8", 2, recipes::debug_fsdp_float8::mesh(2), 4, 32);
+  // FP8 all-gather moves the block linears in one byte per element instead of bf16's two:
+  // on 2 ranks each of the 2 gathers per step moves half of every linear, and adds one
+  // all-reduce of a float (4 bytes of bus traffic on 2 ranks) per linear and gather
+  constexpr std::int64_t L = 6, linears = L * (4 * 256 * 256 + 3 * 256 * 768);
+  constexpr traffic_estimate bf = estimate_traffic<recipes::debug_fsdp_bf16>(mesh_shape{1, {2}}, 4, 32);
+  constexpr traffic_estimate f8 = estimate_traffic<recipes::debug_fsdp_float8_tw>(mesh_shape{1, {2}}, 4, 32);
+  static_assert(bf.parameters - f8.parameters == 2 * linears * (2 - 1) / 2 - 2 * 7 * L * 4);
+  static_assert(bf.gradients == f8.gradients && bf.activations == f8.activations);
+  std::printf("FP8 all-gather, debugmodel on 2 ranks: parameter gathers %.3f MiB/step (bf16: %.3f MiB, ratio %.3f; "
+              "block linears alone 0.5 plus the amax all-reduces)\n",
+              static_cast<double>(f8.parameters) / (1 << 20), static_cast<double>(bf.parameters) / (1 << 20),
+              static_cast<double>(f8.parameters) / static_cast<double>(bf.parameters));
+}
+
 TEST_CASE("FSDP prefetch: the next block's all-gathers are in flight while this block's TP calls run") {
   // With debug_2d every rank's recorder shows, for a prefetched dp all-gather, TP calls
   // (over tp) issued after it and before anyone waited for it. A synchronous prefetch

@@ -193,4 +193,8 @@ TESSERA_HOST_DEVICE constexpr F8 to_f8_nonsat(float f) noexcept {
   return F8::from_bits(F8::format::from_f32(f, false));
 }
 
+/// torchao's three Float8 training recipes (Float8LinearRecipeName): which casts each
+/// GEMM operand of a linear gets is kernels/cpu/float8.hpp's f8_linear_casts_of.
+enum class f8_recipe : std::uint8_t { tensorwise, rowwise, rowwise_with_gw_hp };
+
 }  // namespace tessera

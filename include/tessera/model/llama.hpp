@@ -320,12 +320,12 @@ class llama_model {
   void backward_block_weight(std::int64_t l) {
     const std::uint16_t keep = keep_of(l);
     if (keep == ac_keep_all) {
-      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());
+      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims());
       return;
     }
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(saved(l), deferred(l).recomputed, redo, false);
-    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), dims());  // releases the deferred
+    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims());  // releases the deferred
     release_groups(saved(l), redo);
   }
   template <class Hooks>

@@ -11,15 +11,31 @@
 // by them and the memory estimator adds them up.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/float8.hpp>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/model/llama_config.hpp>
 
 namespace tessera {
+
+/// Which of a block's linears compute with Float8 operands, and how (the parallel layer's
+/// float8 policy decides it: parallel/float8.hpp). The output layer is never one of them.
+struct f8_linears {
+  std::uint16_t roles = 0;  ///< bit 1 << param_role per linear (attention_q .. ffn_w3)
+  f8_recipe recipe = f8_recipe::tensorwise;
+  /// The weights reach the model already cast (FP8 all-gather: tensorwise e4m3 values with
+  /// the scale of the whole weight); the linears do not cast them again.
+  bool weights_cast = false;
+
+  constexpr bool any() const { return roles != 0; }
+  constexpr bool covers(param_role r) const { return ((roles >> static_cast<unsigned>(r)) & 1u) != 0; }
+  friend constexpr bool operator==(const f8_linears&, const f8_linears&) = default;
+};
 
 struct llama_shard {
   std::int64_t heads = 0;          ///< query heads computed here
@@ -35,6 +51,8 @@ struct llama_shard {
   /// With part of the vocabulary: finish the loss from this part's row statistics (the hooks
   /// reduce them), instead of having the hooks gather whole logits.
   bool vocab_loss = false;
+  /// The linears computed with Float8 operands (none: all in f32).
+  f8_linears float8{};
 
   /// All of the math.
   static constexpr llama_shard whole(const llama_config& c) {
@@ -110,6 +128,7 @@ struct llama_dims {
   bool vocab_loss = false;   ///< loss from row statistics of the local vocabulary
   bool gather_logits = false;///< part of the vocabulary and no vocab_loss: logits gathered
   float eps = 1e-5f;
+  f8_linears f8{};           ///< the block linears computed with Float8 operands
 
   constexpr std::int64_t N() const { return B * T; }    ///< every token
   constexpr std::int64_t Nr() const { return B * Tl; }  ///< the residual's rows
@@ -130,6 +149,7 @@ constexpr llama_dims dims_of(const llama_config& c, const llama_shard& s, std::i
   d.vocab_loss = s.vocab < c.vocab_size && s.vocab_loss;
   d.gather_logits = s.vocab < c.vocab_size && !s.vocab_loss;
   d.eps = static_cast<float>(c.norm_eps);
+  d.f8 = s.float8;
   return d;
 }
 
@@ -141,11 +161,15 @@ constexpr std::array<std::int64_t, 15> block_saved_sizes(const llama_dims& d) {
           Nr * D, Nr * D, Nr, full * D, N * d.F, N * d.F, N * d.F};
 }
 /// Floats of the scratch all blocks share, in block_scratch's field order:
-/// proj, dres, dtmp, dfull, dgath, datt, dq, dk, dv, ffn, cos, sin.
-constexpr std::array<std::int64_t, 12> block_scratch_sizes(const llama_dims& d) {
+/// proj, dres, dtmp, dfull, dgath, datt, dq, dk, dv, ffn, cos, sin, and with Float8 linears
+/// f8a and f8b, the quantized operands (kernels/cpu/float8_linear.hpp's two buffers for the
+/// widest linear: N x max(D, Hq, F), and max(N, D, Hq, F) x max(D, Hq, F)).
+constexpr std::array<std::int64_t, 14> block_scratch_sizes(const llama_dims& d) {
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D;
+  const std::int64_t wide = std::max({D, d.Hq(), d.F});
+  const std::int64_t f8a = d.f8.any() ? N * wide : 0, f8b = d.f8.any() ? std::max(N, wide) * wide : 0;
   return {N * D, Nr * D, d.split ? Nr * D : 0, N * D, d.full_rows() * D, N * d.Hq(), N * d.Hq(), N * d.Hk(),
-          N * d.Hk(), 2 * N * d.F, d.T * d.hd / 2, d.T * d.hd / 2};
+          N * d.Hk(), 2 * N * d.F, d.T * d.hd / 2, d.T * d.hd / 2, f8a, f8b};
 }
 /// Floats the ends keep, in ends_saved's field order: xf, xf_full, rstdf, logits,
 /// logits_full, rowmax, stats.

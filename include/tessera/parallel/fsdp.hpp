@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <tessera/comm/communicator.hpp>
+#include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/tensor/arena.hpp>
 #include <tessera/tensor/detail/box_copy.hpp>
@@ -44,6 +45,9 @@ struct param_info {
   shape_t shape;           ///< global shape (rank 1 for replicated vectors, 2 otherwise)
   std::int64_t unit = 0;   ///< the FSDP unit it is gathered and reduced with
   bool local = true;       ///< held on this rank (false: another pipeline stage's; stored empty)
+  /// FP8 all-gather (float8's fp8_all_gather): gathered as e4m3 codes under the scale of the
+  /// whole weight (its amax all-reduced over the gather's group first), computed on their values.
+  bool fp8_gather = false;
 };
 
 /// Layout types and plans of a parameter of TP style S and rank R under spec P.
@@ -198,12 +202,18 @@ class sharded_params {
   }
 
  private:
+  struct fp8_state {
+    std::size_t k = 0;
+    float scale = 1;
+    std::vector<std::uint8_t> codes;
+  };
   struct unit_state {
     std::vector<std::int64_t> params;
     std::vector<tensor<float>> p, g;  // gathered parameters / their gradients (empty when bound directly)
     bool gathered = false;
     std::vector<comm::any_request> pending;                       // prefetch gathers not yet waited for
     std::vector<std::pair<std::size_t, std::vector<bf16>>> half;  // bf16 gathers of those, by parameter
+    std::vector<fp8_state> fp8;                                   // FP8 gathers (codes in, codes out)
   };
 
   device_mesh<Mesh>& dm_;
@@ -231,6 +241,7 @@ class sharded_params {
         model_.bind(i, out, model_.grad(i));
         const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
         if constexpr (L::async_gather) {
+          if (info(i).fp8_gather) return gather_fp8(st, k, L::unshard_plan::value[0].group);
           if (prefetch && is_even(L::storage::spec, dm_.shape(), g)) {
             auto& c = dm_.group(L::unshard_plan::value[0].group);
             if constexpr (P.bf16_params) {
@@ -245,6 +256,8 @@ class sharded_params {
             return;
           }
         }
+        check(!info(i).fp8_gather, "fsdp: FP8 all-gather of " + info(i).name +
+                                       " needs an unshard plan that is one all-gather along dim 0");
         if constexpr (P.bf16_params) {  // gathered in bf16, computed in f32 (FSDP2 MixedPrecisionPolicy)
           half_in_.resize(n_in), half_out_.resize(n_out);
           for (std::size_t e = 0; e < n_in; ++e) half_in_[e] = bf16(stored(i)[e]);
@@ -256,7 +269,34 @@ class sharded_params {
       }
     });
   }
-  /// Waits for a unit's prefetch gathers (and widens bf16 ones to the f32 compute copies).
+  /// FP8 all-gather of the k-th parameter of a unit over `group` (torchao's
+  /// fsdp_pre_all_gather / post_all_gather for tensorwise Float8): the amax of the whole
+  /// weight (all-reduce max of the blocks' amaxes), its e4m3 scale, this block cast to e4m3
+  /// codes, the codes gathered (uneven blocks: through the plan), their values the compute copy.
+  template <class Group>
+  void gather_fp8(unit_state& st, std::size_t k, const Group& group) {
+    const std::int64_t i = st.params[k];
+    const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
+    auto& c = dm_.group(group);
+    float amax = cpu::abs_max(stored(i), static_cast<std::int64_t>(n_in));
+    comm::all_reduce(c, std::span<float>(&amax, 1), reduce_op::max).wait();
+    const cpu::f8_cast cast{};  // e4m3, one scale, not rounded: tensorwise
+    fp8_state& f = st.fp8.emplace_back();
+    f.k = k;
+    f.scale = cpu::f8_scale_from_amax(amax, cast.target, cast.rounding);
+    f.codes.resize(n_in + n_out);
+    cpu::f8_quantize(f.codes.data(), stored(i), &f.scale, 1, static_cast<std::int64_t>(n_in), cast);
+    visit(i, [&]<tp_style S, int R>() {
+      using L = param_layouts<Mesh, P, S, R>;
+      if (is_even(L::storage::spec, dm_.shape(), info(i).shape))
+        st.pending.push_back(comm::all_gather(c, std::span<const std::uint8_t>(f.codes.data(), n_in),
+                                              std::span<std::uint8_t>(f.codes.data() + n_in, n_out)));
+      else
+        redistribute_local<typename L::storage, typename L::compute>(dm_, info(i).shape, f.codes.data(),
+                                                                     f.codes.data() + n_in);
+    });
+  }
+  /// Waits for a unit's prefetch gathers (and widens bf16 and FP8 ones to the f32 compute copies).
   void ready(unit_state& st) {
     for (auto& r : st.pending) r.wait();
     st.pending.clear();
@@ -266,6 +306,11 @@ class sharded_params {
       for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(h[n_in + e]);
     }
     st.half.clear();
+    for (fp8_state& f : st.fp8) {
+      const std::int64_t n_out = st.p[f.k].numel(), n_in = static_cast<std::int64_t>(f.codes.size()) - n_out;
+      cpu::f8_dequantize(st.p[f.k].data(), f.codes.data() + n_in, &f.scale, 1, n_out, cpu::f8_cast{});
+    }
+    st.fp8.clear();
   }
 };
 

@@ -12,6 +12,7 @@
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_shard.hpp>
+#include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
 
 namespace tessera {
@@ -47,6 +48,7 @@ namespace parallel {
 constexpr llama_shard llama_shard_of(const llama_config& c, const parallel_spec& p, const mesh_shape& m,
                                      const coords_t& coords) {
   llama_shard s = llama_shard::whole(c);
+  s.float8 = f8_linears_of(c, p.float8);
   if (p.tp < 0) return s;
   const std::int64_t P = m[p.tp], r = coords[static_cast<std::size_t>(p.tp)];
   s.heads = c.n_heads / P, s.head_begin = r * s.heads;

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/core/float8.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_ac.hpp>
 #include <tessera/pipeline/generators.hpp>
@@ -50,7 +51,7 @@ struct sequence_parallel {};
 /// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
 struct loss_parallel {};
 
-enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing };
+enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing, float8 };
 
 /// FSDP's and HSDP's options as values.
 struct fsdp_settings {
@@ -79,6 +80,15 @@ struct tp_settings {
   bool loss_parallel = false;
 };
 
+/// float8's options as values (parallel/float8.hpp names the options).
+struct f8_settings {
+  bool on = false;
+  f8_recipe recipe = f8_recipe::tensorwise;
+  bool all_gather = false;    ///< fp8_all_gather: FSDP gathers the Float8 weights in e4m3
+  bool auto_filter = false;   ///< auto_filter_small_kn: torchao's size thresholds
+  std::uint16_t named = 0;    ///< fp8::linears<...>: the roles named (bits 1 << param_role); 0: every linear
+};
+
 /// A policy as a value: its axes by name and its options.
 struct policy_desc {
   policy_kind kind = policy_kind::fsdp;
@@ -88,6 +98,7 @@ struct policy_desc {
   tp_settings tp{};                 ///< tensor_parallel
   pp_settings pp{};                 ///< pipeline_parallel
   ac_settings ac{};                 ///< activation_checkpointing (no axis)
+  f8_settings f8{};                 ///< float8 (no axis)
 };
 
 namespace detail {
@@ -179,7 +190,7 @@ template <class... Policies>
 struct parallelize {
   static_assert((detail::policy<Policies> && ...),
                 "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>, "
-                "pipeline_parallel<...>, activation_checkpointing<...>)");
+                "pipeline_parallel<...>, activation_checkpointing<...>, float8<...>)");
   static constexpr int size = static_cast<int>(sizeof...(Policies));
   static constexpr std::array<policy_desc, sizeof...(Policies)> policies{Policies::desc...};
 };
@@ -199,6 +210,7 @@ enum class policy_error : std::uint8_t {
   two_tensor_parallel,
   two_pipeline_parallel,
   two_activation_checkpointing,
+  two_float8,
 };
 
 /// The policies resolved against a mesh: axis indices (-1: none) and options.
@@ -215,6 +227,7 @@ struct parallel_spec {
   bool reshard_given = false;  ///< the fsdp / hsdp policy named reshard_after_forward
   pp_settings pipeline{};      ///< pipeline_parallel's options (when pp >= 0)
   ac_settings ac{};            ///< activation_checkpointing's mode (none without the policy)
+  f8_settings float8{};        ///< float8's recipe and options (off without the policy)
   policy_error error = policy_error::none;
   int error_policy = -1;  ///< index of the offending policy (or mesh axis for unclaimed_axis)
   bool error_on_replicate_axis = false;  ///< unknown_axis / axis_twice: hsdp's replicate axis (else its `axis`)
@@ -248,7 +261,10 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
   for (std::size_t i = 0; i < P; ++i) {
     const policy_desc& p = policies[i];
     const int pi = static_cast<int>(i);
-    if (p.kind == policy_kind::activation_checkpointing) {
+    if (p.kind == policy_kind::float8) {
+      if (s.float8.on) fail(policy_error::two_float8, pi);
+      s.float8 = p.f8;
+    } else if (p.kind == policy_kind::activation_checkpointing) {
       if (s.ac.any()) fail(policy_error::two_activation_checkpointing, pi);
       s.ac = p.ac;
     } else if (p.kind == policy_kind::pipeline_parallel) {
@@ -284,6 +300,7 @@ constexpr std::string_view describe(policy_error e) noexcept {
     case policy_error::two_tensor_parallel: return "more than one tensor_parallel policy";
     case policy_error::two_pipeline_parallel: return "more than one pipeline_parallel policy";
     case policy_error::two_activation_checkpointing: return "more than one activation_checkpointing policy";
+    case policy_error::two_float8: return "more than one float8 policy";
   }
   return "?";
 }

@@ -323,7 +323,8 @@ class parallel_llama {
     for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
       const std::int64_t unit = ps.pp >= 0 ? pp.stage_of(m.entry(i).layer, i == 0) : m.part_of(i);
       v.push_back({m.name(i), param_style(m.entry(i)), param_global_shape(m.entry(i)), unit,
-                   ps.pp < 0 || pp.local(static_cast<int>(unit))});
+                   ps.pp < 0 || pp.local(static_cast<int>(unit)),
+                   ps.float8.all_gather && m.shard().float8.covers(m.entry(i).role)});
     }
     return v;
   }

@@ -28,6 +28,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
@@ -209,6 +210,31 @@ constexpr bool pp_schedule_table_for_another_pipeline() {
                                         "of ranks than the pp axis; generate it for the recipe's pp size");
   return false;
 }
+template <int Policy>
+constexpr bool two_float8() {
+  static_assert(Policy < 0, "tessera recipe: more than one float8 policy; use one");
+  return false;
+}
+template <int Policy>
+constexpr bool float8_with_tensor_parallel() {
+  static_assert(Policy < 0, "tessera recipe: float8 with tensor_parallel is not supported yet: the scales of "
+                            "TP-sharded operands need their amaxes all-reduced over the TP axis, which tessera does "
+                            "not do yet; drop one of the two");
+  return false;
+}
+template <int Policy>
+constexpr bool fp8_all_gather_without_fsdp() {
+  static_assert(Policy < 0, "tessera recipe: float8's fp8::all_gather changes what FSDP gathers and needs an "
+                            "fsdp or hsdp policy; add one or drop the option");
+  return false;
+}
+template <param_role Linear, std::int64_t Out, std::int64_t In>
+constexpr bool float8_linear_dims_not_multiple_of_16() {
+  static_assert(Out < 0, "tessera recipe: float8: a linear named in fp8::linears<...> has a dim that is not a multiple "
+                         "of 16, which FP8 GEMMs need (the role and its [out, in] are the template arguments above); "
+                         "leave it out of the list");
+  return false;
+}
 template <int stages>
 constexpr bool pp_reshard_after_forward_given() {
   static_assert(stages < 0, "tessera recipe: pipeline_parallel with fsdp's reshard_after_forward: under a pipeline "
@@ -279,6 +305,19 @@ constexpr bool report_recipe() {
     return false;
   } else if constexpr (S.error == policy_error::two_activation_checkpointing) {
     (void)diagnostic::two_activation_checkpointing<S.error_policy>();
+    return false;
+  } else if constexpr (S.error == policy_error::two_float8) {
+    (void)diagnostic::two_float8<S.error_policy>();
+    return false;
+  } else if constexpr (S.float8.on && S.tp >= 0) {
+    (void)diagnostic::float8_with_tensor_parallel<S.tp>();
+    return false;
+  } else if constexpr (S.float8.all_gather && S.dp_shard < 0) {
+    (void)diagnostic::fp8_all_gather_without_fsdp<S.mesh_ndim>();
+    return false;
+  } else if constexpr (f8_named_dims_problem(Parts::config, S.float8).out != 0) {
+    constexpr f8_dim_problem P = f8_named_dims_problem(Parts::config, S.float8);
+    (void)diagnostic::float8_linear_dims_not_multiple_of_16<P.role, P.out, P.in>();
     return false;
   } else if constexpr (S.pp >= 0 && Mesh::static_shape[S.pp] != dyn &&
                        parallel::resolve_pipeline(Parts::config, S.pipeline, static_cast<int>(Mesh::static_shape[S.pp]),

@@ -11,6 +11,9 @@
 //   debug_3d     pp = 2 (Interleaved1F1B, 2 stages per rank) x FSDP dp = 2 x TP tp = 2 (8 ranks)
 //   debug_3d_zbv the same with ZBVZeroBubble (V placement, I and W apart)
 //   debug_2d_ac  debug_2d with selective op activation checkpointing (TorchTitan's op policy)
+//   debug_fsdp_bf16       FSDP gathering bf16 parameters (mixed precision; the Float8 baseline)
+//   debug_fsdp_float8     debug_fsdp_bf16 with Float8 rowwise block linears
+//   debug_fsdp_float8_tw  debug_fsdp_bf16 with Float8 tensorwise and FP8 all-gather
 // llama3_8b_fsdp (FSDP over 8 ranks) is the paper's 8B configuration, for the memory
 // estimator; it is far too large for a CPU.
 #pragma once
@@ -20,6 +23,7 @@
 
 #include <tessera/model/llama_config.hpp>
 #include <tessera/parallel/activation_checkpoint.hpp>
+#include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
 
@@ -91,6 +95,30 @@ struct debug_2d_ac {
                                            activation_checkpointing<ac::selective_op<>>>;
 };
 
+/// The Float8 recipes' baseline: FSDP gathering bf16 parameters (TorchTitan's default
+/// mixed_precision_param), computing in f32.
+struct debug_fsdp_bf16 {
+  static constexpr std::string_view name = "debug_fsdp_bf16";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>>;
+};
+
+struct debug_fsdp_float8 {
+  static constexpr std::string_view name = "debug_fsdp_float8";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, float8<fp8::rowwise>>;
+};
+
+struct debug_fsdp_float8_tw {
+  static constexpr std::string_view name = "debug_fsdp_float8_tw";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, float8<fp8::tensorwise, fp8::all_gather>>;
+};
+
 struct llama3_8b_fsdp {
   static constexpr std::string_view name = "llama3_8b_fsdp";
   using model = llama3_8b;
@@ -110,6 +138,9 @@ void for_each_runnable(F&& f) {
   f.template operator()<debug_3d>();
   f.template operator()<debug_3d_zbv>();
   f.template operator()<debug_2d_ac>();
+  f.template operator()<debug_fsdp_bf16>();
+  f.template operator()<debug_fsdp_float8>();
+  f.template operator()<debug_fsdp_float8_tw>();
 }
 }  // namespace detail
 

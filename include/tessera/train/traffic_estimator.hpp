@@ -227,6 +227,24 @@ constexpr void add_norm_traffic(traffic_estimate& e, const mesh_shape& m, const 
 namespace detail {
 // (a class template: g++ 12 fails on a function template's local constexpr spec used in
 // the template arguments of a generic lambda's body)
+/// A parameter's FSDP gather `times` times: its unshard plan in the gathered dtype, or under
+/// float8's FP8 all-gather (fp8: the parameter is a Float8 linear) in e4m3 codes after one
+/// all-reduce of its amax (a float) over the FSDP axis (parallel/fsdp.hpp, gather_fp8).
+template <class Types, parallel_spec Ps, class PL>
+constexpr void add_param_gathers(traffic_estimate& e, const mesh_shape& m, const shape_t& g, bool fp8,
+                                 std::int64_t times, const cost_model& cm, const coords_t& at) {
+  using param_t = std::conditional_t<Ps.bf16_params, bf16, float>;
+  if constexpr (Ps.float8.all_gather && Ps.dp_shard >= 0) {
+    if (fp8) {
+      add_plan_traffic<typename PL::storage, typename PL::compute, std::uint8_t>(e, e.parameters, m, g, times, cm, at);
+      add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.dp_shard)>, typename Types::scalar, float>(
+          e, e.parameters, m, shape_t{1}, times, cm, at);
+      return;
+    }
+  }
+  add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, m, g, times, cm, at);
+}
+
 template <class Recipe>
 struct traffic_walk {
   using traits = recipe_traits<Recipe>;
@@ -238,7 +256,7 @@ struct traffic_walk {
   using replicated = typename types::replicated;
   using partial = typename types::partial;
   using scalar = typename types::scalar;
-  using param_t = std::conditional_t<ps.bf16_params, bf16, float>;  ///< what FSDP gathers
+  static constexpr f8_linears f8 = f8_linears_of(cfg, ps.float8);  ///< the Float8 linears
 
   static constexpr traffic_estimate run(const mesh_shape& shape, std::int64_t batch, std::int64_t seq, std::int64_t mb,
                                         const cost_model& cm, const coords_t& at) {
@@ -263,8 +281,7 @@ struct traffic_walk {
       const std::int64_t gathers = block ? block_gathers : 1, reductions = block ? L : 1;
       parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
         using PL = typename types::template param<S, R>;
-        add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, shape, g, mb * gathers,
-                                                                              cm, at);
+        add_param_gathers<types, ps, PL>(e, shape, g, f8.covers(p.role), mb * gathers, cm, at);
         add_plan_traffic<typename PL::grad, typename PL::storage, float>(e, e.gradients, shape, g, mb * reductions, cm,
                                                                          at);
       });
@@ -294,7 +311,7 @@ struct pipeline_traffic_walk {
   static constexpr llama_config cfg = traits::config;
   using M = collapse_axis_t<typename traits::mesh_type, ps.pp>;  // the stage's mesh
   using types = parallel::layout_types<M, ps>;
-  using param_t = std::conditional_t<ps.bf16_params, bf16, float>;
+  static constexpr f8_linears f8 = f8_linears_of(cfg, ps.float8);
 
   /// One all-reduce of a double over the pp group (parallel_llama::sum_pp).
   static constexpr void add_pp_sum(traffic_estimate& e, std::int64_t pp, std::int64_t times) {
@@ -321,7 +338,7 @@ struct pipeline_traffic_walk {
       const shape_t g = param_global_shape(p);
       parallel::visit_style(param_style(p), [&]<tp_style S, int R>() {
         using PL = typename types::template param<S, R>;
-        add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, sm, g, mb, cm, sc);
+        add_param_gathers<types, ps, PL>(e, sm, g, f8.covers(p.role), mb, cm, sc);
         add_plan_traffic<typename PL::grad, typename PL::storage, float>(e, e.gradients, sm, g, mb, cm, sc);
       });
     }

@@ -58,8 +58,8 @@ struct f8_cast {
   friend constexpr bool operator==(const f8_cast&, const f8_cast&) = default;
 };
 
-/// torchao's three recipes (Float8LinearRecipeName).
-enum class f8_recipe : std::uint8_t { tensorwise, rowwise, rowwise_with_gw_hp };
+/// torchao's three recipes (Float8LinearRecipeName; core/float8.hpp).
+using tessera::f8_recipe;
 
 /// The casts of one linear y = x W^T in tessera's storage (x: input [N, C], W: weight
 /// [OC, C], dy: grad_output [N, OC]), one per operand of each GEMM, as torchao's

@@ -104,5 +104,9 @@ int main(int argc, char** argv) {
   run<recipes::debug_hsdp>(4, steps, batch, seq, toks);
   run<recipes::debug_tp>(2, steps, batch, seq, toks);
   run<recipes::debug_2d>(4, steps, batch, seq, toks);
+  // FP8 all-gather against bf16 gathers (issue 15), and rowwise Float8
+  run<recipes::debug_fsdp_bf16>(2, steps, batch, seq, toks);
+  run<recipes::debug_fsdp_float8_tw>(2, steps, batch, seq, toks);
+  run<recipes::debug_fsdp_float8>(2, steps, batch, seq, toks);
   return 0;
 }

@@ -139,3 +139,31 @@ struct pp_zbv_op {
       tensor_parallel<"tp", sequence_parallel, loss_parallel>, activation_checkpointing<ac::selective_op<>>>;
 };
 }  // namespace tiny_recipes
+
+// Float8 (issue 15) under tensor parallel: the amaxes of TP-split operands all-reduced over
+// tp; with FP8 all-gather (whose amax spans dp and tp) and checkpointing (the recompute's
+// casts reduce again); under a zero-bubble pipeline (W's tensorwise weight-gradient casts
+// reduce too).
+#include <tessera/parallel/float8.hpp>
+namespace tiny_recipes {
+struct f8_2d_tw_ag_op {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>,
+                           float8<fp8::tensorwise, fp8::all_gather>, activation_checkpointing<ac::selective_op<>>>;
+};
+struct f8_tp_rowwise_full {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp">, float8<fp8::rowwise>, activation_checkpointing<ac::full>>;
+};
+struct f8_pp_zbv_tp_tw {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>, stages_per_rank<2>>,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel>, float8<fp8::tensorwise>>;
+};
+}  // namespace tiny_recipes

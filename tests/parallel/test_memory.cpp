@@ -104,6 +104,7 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipe
   check_peak<tp_plain_full>(2, tp_plain_full::mesh(), 2, 8, "tiny tp, full activation checkpointing");
   check_peak<fsdp_tp_2d_op>(4, fsdp_tp_2d_op::mesh(), 4, 8, "tiny fsdp x tp, selective op checkpointing");
   check_peak<fsdp_tp_bf16>(4, fsdp_tp_bf16::mesh(), 4, 8, "tiny fsdp x tp bf16");
+  check_peak<f8_2d_tw_ag_op>(4, f8_2d_tw_ag_op::mesh(), 4, 8, "tiny fsdp x tp, float8 tw + FP8 AG + op AC");
 }
 
 TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)") {

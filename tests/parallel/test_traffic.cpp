@@ -132,6 +132,11 @@ TEST_CASE("traffic: Float8 recipes, FP8 all-gather's e4m3 gathers and amax all-r
   check_recipe<recipes::debug_fsdp_float8_tw>("debug_fsdp_float8_tw (uneven)", 3, recipes::debug_fsdp_float8_tw::mesh(3),
                                               6, 32);
   check_recipe<recipes::debug_fsdp_float8>("debug_fsdp_float8", 2, recipes::debug_fsdp_float8::mesh(2), 4, 32);
+  // under TP: the amax all-reduces over tp (recomputes and W included), FP8 all-gather's amax over dp x tp
+  using namespace tiny_recipes;
+  check_recipe<f8_2d_tw_ag_op>("tiny 2-D tw + FP8 AG + op AC", 4, f8_2d_tw_ag_op::mesh(), 4, 8);
+  check_recipe<f8_tp_rowwise_full>("tiny TP rowwise + full AC", 2, f8_tp_rowwise_full::mesh(), 2, 8);
+  check_recipe<f8_pp_zbv_tp_tw>("tiny pp x tp (ZBV) tensorwise", 4, {}, 8, 8);
   // FP8 all-gather moves the block linears in one byte per element instead of bf16's two:
   // on 2 ranks each of the 2 gathers per step moves half of every linear, and adds one
   // all-reduce of a float (4 bytes of bus traffic on 2 ranks) per linear and gather

@@ -317,15 +317,18 @@ class llama_model {
     def.recomputed_floats = block_recompute_floats(dims(), keep);
     allocate_recompute(recompute_, dims(), keep);
   }
-  void backward_block_weight(std::int64_t l) {
+  /// (The hooks see only Float8's amax all-reduces of tensorwise casts under tensor
+  /// parallel; W has no other communication.)
+  template <class Hooks>
+  void backward_block_weight(std::int64_t l, Hooks& h) {
     const std::uint16_t keep = keep_of(l);
     if (keep == ac_keep_all) {
-      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims());
+      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);
       return;
     }
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(saved(l), deferred(l).recomputed, redo, false);
-    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims());  // releases the deferred
+    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);  // releases the deferred
     release_groups(saved(l), redo);
   }
   template <class Hooks>

@@ -25,6 +25,7 @@
 
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/float8_linear.hpp>
+#include <tessera/model/llama_float8.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
@@ -133,6 +134,8 @@ struct serial_hooks : local_attention {
   /// Logits [B*T, Vl] -> [B*T, V], and the gradient back.
   void gather_logits(const float*, float*) {}
   void slice_logits(const float*, float*) {}
+  /// Float8 scales: the amaxes [n] of groups other ranks hold parts of, max-reduced in place.
+  void reduce_amax(float*, std::int64_t) {}
 };
 
 namespace detail {
@@ -144,44 +147,50 @@ inline void add(float* y, const float* a, const float* b, std::int64_t n) {
   }, 4096);
 }
 
-/// The casts of a Float8 linear (FP8 all-gather: the weights arrived cast).
-inline cpu::f8_linear_casts f8_casts_of(const f8_linears& f) {
-  cpu::f8_linear_casts c = cpu::f8_linear_casts_of(f.recipe);
-  if (f.weights_cast) c.weight.reset(), c.weight_for_grad_input.reset();
-  return c;
+/// The Float8 casts' amax reduction across the ranks that share a scale group (the hooks').
+template <class Hooks>
+auto amax_reduce(Hooks& h) {
+  return [&h](float* amax, std::int64_t n) { h.reduce_amax(amax, n); };
 }
 /// out [N, OC] = in [N, C] . W [OC, C]^T: the block's linear `r`, with Float8 operands when
 /// d.f8 covers it.
-inline void linear_forward(float* out, const float* in, const float* W, std::int64_t N, std::int64_t C,
-                           std::int64_t OC, param_role r, const llama_dims& d, block_scratch& k) {
+template <class Hooks>
+void linear_forward(float* out, const float* in, const float* W, std::int64_t N, std::int64_t C, std::int64_t OC,
+                    param_role r, const llama_dims& d, block_scratch& k, Hooks& h) {
   if (d.f8.covers(r))
-    cpu::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data());
+    cpu::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
+                           amax_reduce(h));
   else
     cpu::matmul_forward(out, in, W, nullptr, N, C, OC);
 }
 /// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
-inline void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
-                            std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d, block_scratch& k) {
+template <class Hooks>
+void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
+                     std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d, block_scratch& k, Hooks& h) {
   if (d.f8.covers(r))
-    cpu::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data());
+    cpu::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
+                            f8_split_of(r, d), amax_reduce(h));
   else
     cpu::matmul_backward(din, dW, nullptr, dout, in, W, N, C, OC);
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).
-inline void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* in, const block_params& w,
-                                 const llama_dims& d, block_scratch& k) {
+template <class Hooks>
+void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* in, const block_params& w,
+                          const llama_dims& d, block_scratch& k, Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
   if (!d.f8.any()) return cpu::feed_forward_forward(out, h1, h3, act, in, w.w1, w.w3, w.w2, N, D, F);
-  linear_forward(h1, in, w.w1, N, D, F, param_role::ffn_w1, d, k);
-  linear_forward(h3, in, w.w3, N, D, F, param_role::ffn_w3, d, k);
+  linear_forward(h1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
+  linear_forward(h3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
   cpu::swiglu_forward(act, h1, h3, N * F);
-  linear_forward(out, act, w.w2, N, F, D, param_role::ffn_w2, d, k);
+  linear_forward(out, act, w.w2, N, F, D, param_role::ffn_w2, d, k, h);
 }
 /// Accumulates din [N, D] and the weight gradients of g that are not nullptr; leaves dh1, dh3
 /// in k.ffn.
-inline void feed_forward_backward(float* din, float* dw1, float* dw3, float* dw2, const float* dout, const float* in,
-                                  const block_saved& s, const block_params& w, const llama_dims& d, block_scratch& k) {
+template <class Hooks>
+void feed_forward_backward(float* din, float* dw1, float* dw3, float* dw2, const float* dout, const float* in,
+                           const block_saved& s, const block_params& w, const llama_dims& d, block_scratch& k,
+                           Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
   if (!d.f8.any())
     return cpu::feed_forward_backward(din, dw1, dw3, dw2, dout, in, s.h1.data(), s.h3.data(), s.act.data(), w.w1,
@@ -189,10 +198,10 @@ inline void feed_forward_backward(float* din, float* dw1, float* dw3, float* dw2
   float* dh1 = k.ffn.data();  // dact, then dh1 in place
   float* dh3 = dh1 + N * F;
   zero(dh1, N * F);
-  linear_backward(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k);
+  linear_backward(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
   cpu::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
-  linear_backward(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k);
-  linear_backward(din, dw3, dh3, in, w.w3, N, D, F, param_role::ffn_w3, d, k);
+  linear_backward(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
+  linear_backward(din, dw3, dh3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
 }
 }  // namespace detail
 
@@ -204,18 +213,18 @@ void block_forward(float* out, const float* x, const block_params& w, block_save
   // attention branch: mid = x + R(wo(attention(rope(q), rope(k), v))), q, k, v = w{q,k,v}(G(norm(x)))
   cpu::rmsnorm_forward(s.an.data(), s.rstd1.data(), x, w.attention_norm, Nr, D, d.eps);
   s.an_seen = h.gather(s.an.data(), s.an_full.data());
-  detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k);
-  detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k);
-  detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k);
+  detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
+  detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
+  detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
   cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
   cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
   h.attention_forward(s.att.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), d);
-  detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k);
+  detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
   detail::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
   // feed-forward branch: out = mid + R(w2(silu(w1 n2) * w3 n2)), n2 = G(norm(mid))
   cpu::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
   s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
-  detail::feed_forward_forward(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w, d, k);
+  detail::feed_forward_forward(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w, d, k, h);
   detail::add(out, s.mid.data(), h.reduce(k.proj.data(), out), Nr * D);
 }
 
@@ -229,21 +238,21 @@ void block_backward(float* dres, const block_grads& g, const float* x, const blo
   float* dfull = k.dfull.data();
   // feed-forward branch
   detail::zero(dfull, N * D);
-  detail::feed_forward_backward(dfull, g.w1, g.w3, g.w2, h.gather(dres, k.dgath.data()), s.fn_seen, s, w, d, k);
+  detail::feed_forward_backward(dfull, g.w1, g.w3, g.w2, h.gather(dres, k.dgath.data()), s.fn_seen, s, w, d, k, h);
   cpu::rmsnorm_backward(dres, g.ffn_norm, h.reduce(dfull, k.dtmp.data()), s.mid.data(), w.ffn_norm, s.rstd2.data(),
                         Nr, D);
   // attention branch
   detail::zero(k.datt.data(), N * Hq);
   detail::linear_backward(k.datt.data(), g.wo, h.gather(dres, k.dgath.data()), s.att.data(), w.wo, N, Hq, D,
-                          param_role::attention_o, d, k);
+                          param_role::attention_o, d, k, h);
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
   cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
   cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
   detail::zero(dfull, N * D);
-  detail::linear_backward(dfull, g.wq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k);
-  detail::linear_backward(dfull, g.wk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k);
-  detail::linear_backward(dfull, g.wv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k);
+  detail::linear_backward(dfull, g.wq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
+  detail::linear_backward(dfull, g.wk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
+  detail::linear_backward(dfull, g.wv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
   cpu::rmsnorm_backward(dres, g.attention_norm, h.reduce(dfull, k.dtmp.data()), x, w.attention_norm, s.rstd1.data(),
                         Nr, D);
 }

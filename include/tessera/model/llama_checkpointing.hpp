@@ -98,17 +98,17 @@ void block_recompute(const float* x, const block_params& w, block_saved& s, bloc
     s.an_seen = h.gather(s.an.data(), s.an_full.data());
   }
   if (redo(ac_op::wq)) {
-    detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k);
+    detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
     cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
     mm(D, Hq);
   }
   if (redo(ac_op::wk)) {
-    detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k);
+    detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
     cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
     mm(D, Hk);
   }
   if (redo(ac_op::wv)) {
-    detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k);
+    detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
     mm(D, Hk);
   }
   if (redo(ac_op::attention)) {
@@ -116,7 +116,7 @@ void block_recompute(const float* x, const block_params& w, block_saved& s, bloc
     flops += 4 * d.B * d.heads * d.T * d.T * d.hd / 2;  // causal: QK^T and PV over half the pairs
   }
   if (redo(ac_op::wo)) {
-    detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k);
+    detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
     detail::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
     mm(Hq, D);
   }
@@ -125,11 +125,11 @@ void block_recompute(const float* x, const block_params& w, block_saved& s, bloc
     s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
   }
   if (redo(ac_op::w1)) {
-    detail::linear_forward(s.h1.data(), s.fn_seen, w.w1, N, D, d.F, param_role::ffn_w1, d, k);
+    detail::linear_forward(s.h1.data(), s.fn_seen, w.w1, N, D, d.F, param_role::ffn_w1, d, k, h);
     mm(D, d.F);
   }
   if (redo(ac_op::w3)) {
-    detail::linear_forward(s.h3.data(), s.fn_seen, w.w3, N, D, d.F, param_role::ffn_w3, d, k);
+    detail::linear_forward(s.h3.data(), s.fn_seen, w.w3, N, D, d.F, param_role::ffn_w3, d, k, h);
     mm(D, d.F);
   }
   if (redo(ac_op::swiglu)) cpu::swiglu_forward(s.act.data(), s.h1.data(), s.h3.data(), N * d.F);

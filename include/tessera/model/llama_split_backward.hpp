@@ -66,7 +66,7 @@ void block_backward_input(float* dres, const float* x, const block_params& w, co
   detail::zero(dfull, N * D);
   const float* dout2 = h.gather(dres, k.dgath.data());
   detail::keep(def.d_ffn, dout2);
-  detail::feed_forward_backward(dfull, nullptr, nullptr, nullptr, dout2, s.fn_seen, s, w, d, k);
+  detail::feed_forward_backward(dfull, nullptr, nullptr, nullptr, dout2, s.fn_seen, s, w, d, k, h);
   detail::keep(def.dh13, k.ffn.data());  // dh1 then dh3, as feed_forward_backward leaves them
   const float* dn2 = h.reduce(dfull, k.dtmp.data());
   detail::keep(def.dn2, dn2);
@@ -75,7 +75,7 @@ void block_backward_input(float* dres, const float* x, const block_params& w, co
   detail::zero(k.datt.data(), N * Hq);
   const float* dout1 = h.gather(dres, k.dgath.data());
   detail::keep(def.d_att, dout1);
-  detail::linear_backward(k.datt.data(), nullptr, dout1, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k);
+  detail::linear_backward(k.datt.data(), nullptr, dout1, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
   cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
@@ -84,29 +84,31 @@ void block_backward_input(float* dres, const float* x, const block_params& w, co
   detail::keep(def.dk, k.dk.data());
   detail::keep(def.dv, k.dv.data());
   detail::zero(dfull, N * D);
-  detail::linear_backward(dfull, nullptr, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k);
-  detail::linear_backward(dfull, nullptr, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k);
-  detail::linear_backward(dfull, nullptr, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k);
+  detail::linear_backward(dfull, nullptr, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
+  detail::linear_backward(dfull, nullptr, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
+  detail::linear_backward(dfull, nullptr, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
   const float* dn1 = h.reduce(dfull, k.dtmp.data());
   detail::keep(def.dn1, dn1);
   cpu::rmsnorm_backward(dres, nullptr, dn1, x, w.attention_norm, s.rstd1.data(), Nr, D);
 }
 
 /// The W half: accumulates the block's weight gradients into g from what I kept, in
-/// block_backward's order; then frees `def`.
-inline void block_backward_weight(const block_grads& g, const float* x, const block_saved& s, block_deferred& def,
-                                  block_scratch& k, const llama_dims& d) {
+/// block_backward's order; then frees `def`. It communicates nothing, except the amax
+/// all-reduces of Float8 tensorwise casts of TP-split operands (through `h`).
+template <class Hooks>
+void block_backward_weight(const block_grads& g, const float* x, const block_saved& s, block_deferred& def,
+                           block_scratch& k, const llama_dims& d, Hooks& h) {
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk(), F = d.F;
   using detail::linear_backward;
   using r = param_role;
-  linear_backward(nullptr, g.w2, def.d_ffn.data(), s.act.data(), nullptr, N, F, D, r::ffn_w2, d, k);
-  linear_backward(nullptr, g.w1, def.dh13.data(), s.fn_seen, nullptr, N, D, F, r::ffn_w1, d, k);
-  linear_backward(nullptr, g.w3, def.dh13.data() + N * F, s.fn_seen, nullptr, N, D, F, r::ffn_w3, d, k);
+  linear_backward(nullptr, g.w2, def.d_ffn.data(), s.act.data(), nullptr, N, F, D, r::ffn_w2, d, k, h);
+  linear_backward(nullptr, g.w1, def.dh13.data(), s.fn_seen, nullptr, N, D, F, r::ffn_w1, d, k, h);
+  linear_backward(nullptr, g.w3, def.dh13.data() + N * F, s.fn_seen, nullptr, N, D, F, r::ffn_w3, d, k, h);
   cpu::rmsnorm_backward(nullptr, g.ffn_norm, def.dn2.data(), s.mid.data(), nullptr, s.rstd2.data(), Nr, D);
-  linear_backward(nullptr, g.wo, def.d_att.data(), s.att.data(), nullptr, N, Hq, D, r::attention_o, d, k);
-  linear_backward(nullptr, g.wq, def.dq.data(), s.an_seen, nullptr, N, D, Hq, r::attention_q, d, k);
-  linear_backward(nullptr, g.wk, def.dk.data(), s.an_seen, nullptr, N, D, Hk, r::attention_k, d, k);
-  linear_backward(nullptr, g.wv, def.dv.data(), s.an_seen, nullptr, N, D, Hk, r::attention_v, d, k);
+  linear_backward(nullptr, g.wo, def.d_att.data(), s.att.data(), nullptr, N, Hq, D, r::attention_o, d, k, h);
+  linear_backward(nullptr, g.wq, def.dq.data(), s.an_seen, nullptr, N, D, Hq, r::attention_q, d, k, h);
+  linear_backward(nullptr, g.wk, def.dk.data(), s.an_seen, nullptr, N, D, Hk, r::attention_k, d, k, h);
+  linear_backward(nullptr, g.wv, def.dv.data(), s.an_seen, nullptr, N, D, Hk, r::attention_v, d, k, h);
   cpu::rmsnorm_backward(nullptr, g.attention_norm, def.dn1.data(), x, nullptr, s.rstd1.data(), Nr, D);
   def.release();
 }

@@ -271,15 +271,21 @@ class sharded_params {
   }
   /// FP8 all-gather of the k-th parameter of a unit over `group` (torchao's
   /// fsdp_pre_all_gather / post_all_gather for tensorwise Float8): the amax of the whole
-  /// weight (all-reduce max of the blocks' amaxes), its e4m3 scale, this block cast to e4m3
+  /// weight (all-reduce max of the blocks' amaxes over the gather's and the TP axis), its e4m3 scale, this block cast to e4m3
   /// codes, the codes gathered (uneven blocks: through the plan), their values the compute copy.
   template <class Group>
   void gather_fp8(unit_state& st, std::size_t k, const Group& group) {
     const std::int64_t i = st.params[k];
     const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
     auto& c = dm_.group(group);
+    // the whole weight's amax: over the gather's ranks, and under TP over the TP shards too
+    // (torchao's amax of the DTensor); one all-reduce over the flattened group, in mesh order
+    const unsigned mask = group.mask() | (P.tp >= 0 ? 1u << P.tp : 0u);
+    axis_group amax_group;
+    for (int a = 0; a < Mesh::ndim; ++a)
+      if ((mask >> a) & 1u) amax_group.push(a);
     float amax = cpu::abs_max(stored(i), static_cast<std::int64_t>(n_in));
-    comm::all_reduce(c, std::span<float>(&amax, 1), reduce_op::max).wait();
+    comm::all_reduce(dm_.group(amax_group), std::span<float>(&amax, 1), reduce_op::max).wait();
     const cpu::f8_cast cast{};  // e4m3, one scale, not rounded: tensorwise
     fp8_state& f = st.fp8.emplace_back();
     f.k = k;

@@ -9,14 +9,17 @@
 //                                    all-reduce without)
 //   reduce_row_max / reduce_row_stats  loss parallel's row statistics (max, then sums)
 //   gather_logits / slice_logits       the logits' vocabulary split without loss parallel
+//   reduce_amax                        Float8's amaxes of TP-split operands (max over tp)
 // Each returns the buffer holding the result (its input when the plan is empty, e.g. with
 // no TP). It knows no model: the Llama's hooks (train/parallel_llama.hpp) call it.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include <tessera/comm/communicator.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/tensor/device_mesh.hpp>
 #include <tessera/tensor/redistribute.hpp>
@@ -50,6 +53,15 @@ class tp_activations {
   }
   void slice_logits(const float* in, float* out, std::int64_t V) {
     move<typename types::replicated, typename types::vocab>(in, out, V);
+  }
+  /// Float8 scales of TP-split operands: amaxes [n] max-reduced over the TP axis, in place
+  /// (the amax of a sharded DTensor in torchao).
+  void reduce_amax(float* amax, std::int64_t n) {
+    if constexpr (P.tp >= 0) {
+      axis_group g;
+      g.push(P.tp);
+      comm::all_reduce(dm_.group(g), std::span<float>(amax, static_cast<std::size_t>(n)), reduce_op::max).wait();
+    }
   }
 
   /// An activation [B, T, X] from layout Src to Dst; returns `in` when the plan is empty.

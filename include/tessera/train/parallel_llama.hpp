@@ -245,6 +245,7 @@ class parallel_llama {
     void reduce_row_stats(float* x) { o.tp_.reduce_row_stats(x); }
     void gather_logits(const float* in, float* out) { o.tp_.gather_logits(in, out, cfg.vocab_size); }
     void slice_logits(const float* in, float* out) { o.tp_.slice_logits(in, out, cfg.vocab_size); }
+    void reduce_amax(float* amax, std::int64_t n) { o.tp_.reduce_amax(amax, n); }
   };
 
   device_mesh<mesh_type>& dm_;

@@ -153,7 +153,7 @@ class pipeline_stages {
     md.use(at(s, mb));
     const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
     if (s == o_.pp_.stages() - 1) md.backward_head_weight();
-    for (int l = last - 1; l >= first; --l) md.backward_block_weight(l);
+    for (int l = last - 1; l >= first; --l) md.backward_block_weight(l, o_.hooks_);
     if (s == 0) md.backward_embedding_weight();
     acts_.erase({s, mb});
   }

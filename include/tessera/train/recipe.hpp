@@ -216,13 +216,6 @@ constexpr bool two_float8() {
   return false;
 }
 template <int Policy>
-constexpr bool float8_with_tensor_parallel() {
-  static_assert(Policy < 0, "tessera recipe: float8 with tensor_parallel is not supported yet: the scales of "
-                            "TP-sharded operands need their amaxes all-reduced over the TP axis, which tessera does "
-                            "not do yet; drop one of the two");
-  return false;
-}
-template <int Policy>
 constexpr bool fp8_all_gather_without_fsdp() {
   static_assert(Policy < 0, "tessera recipe: float8's fp8::all_gather changes what FSDP gathers and needs an "
                             "fsdp or hsdp policy; add one or drop the option");
@@ -308,9 +301,6 @@ constexpr bool report_recipe() {
     return false;
   } else if constexpr (S.error == policy_error::two_float8) {
     (void)diagnostic::two_float8<S.error_policy>();
-    return false;
-  } else if constexpr (S.float8.on && S.tp >= 0) {
-    (void)diagnostic::float8_with_tensor_parallel<S.tp>();
     return false;
   } else if constexpr (S.float8.all_gather && S.dp_shard < 0) {
     (void)diagnostic::fp8_all_gather_without_fsdp<S.mesh_ndim>();

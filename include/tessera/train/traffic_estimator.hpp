@@ -42,6 +42,7 @@
 #include <tessera/comm/flight_recorder.hpp>
 #include <tessera/layout/layout.hpp>
 #include <tessera/layout/mesh.hpp>
+#include <tessera/model/llama_float8.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/llama_plan.hpp>
@@ -51,6 +52,7 @@
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/train/recipe.hpp>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tessera {
@@ -229,7 +231,7 @@ namespace detail {
 // the template arguments of a generic lambda's body)
 /// A parameter's FSDP gather `times` times: its unshard plan in the gathered dtype, or under
 /// float8's FP8 all-gather (fp8: the parameter is a Float8 linear) in e4m3 codes after one
-/// all-reduce of its amax (a float) over the FSDP axis (parallel/fsdp.hpp, gather_fp8).
+/// all-reduce of its amax (a float) over the FSDP and TP axes (parallel/fsdp.hpp, gather_fp8).
 template <class Types, parallel_spec Ps, class PL>
 constexpr void add_param_gathers(traffic_estimate& e, const mesh_shape& m, const shape_t& g, bool fp8,
                                  std::int64_t times, const cost_model& cm, const coords_t& at) {
@@ -237,12 +239,43 @@ constexpr void add_param_gathers(traffic_estimate& e, const mesh_shape& m, const
   if constexpr (Ps.float8.all_gather && Ps.dp_shard >= 0) {
     if (fp8) {
       add_plan_traffic<typename PL::storage, typename PL::compute, std::uint8_t>(e, e.parameters, m, g, times, cm, at);
-      add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.dp_shard)>, typename Types::scalar, float>(
+      constexpr unsigned amax_axes = (1u << Ps.dp_shard) | (Ps.tp >= 0 ? 1u << Ps.tp : 0u);
+      add_plan_traffic<typename Types::template scalar_partial<amax_axes>, typename Types::scalar, float>(
           e, e.parameters, m, shape_t{1}, times, cm, at);
       return;
     }
   }
   add_plan_traffic<typename PL::storage, typename PL::compute, param_t>(e, e.parameters, m, g, times, cm, at);
+}
+
+/// Float8 under tensor parallel: the amax all-reduces (max over tp) of the casts whose scale
+/// groups span the TP ranks (model/llama_float8.hpp), for blocks [first, last), each run
+/// `times` times: every covered linear's three GEMMs, and its output GEMM again in the blocks
+/// where activation checkpointing recomputes it.
+template <class Types, parallel_spec Ps>
+constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, const llama_dims& d, std::int64_t first,
+                                   std::int64_t last, std::int64_t times, const cost_model& cm, const coords_t& at) {
+  if constexpr (Ps.tp >= 0 && Ps.float8.on) {
+    if (!d.split || !d.f8.any()) return;
+    std::int64_t redone[ac_op_count] = {};  // the blocks that recompute each group
+    for (std::int64_t l = first; l < last; ++l) {
+      const std::uint16_t keep = ac_keep_mask(Ps.ac, l, Ps.sequence_parallel);
+      for (int o = 0; o < ac_op_count; ++o)
+        if (!(keep & (1u << o))) ++redone[o];
+    }
+    const std::int64_t blocks = last - first;
+    for (param_role r : block_linears) {
+      const ac_op o = ac_op_of(r);
+      const std::int64_t outputs = blocks + (o == ac_op::count ? 0 : redone[static_cast<int>(o)]);
+      const std::pair<cpu::f8_gemm, std::int64_t> runs[] = {
+          {cpu::f8_gemm::output, outputs}, {cpu::f8_gemm::grad_input, blocks}, {cpu::f8_gemm::grad_weight, blocks}};
+      for (const auto& run : runs)
+        for (std::int64_t floats : f8_amax_reductions(r, run.first, d))
+          if (floats > 0 && run.second > 0)
+            add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.tp)>, typename Types::scalar, float>(
+                e, e.activations, m, shape_t{floats}, times * run.second, cm, at);
+    }
+  }
 }
 
 template <class Recipe>
@@ -293,6 +326,11 @@ struct traffic_walk {
     add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.gathers), cm, at);
     add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.reduces), cm, at);
     add_head_traffic<types, ps>(e, shape, batch, seq, cfg.vocab_size, mb, cm, at);
+    if constexpr (ps.float8.on && ps.tp >= 0) {  // Float8's amax all-reduces over tp
+      const llama_shard shard = parallel::llama_shard_of(cfg, ps, shape, at);
+      const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), shape, shape_t{batch, seq}, at).size[0];
+      add_f8_amax_traffic<types, ps>(e, shape, dims_of(cfg, shard, Bl, seq), 0, L, mb, cm, at);
+    }
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
     add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, scalar, double>(e, e.scalars, shape,
                                                                                                shape_t{1}, mb, cm, at);
@@ -363,6 +401,9 @@ struct pipeline_traffic_walk {
     const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
     const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc).size[0];
     const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, seq);
+    for (int st = 0; st < plan.stages; ++st)  // Float8's amax all-reduces over tp, per microbatch
+      if (lowered.rank_of(st) == me)
+        add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
     for (const pipeline::action& a : lowered.actions[static_cast<std::size_t>(me)])
       if (a.kind == pipeline::op::SEND_F || a.kind == pipeline::op::SEND_B) {
         const std::int64_t b = d.Nr() * cfg.dim * 4;

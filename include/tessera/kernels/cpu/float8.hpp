@@ -20,6 +20,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -123,6 +124,47 @@ constexpr std::int64_t f8_scale_count(f8_granularity g, std::int64_t rows, std::
   return g == f8_granularity::tensorwise ? 1 : (g == f8_granularity::per_row ? rows : cols);
 }
 
+/// Which dim of a linear other ranks hold the rest of (tensor parallel): its output features
+/// (column-parallel: the weight's rows and the output gradient's columns are split) or its
+/// input features (row-parallel: the input's and the weight's columns). A cast whose scale
+/// groups span the split dim needs its amaxes reduced across those ranks.
+enum class f8_split : std::uint8_t { none, out_features, in_features };
+
+/// The three GEMMs of a linear.
+enum class f8_gemm : std::uint8_t { output, grad_input, grad_weight };
+
+/// An operand of one of a linear's GEMMs: its shape [rows, cols], whether other ranks hold
+/// more of its rows / columns (f8_split), and its cast (nullopt: high precision).
+struct f8_operand_of {
+  std::int64_t rows = 0, cols = 0;
+  bool rows_split = false, cols_split = false;
+  std::optional<f8_cast> cast;
+
+  /// True when the cast's scale groups span other ranks (their amaxes must be reduced).
+  constexpr bool spans() const {
+    if (!cast) return false;
+    if (cast->granularity == f8_granularity::tensorwise) return rows_split || cols_split;
+    return cast->granularity == f8_granularity::per_row ? cols_split : rows_split;
+  }
+  /// The amaxes a reduction moves: one per scale.
+  constexpr std::int64_t scales() const { return cast ? f8_scale_count(cast->granularity, rows, cols) : 0; }
+};
+
+/// The two operands of GEMM `g` of a linear [N, C] -> [N, OC] (x [N, C], W [OC, C], dy [N, OC]):
+/// output: x, W; grad_input: dy, W; grad_weight: dy, x -- in the order the GEMM takes them.
+constexpr std::array<f8_operand_of, 2> f8_gemm_operands(f8_gemm g, const f8_linear_casts& c, std::int64_t N,
+                                                       std::int64_t C, std::int64_t OC, f8_split split) {
+  const bool in = split == f8_split::in_features, of = split == f8_split::out_features;
+  switch (g) {
+    case f8_gemm::output: return {{{N, C, false, in, c.input}, {OC, C, of, in, c.weight}}};
+    case f8_gemm::grad_input: return {{{N, OC, false, of, c.grad_output}, {OC, C, of, in, c.weight_for_grad_input}}};
+    case f8_gemm::grad_weight:
+      return {{{N, OC, false, of, c.grad_output_for_grad_weight}, {N, C, false, in, c.input_for_grad_weight}}};
+  }
+  return {};
+}
+
+
 // ---- amax and scales ----------------------------------------------------------------------
 
 namespace detail {
@@ -189,15 +231,24 @@ inline float f8_scale_from_amax(float amax, dtype target, f8_scale_rounding roun
   return rounding == f8_scale_rounding::power_of_two ? f8_round_scale_down_to_power_of_two(s) : s;
 }
 
+/// The default amax reduction: none (every scale group is held whole by this rank).
+struct f8_local_amax {
+  void operator()(float*, std::int64_t) const noexcept {}
+};
+
 /// The scales of x [rows, cols] under cast c: f8_scale_count(c.granularity, rows, cols)
-/// floats written to `scales`.
-inline void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t cols, f8_cast c) {
+/// floats written to `scales`. `reduce(amax, n)` sees the n amaxes before they become scales:
+/// where other ranks hold the rest of a group (tensor parallel), it takes their max across
+/// those ranks, as torchao's amax of a sharded DTensor does.
+template <class Reduce = f8_local_amax>
+void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t cols, f8_cast c, Reduce&& reduce = {}) {
   const std::int64_t n = f8_scale_count(c.granularity, rows, cols);
   switch (c.granularity) {
     case f8_granularity::tensorwise: scales[0] = abs_max(x, rows * cols); break;
     case f8_granularity::per_row: abs_max_rows(scales, x, rows, cols); break;
     case f8_granularity::per_column: abs_max_cols(scales, x, rows, cols); break;
   }
+  reduce(scales, n);
   for (std::int64_t i = 0; i < n; ++i) scales[i] = f8_scale_from_amax(scales[i], c.target, c.rounding);
 }
 
@@ -258,16 +309,18 @@ struct f8_raw {
 };
 
 /// out = dequantize(quantize(x)): x [rows, cols] through the FP8 cast c and back, the f32
-/// operand of the emulated GEMM. out may alias x. Optionally keeps the codes and scales.
-inline void f8_quantize_dequantize(float* out, const float* x, std::int64_t rows, std::int64_t cols,
-                                   f8_cast c, f8_raw raw = {}) {
+/// operand of the emulated GEMM. out may alias x. Optionally keeps the codes and scales;
+/// `reduce` as f8_scales.
+template <class Reduce = f8_local_amax>
+void f8_quantize_dequantize(float* out, const float* x, std::int64_t rows, std::int64_t cols, f8_cast c,
+                            f8_raw raw = {}, Reduce&& reduce = {}) {
   std::vector<float> own;
   float* scales = raw.scales;
   if (!scales) {
     own.resize(static_cast<std::size_t>(f8_scale_count(c.granularity, rows, cols)));
     scales = own.data();
   }
-  f8_scales(scales, x, rows, cols, c);
+  f8_scales(scales, x, rows, cols, c, reduce);
   detail::with_f8_type(c.target, [&]<class F8>(F8) {
     detail::for_each_row_scaled(rows, cols, c.granularity, scales, [&](std::int64_t r, auto scale) {
       if (raw.bits) {

@@ -9,6 +9,7 @@
 // runs real FP8 GEMMs (docs/kernels.md, "Float8 numerics").
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 
@@ -17,12 +18,16 @@
 
 namespace tessera::cpu {
 
-/// The operand a GEMM multiplies: `x` itself when the cast is high precision (nullopt),
-/// else x [rows, cols] quantized and dequantized into `buf`.
-inline const float* f8_operand(float* buf, const float* x, std::int64_t rows, std::int64_t cols,
-                               const std::optional<f8_cast>& c) {
-  if (!c) return x;
-  f8_quantize_dequantize(buf, x, rows, cols, *c);
+/// The operand a GEMM multiplies: `x` itself when the cast is high precision, else x
+/// quantized and dequantized into `buf`, the amaxes of groups that span ranks through
+/// `reduce` (f8_scales).
+template <class Reduce>
+const float* f8_operand(float* buf, const float* x, const f8_operand_of& o, Reduce& reduce) {
+  if (!o.cast) return x;
+  if (o.spans())
+    f8_quantize_dequantize(buf, x, o.rows, o.cols, *o.cast, {}, reduce);
+  else
+    f8_quantize_dequantize(buf, x, o.rows, o.cols, *o.cast);
   return buf;
 }
 
@@ -36,23 +41,31 @@ constexpr std::int64_t f8_linear_buffer_b(std::int64_t N, std::int64_t C, std::i
 }
 
 /// out [N, OC] = q(inp [N, C]) . q(weight [OC, C])^T, q the casts `c.input` and `c.weight`.
-/// `a` and `b` hold f8_linear_buffer_a / _b floats.
-inline void f8_matmul_forward(float* out, const float* inp, const float* weight, std::int64_t N, std::int64_t C,
-                              std::int64_t OC, const f8_linear_casts& c, float* a, float* b) {
-  matmul_forward(out, f8_operand(a, inp, N, C, c.input), f8_operand(b, weight, OC, C, c.weight), nullptr, N, C, OC);
+/// `a` and `b` hold f8_linear_buffer_a / _b floats; `split` and `reduce` as f8_operand.
+template <class Reduce = f8_local_amax>
+void f8_matmul_forward(float* out, const float* inp, const float* weight, std::int64_t N, std::int64_t C,
+                       std::int64_t OC, const f8_linear_casts& c, float* a, float* b, f8_split split = f8_split::none,
+                       Reduce&& reduce = {}) {
+  const auto op = f8_gemm_operands(f8_gemm::output, c, N, C, OC, split);
+  matmul_forward(out, f8_operand(a, inp, op[0], reduce), f8_operand(b, weight, op[1], reduce), nullptr, N, C, OC);
 }
 
 /// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp), each operand
 /// under its own cast of `c` (either output may be nullptr). Buffers as f8_matmul_forward.
-inline void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
-                               std::int64_t N, std::int64_t C, std::int64_t OC, const f8_linear_casts& c, float* a,
-                               float* b) {
-  if (dinp)
-    matmul_backward(dinp, nullptr, nullptr, f8_operand(a, dout, N, OC, c.grad_output),
-                    nullptr, f8_operand(b, weight, OC, C, c.weight_for_grad_input), N, C, OC);
-  if (dweight)
-    matmul_backward(nullptr, dweight, nullptr, f8_operand(a, dout, N, OC, c.grad_output_for_grad_weight),
-                    f8_operand(b, inp, N, C, c.input_for_grad_weight), nullptr, N, C, OC);
+template <class Reduce = f8_local_amax>
+void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                        std::int64_t N, std::int64_t C, std::int64_t OC, const f8_linear_casts& c, float* a, float* b,
+                        f8_split split = f8_split::none, Reduce&& reduce = {}) {
+  if (dinp) {
+    const auto op = f8_gemm_operands(f8_gemm::grad_input, c, N, C, OC, split);
+    matmul_backward(dinp, nullptr, nullptr, f8_operand(a, dout, op[0], reduce), nullptr,
+                    f8_operand(b, weight, op[1], reduce), N, C, OC);
+  }
+  if (dweight) {
+    const auto op = f8_gemm_operands(f8_gemm::grad_weight, c, N, C, OC, split);
+    matmul_backward(nullptr, dweight, nullptr, f8_operand(a, dout, op[0], reduce), f8_operand(b, inp, op[1], reduce),
+                    nullptr, N, C, OC);
+  }
 }
 
 }  // namespace tessera::cpu

@@ -1,0 +1,78 @@
+// tessera/model/llama_float8.hpp: the block linears' Float8 casts, as the model runs them
+// and the traffic estimator counts them (constexpr, no GEMMs).
+//
+// A block's seven linears (wq, wk, wv, wo, w1, w2, w3) compute with Float8 operands when
+// the shard's f8_linears covers them (llama_block.hpp). Under tensor parallel the
+// column-parallel linears' output features and the row-parallel ones' input features are
+// split over the TP ranks; a cast whose scale groups span them max-reduces its amaxes over
+// those ranks first (the hooks' reduce_amax), as torchao's amax of a sharded DTensor does.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/model/llama_ac.hpp>
+#include <tessera/model/llama_shard.hpp>
+
+namespace tessera {
+
+/// The block linears, in the order of block_weights.
+inline constexpr std::array<param_role, 7> block_linears{param_role::attention_q, param_role::attention_k,
+                                                        param_role::attention_v, param_role::attention_o,
+                                                        param_role::ffn_w1,      param_role::ffn_w2,
+                                                        param_role::ffn_w3};
+
+/// The casts of the covered linears (FP8 all-gather: the weights arrived cast, not cast again).
+constexpr cpu::f8_linear_casts f8_casts_of(const f8_linears& f) {
+  cpu::f8_linear_casts c = cpu::f8_linear_casts_of(f.recipe);
+  if (f.weights_cast) c.weight.reset(), c.weight_for_grad_input.reset();
+  return c;
+}
+
+/// Which features of linear `r` other ranks hold on this shard (tensor parallel splits the
+/// heads and FFN columns: the column-parallel linears' outputs, the row-parallel ones' inputs).
+constexpr cpu::f8_split f8_split_of(param_role r, const llama_dims& d) {
+  if (!d.split) return cpu::f8_split::none;
+  return r == param_role::attention_o || r == param_role::ffn_w2 ? cpu::f8_split::in_features
+                                                                 : cpu::f8_split::out_features;
+}
+
+/// Linear r's {in, out} features on the shard (C and OC of x [N, C] -> [N, OC]).
+constexpr std::array<std::int64_t, 2> block_linear_features(param_role r, const llama_dims& d) {
+  switch (r) {
+    case param_role::attention_q: return {d.D, d.Hq()};
+    case param_role::attention_k:
+    case param_role::attention_v: return {d.D, d.Hk()};
+    case param_role::attention_o: return {d.Hq(), d.D};
+    case param_role::ffn_w1:
+    case param_role::ffn_w3: return {d.D, d.F};
+    case param_role::ffn_w2: return {d.F, d.D};
+    default: return {0, 0};
+  }
+}
+
+/// The activation-checkpointing group a linear's output belongs to (ac_op::count: w2, whose
+/// output is never recomputed: it is the next block's kept input).
+constexpr ac_op ac_op_of(param_role r) {
+  switch (r) {
+    case param_role::attention_q: return ac_op::wq;
+    case param_role::attention_k: return ac_op::wk;
+    case param_role::attention_v: return ac_op::wv;
+    case param_role::attention_o: return ac_op::wo;
+    case param_role::ffn_w1: return ac_op::w1;
+    case param_role::ffn_w3: return ac_op::w3;
+    default: return ac_op::count;
+  }
+}
+
+/// The amax all-reduces one Float8 GEMM of linear r makes on the shard: the two operands'
+/// scale counts (0: that operand reduces nothing).
+constexpr std::array<std::int64_t, 2> f8_amax_reductions(param_role r, cpu::f8_gemm g, const llama_dims& d) {
+  if (!d.f8.covers(r)) return {0, 0};
+  const auto [C, OC] = block_linear_features(r, d);
+  const auto ops = cpu::f8_gemm_operands(g, f8_casts_of(d.f8), d.N(), C, OC, f8_split_of(r, d));
+  return {ops[0].spans() ? ops[0].scales() : 0, ops[1].spans() ? ops[1].scales() : 0};
+}
+
+}  // namespace tessera

@@ -32,12 +32,7 @@ using checkpointed = add_ac<Base, Mode, typename Base::parallelize>;
 
 template <class R>
 std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  std::vector<double> got;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto losses = tc::recipe_curve<R>(c, typename R::mesh(world), toks);
-    if (c.rank() == 0) got = losses;
-  });
-  return got;
+  return tc::threads_curve<R>(world, toks);
 }
 
 template <class AC, class Base>

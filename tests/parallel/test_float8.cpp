@@ -38,12 +38,7 @@ std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int
 }
 template <class R>
 std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  std::vector<double> got;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto losses = tc::recipe_curve<R>(c, typename R::mesh(world), toks);
-    if (c.rank() == 0) got = losses;
-  });
-  return got;
+  return tc::threads_curve<R>(world, toks);
 }
 
 struct fsdp_f32_tw {

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include <tessera/comm/threads.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
 #include <tessera/train/trainer.hpp>
@@ -60,6 +61,17 @@ std::vector<double> recipe_curve(C& c, typename R::mesh mesh, const std::vector<
   train::parallel_llama<R> pm(dm);
   pm.init_weights(9);
   return curve(pm, toks);
+}
+
+/// recipe_curve on `world` thread ranks: rank 0's losses.
+template <class R>
+std::vector<double> threads_curve(int world, const std::vector<std::int32_t>& toks) {
+  std::vector<double> got;
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    auto losses = recipe_curve<R>(c, typename R::mesh(world), toks);
+    if (c.rank() == 0) got = losses;
+  });
+  return got;
 }
 
 /// The largest relative deviation of `b` from `a`.

@@ -14,8 +14,9 @@
 // the recipe has `model`, `mesh` and `parallelize`; every policy's axis is in the mesh;
 // no axis is claimed twice; every mesh axis is used; at most one data-parallel and one
 // tensor-parallel policy; a static TP size divides n_heads, n_kv_heads and the FFN width
-// (the vocabulary may split unevenly). Dynamic sizes are checked by check_mesh() at start-up
-// with the same words and the numbers.
+// (the vocabulary may split unevenly); at most one float8 policy, its FP8 all-gather only
+// under fsdp / hsdp, the linears it names with dims that are multiples of 16. Dynamic sizes
+// are checked by check_mesh() at start-up with the same words and the numbers.
 #pragma once
 
 #include <array>

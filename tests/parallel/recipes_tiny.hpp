@@ -167,3 +167,47 @@ struct f8_pp_zbv_tp_tw {
       tensor_parallel<"tp", sequence_parallel, loss_parallel>, float8<fp8::tensorwise>>;
 };
 }  // namespace tiny_recipes
+
+// Context parallel (issue 14): each rotation with and without head-tail balancing, over a
+// cp axis of run-time size; with FSDP (over dp x cp), with FSDP x TP + SP (tp splits each
+// cp part), under a pipeline, with checkpointing and with Float8.
+#include <tessera/parallel/context_parallel.hpp>
+namespace tiny_recipes {
+template <cp_rotation_kind Rot, cp_balance_kind Bal>
+struct cp_only {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"cp">>;
+  using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<Rot>, cp_balance<Bal>>>;
+};
+struct cp_fsdp_ring {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>>;
+};
+struct cp_fsdp_tp {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp">,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct cp_pp_ring_op {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"cp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>>,
+      context_parallel<"cp", cp_rotation<cp_rotate::ring>>, activation_checkpointing<ac::selective_op<>>>;
+};
+struct cp_4d {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::interleaved_1f1b>, stages_per_rank<2>>,
+      fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct cp_fsdp_f8 {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp">, float8<fp8::tensorwise, fp8::all_gather>>;
+};
+}  // namespace tiny_recipes

@@ -10,6 +10,7 @@
 #include <tessera/train/parallel_llama.hpp>
 
 #include "recipes_tiny.hpp"
+#include "recipe_check.hpp"
 #include "reference.hpp"
 
 using namespace tessera;
@@ -18,30 +19,6 @@ namespace {
 using namespace equivalence;
 
 reference serial(const batch& b) { return equivalence::serial(tiny_recipes::tiny::config, b); }
-
-/// Runs forward + backward of recipe R on `world` thread ranks; checks loss and every
-/// gradient against the single-rank reference (relative to the tensor's largest entry).
-template <class R>
-void check_recipe(int world, const batch& b, double tol, typename R::mesh mesh_value) {
-  const reference ref = serial(b);
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    device_mesh<typename R::mesh> dm(mesh_value, c);
-    train::parallel_llama<R> pm(dm);
-    pm.init_weights(11);
-    pm.zero_grad();
-    const float loss = pm.forward(b.in, b.tg, b.B, b.T);
-    pm.backward();
-    CHECK(std::abs(loss - ref.loss) <= tol * std::abs(ref.loss));
-    double worst = 0;
-    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) worst = std::max(worst, max_rel(pm.full_grad(i), ref.grads[static_cast<std::size_t>(i)]));
-    CHECK(worst <= tol);
-    // the norm over the stored blocks equals the single-rank norm
-    double sq = 0;
-    for (const auto& g : ref.grads)
-      for (float x : g) sq += static_cast<double>(x) * x;
-    CHECK(std::abs(pm.grad_norm() - std::sqrt(sq)) <= tol * std::sqrt(sq));
-  });
-}
 
 }  // namespace
 

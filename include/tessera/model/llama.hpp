@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tessera/core/error.hpp>
@@ -267,6 +268,14 @@ class llama_model {
     scratch_dims_ = llama_dims{};
   }
   const ac_settings& checkpointing() const noexcept { return ac_; }
+
+  /// The global positions of the tokens of each sequence this model computes (context
+  /// parallel: a part of every sequence); RoPE rotates each token by its own. Empty: 0..T-1.
+  void set_positions(std::vector<std::int64_t> p) {
+    if (p == positions_) return;
+    positions_ = std::move(p);
+    scratch_dims_ = llama_dims{};  // the RoPE tables are made again
+  }
   /// The groups block l keeps (ac_keep_all: not checkpointed).
   std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, ac_sp_); }
   /// The keep mask of the checkpointed blocks (ac_keep_all when none is).
@@ -385,6 +394,7 @@ class llama_model {
   ac_settings ac_{};
   bool ac_sp_ = false;
   block_saved recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
+  std::vector<std::int64_t> positions_;  // set_positions (empty: 0..T-1)
   std::int64_t recompute_flops_ = 0;
 
   arena<float>& owned(arena<float>& a) {
@@ -464,7 +474,11 @@ class llama_model {
       allocate_recompute(recompute_, d, keep);
       scratch_bytes_ += 4 * block_recompute_floats(d, keep);
     }
-    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rope_config_of(cfg_));
+    check(positions_.empty() || static_cast<std::int64_t>(positions_.size()) == d.T,
+          "llama: set_positions() gave " + std::to_string(positions_.size()) + " positions for sequences of " +
+              std::to_string(d.T) + " tokens");
+    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rope_config_of(cfg_),
+                    positions_.empty() ? nullptr : positions_.data());
   }
 };
 

@@ -5,19 +5,20 @@
 // ([out, in]): column-wise splits dim 0 (output features), row-wise dim 1 (input
 // features), vocab-wise dim 0 of an embedding or output table, replicated (norms) not at
 // all. FSDP then splits dim 0 of the TP-local block over its axis (nested inside TP: the
-// canonical form lists tp before dp on that dimension). So for each parameter:
+// canonical form lists tp before dp on that dimension), and under context parallel over cp
+// inside dp (FSDP over dp_shard x cp). So for each parameter:
 //   compute_spec  the block a rank computes with (TP only);
 //   storage_spec  the block a rank keeps between steps (TP, then FSDP);
 //   grad_spec     the gradient a rank's backward produces: the compute layout, partial
-//                 (sum) over the batch axes, and over tp for replicated parameters under
+//                 (sum) over the batch axes and context parallel's cp, and over tp for replicated parameters under
 //                 sequence parallel (each rank saw only its part of the sequence).
 // Unsharding is the plan compute <- storage (all-gathers); gradient reduction is the plan
 // grad_spec -> storage_spec (reduce-scatter over dp, all-reduce over HSDP's replicas and
 // over tp for sequence-parallel norms): both come from the planner, never from model code.
 //
 // Activations [B, T, D] have the batch split over the batch axes (HSDP replicate axis
-// outer, shard axis inner); the residual stream is also split over the sequence by tp
-// under sequence parallel.
+// outer, shard axis inner) and the sequence over cp; the residual stream is also split over
+// the sequence by tp under sequence parallel (inside cp's part).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +53,10 @@ constexpr layout_spec compute_spec(const parallel_spec& p, tp_style s, int rank)
 
 constexpr layout_spec storage_spec(const parallel_spec& p, tp_style s, int rank) {
   layout_spec l = compute_spec(p, s, rank);
-  if (p.dp_shard >= 0) l.push_shard(0, p.dp_shard);
+  if (p.dp_shard >= 0) {
+    l.push_shard(0, p.dp_shard);
+    if (p.cp >= 0) l.push_shard(0, p.cp);  // FSDP over dp_shard x cp (TorchTitan's dp_shard_cp)
+  }
   return l;
 }
 
@@ -66,6 +70,7 @@ constexpr layout_spec grad_spec(const parallel_spec& p, tp_style s, int rank) {
   layout_spec l = compute_spec(p, s, rank);
   if (p.dp_replicate >= 0) l.set_partial(p.dp_replicate, reduce::sum);
   if (p.dp_shard >= 0) l.set_partial(p.dp_shard, reduce::sum);
+  if (p.cp >= 0) l.set_partial(p.cp, reduce::sum);  // each cp rank saw part of every sequence
   if (grad_partial_over_tp(p, s)) l.set_partial(p.tp, reduce::sum);
   return l;
 }
@@ -88,11 +93,14 @@ constexpr layout_spec partial_vector_spec(int mesh_ndim, unsigned mask, reduce o
   return l;
 }
 
-/// A tensor of `rank` dims with the batch (dim 0) split over the batch axes.
+/// A tensor of `rank` dims [B, T, ...] with the batch (dim 0) split over the batch axes and,
+/// under context parallel, the sequence (dim 1) over cp (which tokens of a sequence a cp
+/// rank holds is cp_positions' rule; the layout counts them).
 constexpr layout_spec batch_spec(const parallel_spec& p, int rank) {
   layout_spec l = replicated_spec(rank, p.mesh_ndim);
   if (p.dp_replicate >= 0) l.push_shard(0, p.dp_replicate);
   if (p.dp_shard >= 0) l.push_shard(0, p.dp_shard);
+  if (p.cp >= 0 && rank >= 2) l.push_shard(1, p.cp);
   return l;
 }
 

@@ -51,7 +51,9 @@ struct sequence_parallel {};
 /// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
 struct loss_parallel {};
 
-enum class policy_kind : std::uint8_t { fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing, float8 };
+enum class policy_kind : std::uint8_t {
+  fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing, float8, context_parallel
+};
 
 /// FSDP's and HSDP's options as values.
 struct fsdp_settings {
@@ -89,6 +91,20 @@ struct f8_settings {
   std::uint16_t named = 0;    ///< fp8::linears<...>: the roles named (bits 1 << param_role); 0: every linear
 };
 
+/// context_parallel's options as values (parallel/context_parallel.hpp names the options).
+enum class cp_rotation_kind : std::uint8_t {
+  allgather,  ///< K/V gathered once per attention (PyTorch's default), dK/dV reduce-scattered
+  ring        ///< K/V blocks passed to rank + 1 while the current block computes
+};
+enum class cp_balance_kind : std::uint8_t {
+  head_tail,  ///< 2 x cp chunks, rank r holding r and 2cp-1-r (even causal work)
+  none        ///< cp contiguous chunks
+};
+struct cp_settings {
+  cp_rotation_kind rotation = cp_rotation_kind::allgather;
+  cp_balance_kind balance = cp_balance_kind::head_tail;
+};
+
 /// A policy as a value: its axes by name and its options.
 struct policy_desc {
   policy_kind kind = policy_kind::fsdp;
@@ -99,6 +115,7 @@ struct policy_desc {
   pp_settings pp{};                 ///< pipeline_parallel
   ac_settings ac{};                 ///< activation_checkpointing (no axis)
   f8_settings f8{};                 ///< float8 (no axis)
+  cp_settings cp{};                 ///< context_parallel
 };
 
 namespace detail {
@@ -190,7 +207,7 @@ template <class... Policies>
 struct parallelize {
   static_assert((detail::policy<Policies> && ...),
                 "tessera::parallelize: every argument must be a policy (fsdp<...>, hsdp<...>, tensor_parallel<...>, "
-                "pipeline_parallel<...>, activation_checkpointing<...>, float8<...>)");
+                "pipeline_parallel<...>, context_parallel<...>, activation_checkpointing<...>, float8<...>)");
   static constexpr int size = static_cast<int>(sizeof...(Policies));
   static constexpr std::array<policy_desc, sizeof...(Policies)> policies{Policies::desc...};
 };
@@ -211,6 +228,7 @@ enum class policy_error : std::uint8_t {
   two_pipeline_parallel,
   two_activation_checkpointing,
   two_float8,
+  two_context_parallel,
 };
 
 /// The policies resolved against a mesh: axis indices (-1: none) and options.
@@ -219,6 +237,7 @@ struct parallel_spec {
   int dp_replicate = -1;  ///< HSDP's replicate axis
   int tp = -1;
   int pp = -1;            ///< pipeline_parallel's axis
+  int cp = -1;            ///< context_parallel's axis
   int mesh_ndim = 0;
   reshard reshard_mode = reshard::always;
   bool bf16_params = false;
@@ -228,15 +247,19 @@ struct parallel_spec {
   pp_settings pipeline{};      ///< pipeline_parallel's options (when pp >= 0)
   ac_settings ac{};            ///< activation_checkpointing's mode (none without the policy)
   f8_settings float8{};        ///< float8's recipe and options (off without the policy)
+  cp_settings context{};       ///< context_parallel's options (when cp >= 0)
   policy_error error = policy_error::none;
   int error_policy = -1;  ///< index of the offending policy (or mesh axis for unclaimed_axis)
   bool error_on_replicate_axis = false;  ///< unknown_axis / axis_twice: hsdp's replicate axis (else its `axis`)
 
   constexpr bool fsdp() const { return dp_shard >= 0; }
-  /// Axes the batch is split over (replicate axis first), as a mask.
+  /// Axes the batch's rows are split over (replicate axis first), as a mask.
   constexpr unsigned batch_mask() const {
     return (dp_shard >= 0 ? 1u << dp_shard : 0u) | (dp_replicate >= 0 ? 1u << dp_replicate : 0u);
   }
+  /// Axes a step's tokens are split over: the batch axes and context parallel's sequence
+  /// axis (the loss is summed, and gradients reduced, over them).
+  constexpr unsigned token_mask() const { return batch_mask() | (cp >= 0 ? 1u << cp : 0u); }
 };
 
 template <std::size_t N, std::size_t P>
@@ -261,7 +284,11 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
   for (std::size_t i = 0; i < P; ++i) {
     const policy_desc& p = policies[i];
     const int pi = static_cast<int>(i);
-    if (p.kind == policy_kind::float8) {
+    if (p.kind == policy_kind::context_parallel) {
+      if (s.cp >= 0) fail(policy_error::two_context_parallel, pi);
+      s.cp = claim(p.axis, pi);
+      s.context = p.cp;
+    } else if (p.kind == policy_kind::float8) {
       if (s.float8.on) fail(policy_error::two_float8, pi);
       s.float8 = p.f8;
     } else if (p.kind == policy_kind::activation_checkpointing) {
@@ -301,6 +328,7 @@ constexpr std::string_view describe(policy_error e) noexcept {
     case policy_error::two_pipeline_parallel: return "more than one pipeline_parallel policy";
     case policy_error::two_activation_checkpointing: return "more than one activation_checkpointing policy";
     case policy_error::two_float8: return "more than one float8 policy";
+    case policy_error::two_context_parallel: return "more than one context_parallel policy";
   }
   return "?";
 }

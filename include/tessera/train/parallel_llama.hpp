@@ -10,7 +10,9 @@
 //     after (FSDP2), and it is freed after forward as reshard_after_forward says (the ends
 //     stay until their backward); after a unit's backward its gradients are reduced to the
 //     stored blocks and its gathered parameters freed;
-//   - TP's activation changes run through parallel/tensor_parallel.hpp.
+//   - TP's activation changes run through parallel/tensor_parallel.hpp;
+//   - under context_parallel each rank computes its cp part of every sequence (its tokens,
+//     labels and RoPE positions) and attention runs as ring attention (parallel/cp_attention.hpp).
 // Besides, it splits the global batch over the data-parallel axes, averages the loss over
 // all tokens, and computes the gradient norm over every stored block.
 //
@@ -36,6 +38,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/layout/print.hpp>
 #include <tessera/model/llama.hpp>
+#include <tessera/parallel/cp_attention.hpp>
 #include <tessera/parallel/fsdp.hpp>
 #include <tessera/parallel/llama_plan.hpp>
 #include <tessera/parallel/tensor_parallel.hpp>
@@ -62,7 +65,7 @@ class parallel_llama {
       : dm_(dm), pp_(pipeline_of(dm, choice)), own_sdm_(stage_mesh_of(dm)), sdm_(stage_mesh_ref(dm, own_sdm_)),
         model_(cfg, shard_of(dm, sdm_), false),
         store_(sdm_, model_, param_list(model_, pp_), ps.pp >= 0 ? pp_.plan.stages : cfg.n_layers + 1), tp_(sdm_),
-        hooks_{*this} {
+        cp_(cp_of(sdm_)), hooks_{*this} {
     if constexpr (ps.ac.any()) model_.set_checkpointing(ps.ac, ps.sequence_parallel);
   }
   parallel_llama(const parallel_llama&) = delete;
@@ -124,21 +127,19 @@ class parallel_llama {
     check(b.size[0] > 0, "parallel_llama: the global batch (" + std::to_string(B) + ") is smaller than the " +
                              std::to_string(data_parallel_size()) +
                              " data-parallel ranks; raise --batch");
-    const auto lo = static_cast<std::size_t>(b.offset[0] * T), n = static_cast<std::size_t>(b.size[0] * T);
+    const auto [in_mine, tg_mine, Tm] = my_tokens(inputs, targets, b.offset[0], b.size[0], T);
     const std::int64_t count_all = cpu::count_targets(targets.data(), B * T, cfg.vocab_size);
     if constexpr (ps.pp >= 0) {
       const std::string problem = parallel::pp_batch_problem(B, data_parallel_size(), pp_.microbatches());
       if (!problem.empty()) throw error(problem);
-      const float local = stages_.run(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, count_all,
-                                      need_backward, loss_scale);
-      return static_cast<float>(sum_pp(sum_over<ps.batch_mask()>(static_cast<double>(local))));
+      const float local = stages_.run(in_mine, tg_mine, b.size[0], Tm, count_all, need_backward, loss_scale);
+      return static_cast<float>(sum_pp(sum_over<ps.token_mask()>(static_cast<double>(local))));
     }
-    const std::int64_t count_mine = cpu::count_targets(targets.data() + lo, b.size[0] * T, cfg.vocab_size);
+    const std::int64_t count_mine = cpu::count_targets(tg_mine.data(), b.size[0] * Tm, cfg.vocab_size);
     const float share = count_all ? static_cast<float>(count_mine) / static_cast<float>(count_all) : 0.0f;
-    const float local = model_.forward(inputs.subspan(lo, n), targets.subspan(lo, n), b.size[0], T, need_backward,
-                                       loss_scale * share, hooks_);
-    // the mean over all tokens: this rank's mean weighted by its share, summed over the batch axes
-    return static_cast<float>(sum_over<ps.batch_mask()>(static_cast<double>(local) * share));
+    const float local = model_.forward(in_mine, tg_mine, b.size[0], Tm, need_backward, loss_scale * share, hooks_);
+    // the mean over all tokens: this rank's mean weighted by its share, summed over the batch and cp axes
+    return static_cast<float>(sum_over<ps.token_mask()>(static_cast<double>(local) * share));
   }
   /// The backward of the last forward (under a pipeline it ran inside forward()).
   void backward() {
@@ -196,6 +197,12 @@ class parallel_llama {
     return out;
   }
 
+  /// Under context_parallel: its attention (the cp group, this rank's token positions).
+  const parallel::cp_attention& context() const { return *cp_; }
+
+  /// The size of the cp axis (1 without context_parallel).
+  std::int64_t context_parallel_size() const { return ps.cp >= 0 ? sdm_.shape()[ps.cp] : 1; }
+
   /// The number of data-parallel ranks (the batch axes' group).
   std::int64_t data_parallel_size() const { return group_size(sdm_.shape(), batch_group()); }
 
@@ -246,6 +253,20 @@ class parallel_llama {
     void gather_logits(const float* in, float* out) { o.tp_.gather_logits(in, out, cfg.vocab_size); }
     void slice_logits(const float* in, float* out) { o.tp_.slice_logits(in, out, cfg.vocab_size); }
     void reduce_amax(float* amax, std::int64_t n) { o.tp_.reduce_amax(amax, n); }
+    void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                           const llama_dims& d) {
+      if constexpr (ps.cp >= 0)
+        o.cp_->forward(out, lse, q, k, v, d);
+      else
+        local_attention::attention_forward(out, lse, q, k, v, d);
+    }
+    void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                            const float* v, const float* out, const float* lse, const llama_dims& d) {
+      if constexpr (ps.cp >= 0)
+        o.cp_->backward(dq, dk, dv, dout, q, k, v, out, lse, d);
+      else
+        local_attention::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d);
+    }
   };
 
   device_mesh<mesh_type>& dm_;
@@ -255,6 +276,8 @@ class parallel_llama {
   llama_model model_;
   store_type store_;
   parallel::tp_activations<stage_mesh_type, ps> tp_;
+  std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
+  std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
   hooks hooks_;
   pipeline_stages<parallel_llama> stages_{*this};
 
@@ -328,6 +351,44 @@ class parallel_llama {
                    ps.float8.all_gather && m.shard().float8.covers(m.entry(i).role)});
     }
     return v;
+  }
+  static std::unique_ptr<parallel::cp_attention> cp_of(device_mesh<stage_mesh_type>& sdm) {
+    if constexpr (ps.cp >= 0) {
+      axis_group g;
+      g.push(ps.cp);
+      return std::make_unique<parallel::cp_attention>(sdm.group(g), ps.context);
+    } else {
+      return nullptr;
+    }
+  }
+  /// The ids and targets of this rank's rows [row0, row0 + rows) of the global batch: whole
+  /// sequences, or under context_parallel the tokens at this cp rank's positions (which the
+  /// model's RoPE then uses); and the tokens per sequence.
+  struct token_part {
+    std::span<const std::int32_t> inputs, targets;
+    std::int64_t T;
+  };
+  token_part my_tokens(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets,
+                       std::int64_t row0, std::int64_t rows, std::int64_t T) {
+    const auto lo = static_cast<std::size_t>(row0 * T), n = static_cast<std::size_t>(rows * T);
+    if constexpr (ps.cp < 0) {
+      return {inputs.subspan(lo, n), targets.subspan(lo, n), T};
+    } else {
+      const std::int64_t tp_seq = ps.tp >= 0 && ps.sequence_parallel ? sdm_.shape()[ps.tp] : 1;
+      cp_->set_sequence(T, tp_seq);
+      const std::vector<std::int64_t>& p = cp_->positions();
+      model_.set_positions(p);
+      const auto Tm = static_cast<std::int64_t>(p.size());
+      cp_inputs_.resize(static_cast<std::size_t>(rows * Tm));
+      cp_targets_.resize(cp_inputs_.size());
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t j = 0; j < Tm; ++j) {
+          const auto from = static_cast<std::size_t>((row0 + r) * T + p[static_cast<std::size_t>(j)]);
+          cp_inputs_[static_cast<std::size_t>(r * Tm + j)] = inputs[from];
+          cp_targets_[static_cast<std::size_t>(r * Tm + j)] = targets[from];
+        }
+      return {cp_inputs_, cp_targets_, Tm};
+    }
   }
   static axis_group batch_group() {
     axis_group g;

@@ -81,8 +81,9 @@ class pipeline_stages {
     loss_ = 0;
     counts_ = {};
     peak_in_flight_ = 0;
-    // TP's activations are those of one microbatch: [B/m, T, .] over the batch axes.
-    o_.tp_.set_batch(Bm_ * o_.data_parallel_size(), T);
+    // TP's activations are those of one microbatch: [B/m, T, .] over the batch axes (and
+    // under context parallel T is this rank's part of sequences cp times as long).
+    o_.tp_.set_batch(Bm_ * o_.data_parallel_size(), T * o_.context_parallel_size());
     auto& comm = pp_comm();
     if (need_backward) {
       if (!exec_ || exec_B_ != Bm_ || exec_T_ != T) {

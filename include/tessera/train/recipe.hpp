@@ -13,8 +13,8 @@
 // Compile-time checks (static_assert, one message each, tested in tests/compile_fail):
 // the recipe has `model`, `mesh` and `parallelize`; every policy's axis is in the mesh;
 // no axis is claimed twice; every mesh axis is used; at most one data-parallel and one
-// tensor-parallel policy; a static TP size divides n_heads, n_kv_heads and the FFN width
-// (the vocabulary may split unevenly); at most one float8 policy, its FP8 all-gather only
+// tensor-parallel policy, at most one context_parallel; a static TP size divides n_heads,
+// n_kv_heads and the FFN width (the vocabulary may split unevenly); at most one float8 policy, its FP8 all-gather only
 // under fsdp / hsdp, the linears it names with dims that are multiples of 16. Dynamic sizes
 // are checked by check_mesh() at start-up with the same words and the numbers.
 #pragma once
@@ -29,6 +29,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
@@ -212,6 +213,11 @@ constexpr bool pp_schedule_table_for_another_pipeline() {
   return false;
 }
 template <int Policy>
+constexpr bool two_context_parallel() {
+  static_assert(Policy < 0, "tessera recipe: more than one context_parallel policy; use one");
+  return false;
+}
+template <int Policy>
 constexpr bool two_float8() {
   static_assert(Policy < 0, "tessera recipe: more than one float8 policy; use one");
   return false;
@@ -299,6 +305,9 @@ constexpr bool report_recipe() {
     return false;
   } else if constexpr (S.error == policy_error::two_activation_checkpointing) {
     (void)diagnostic::two_activation_checkpointing<S.error_policy>();
+    return false;
+  } else if constexpr (S.error == policy_error::two_context_parallel) {
+    (void)diagnostic::two_context_parallel<S.error_policy>();
     return false;
   } else if constexpr (S.error == policy_error::two_float8) {
     (void)diagnostic::two_float8<S.error_policy>();

@@ -66,18 +66,21 @@ inline void rope_frequencies(float* freqs, std::int64_t head_dim, const rope_con
 }
 
 /// cos and sin tables [T, head_dim/2] for positions 0..T-1 (angle = float(t) * freq, as
-/// torch.outer in float).
+/// torch.outer in float), or for the tokens' global `positions` (context parallel's part
+/// of a sequence).
 inline void rope_table(float* cos, float* sin, std::int64_t T, std::int64_t head_dim,
-                       const rope_config& cfg = {}) {
+                       const rope_config& cfg = {}, const std::int64_t* positions = nullptr) {
   const std::int64_t h = head_dim / 2;
   std::vector<float> f(static_cast<std::size_t>(h));
   rope_frequencies(f.data(), head_dim, cfg);
-  for (std::int64_t t = 0; t < T; ++t)
+  for (std::int64_t t = 0; t < T; ++t) {
+    const std::int64_t at = positions ? positions[t] : t;  // row t rotates by its token's position
     for (std::int64_t i = 0; i < h; ++i) {
-      const float a = static_cast<float>(t) * f[static_cast<std::size_t>(i)];
+      const float a = static_cast<float>(at) * f[static_cast<std::size_t>(i)];
       cos[t * h + i] = static_cast<float>(std::cos(static_cast<double>(a)));
       sin[t * h + i] = static_cast<float>(std::sin(static_cast<double>(a)));
     }
+  }
 }
 
 namespace detail {

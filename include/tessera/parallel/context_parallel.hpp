@@ -1,0 +1,132 @@
+// tessera/parallel/context_parallel.hpp: context parallel (ring attention) as a policy of
+// parallelize<...> -- the fourth dimension of TorchTitan's 4D.
+//
+//   using P = tessera::parallelize<tessera::fsdp<"dp">,
+//                                  tessera::context_parallel<"cp", tessera::cp_rotation<tessera::cp_rotate::ring>>>;
+//
+// Every sequence is split over the `cp` axis: tokens, labels and RoPE positions by one rule
+// (cp_positions below), so each rank's residual stream, norms, linears and loss work on
+// T / cp tokens with their global positions, and only attention sees other ranks' tokens
+// (parallel/cp_attention.hpp). Options:
+//   cp_rotation<cp_rotate::allgather>  K/V all-gathered once per attention, dK/dV
+//                                      reduce-scattered (PyTorch's default; default here)
+//   cp_rotation<cp_rotate::ring>       K/V passed to rank + 1 while the current block
+//                                      computes; dK/dV travel back around the ring
+//   cp_balance<cp_balancing::head_tail>  the sequence cut into 2 x cp chunks, rank r
+//                                      holding chunks r and 2cp-1-r (default: equal causal work)
+//   cp_balance<cp_balancing::none>     cp contiguous chunks
+// Parameters and gradients: the cp ranks hold the same parameters (FSDP shards them over
+// dp_shard x cp, TorchTitan's flattened dp_shard_cp), and a parameter's gradient is a sum
+// over the cp ranks' tokens, reduced over cp with the batch axes (parallel/layouts.hpp).
+// The loss is the mean over all tokens: summed over the batch axes and cp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <tessera/core/fixed_string.hpp>
+#include <tessera/parallel/policies.hpp>
+
+namespace tessera {
+
+/// The names of context_parallel's options' values.
+namespace cp_rotate {
+inline constexpr cp_rotation_kind allgather = cp_rotation_kind::allgather;
+inline constexpr cp_rotation_kind ring = cp_rotation_kind::ring;
+}  // namespace cp_rotate
+namespace cp_balancing {
+inline constexpr cp_balance_kind head_tail = cp_balance_kind::head_tail;
+inline constexpr cp_balance_kind none = cp_balance_kind::none;
+}  // namespace cp_balancing
+
+/// context_parallel option: how K/V reach the other ranks' queries.
+template <cp_rotation_kind R>
+struct cp_rotation {};
+/// context_parallel option: how the sequence is cut for causal load balance.
+template <cp_balance_kind B>
+struct cp_balance {};
+
+namespace detail {
+template <class O>
+struct cp_option {
+  static constexpr bool known = false, rotation = false, balance = false;
+};
+template <cp_rotation_kind R>
+struct cp_option<cp_rotation<R>> {
+  static constexpr bool known = true, rotation = true, balance = false;
+  static constexpr void apply(cp_settings& s) { s.rotation = R; }
+};
+template <cp_balance_kind B>
+struct cp_option<cp_balance<B>> {
+  static constexpr bool known = true, rotation = false, balance = true;
+  static constexpr void apply(cp_settings& s) { s.balance = B; }
+};
+template <class... O>
+constexpr cp_settings cp_options() {
+  static_assert((cp_option<O>::known && ...),
+                "tessera::context_parallel: unknown option; the options are cp_rotation<cp_rotate::allgather | ring>, "
+                "cp_balance<cp_balancing::head_tail | none>");
+  static_assert((int{cp_option<O>::rotation} + ... + 0) <= 1 && (int{cp_option<O>::balance} + ... + 0) <= 1,
+                "tessera::context_parallel: an option is given twice; give each option at most once");
+  cp_settings s;
+  if constexpr ((cp_option<O>::known && ...)) (cp_option<O>::apply(s), ...);
+  return s;
+}
+}  // namespace detail
+
+/// Context parallel over `Axis`: each sequence split over the axis, attention as ring
+/// attention (all-gather or ring rotation), causal work balanced head-tail by default.
+template <fixed_string Axis, class... Options>
+struct context_parallel {
+  static constexpr policy_desc desc{.kind = policy_kind::context_parallel,
+                                    .axis = Axis.view(),
+                                    .replicate_axis = {},
+                                    .fsdp = {},
+                                    .tp = {},
+                                    .pp = {},
+                                    .ac = {},
+                                    .f8 = {},
+                                    .cp = detail::cp_options<Options...>()};
+};
+
+namespace parallel {
+
+/// The number the sequence length must be divisible by: 2 x cp under head-tail balancing
+/// (cp without), times tp under sequence parallel (TorchTitan's rule: each cp part splits
+/// again over tp).
+constexpr std::int64_t cp_seq_multiple(std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
+  return (b == cp_balance_kind::head_tail ? 2 * cp : cp) * (tp_seq > 1 ? tp_seq : 1);
+}
+
+/// Why a sequence of T tokens cannot be split over cp ranks ("" when it can): the words of
+/// the start-up check, with the numbers and the fix.
+inline std::string cp_seq_problem(std::int64_t T, std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
+  const std::int64_t m = cp_seq_multiple(cp, b, tp_seq);
+  if (T % m == 0) return {};
+  std::string why = b == cp_balance_kind::head_tail ? "2 x cp (" + std::to_string(2 * cp) + ")" : "cp (" + std::to_string(cp) + ")";
+  if (tp_seq > 1) why = "tp x " + why + " = " + std::to_string(m);
+  return "context_parallel: seq_len (" + std::to_string(T) + ") is not divisible by " + why +
+         "; choose a seq_len that is a multiple of " + std::to_string(m) +
+         (b == cp_balance_kind::head_tail ? " (head-tail balancing cuts each sequence into 2 x cp equal chunks)"
+                                          : " (each cp rank holds an equal chunk)");
+}
+
+/// The global positions, in order, of the tokens rank r of cp holds of a sequence of T:
+/// head-tail chunks r and 2cp-1-r of T / 2cp tokens, or the contiguous chunk r of T / cp.
+inline std::vector<std::int64_t> cp_positions(std::int64_t T, std::int64_t cp, std::int64_t r, cp_balance_kind b) {
+  std::vector<std::int64_t> p;
+  if (b == cp_balance_kind::head_tail) {
+    const std::int64_t c = T / (2 * cp);
+    for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
+    for (std::int64_t t = 0; t < c; ++t) p.push_back((2 * cp - 1 - r) * c + t);
+  } else {
+    const std::int64_t c = T / cp;
+    for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
+  }
+  return p;
+}
+
+}  // namespace parallel
+}  // namespace tessera

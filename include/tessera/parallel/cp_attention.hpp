@@ -1,0 +1,218 @@
+// tessera/parallel/cp_attention.hpp: context parallel's attention -- each rank's queries
+// against every rank's keys and values, as ring attention (the runtime of the
+// context_parallel policy, parallel/context_parallel.hpp).
+// tessera-requires: openblas
+//
+// A cp rank holds T / cp tokens of every sequence (cp_positions: head-tail chunks or one
+// contiguous chunk) and computes q, k, v for them. Attention then visits the cp blocks of
+// K/V in ring order -- at step s the block of rank (r - s) mod cp -- computing the block's
+// partial output with the mask of the tokens' global positions and folding it into the
+// running output by its log-sum-exp (kernels/cpu/ring_attention.hpp, PyTorch's merge); a
+// block whose keys no query sees is skipped (under contiguous chunks, the later ranks'). The
+// rotation moves the blocks:
+//   allgather  forward: K and V all-gathered over cp (two calls), the blocks read in place;
+//              backward: gathered again (nothing kept from forward), dK/dV of every block
+//              accumulated locally, then reduce-scattered (two calls) to their owners.
+//   ring       forward: cp - 1 steps of sending the held K/V block to rank r + 1 and
+//              receiving rank r - 1's, posted before the held block computes (the transfer
+//              runs behind the compute); backward: the block travels with its dK/dV
+//              accumulators (4 tensors per step), and after the last step the accumulators
+//              take one more step home (cp sends of dK/dV, cp - 1 of K/V).
+// GQA: K/V travel with their NKV heads, unrepeated. Backward computes dQ locally (the
+// merged output's lse and D = rowsum(dO . O) are this rank's). Both rotations visit the
+// blocks in the same order, so they give the same bits.
+//
+// The buffers (cp_attention_floats) are allocated once per batch shape and kept; the
+// memory estimator adds the same count.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include <tessera/comm/any_communicator.hpp>
+#include <tessera/comm/communicator.hpp>
+#include <tessera/core/error.hpp>
+#include <tessera/kernels/cpu/ring_attention.hpp>
+#include <tessera/model/llama_shard.hpp>
+#include <tessera/parallel/context_parallel.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+namespace tessera::parallel {
+
+/// Floats of cp_attention's buffers for a rank's batch [B, Tl] (Tl = T / cp tokens) with NH
+/// query and NKV key/value heads of HD: the partial output and its lse, D, and the K/V
+/// blocks -- allgather: K, V, dK, dV of all cp blocks; ring: two sets (held and arriving)
+/// of K, V, dK, dV.
+constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, std::int64_t B, std::int64_t Tl,
+                                           std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+  const std::int64_t kvn = B * Tl * NKV * HD;
+  const std::int64_t blocks = s.rotation == cp_rotation_kind::allgather ? 4 * cp * kvn : 8 * kvn;
+  return B * Tl * NH * HD + 2 * B * NH * Tl + blocks;
+}
+constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, const llama_dims& d) {
+  return cp_attention_floats(s, cp, d.B, d.T, d.heads, d.kv_heads, d.hd);
+}
+
+class cp_attention {
+ public:
+  cp_attention(comm::any_communicator& group, const cp_settings& s) : g_(group), s_(s) {}
+
+  int size() const { return g_.size(); }
+  int rank() const { return g_.rank(); }
+  const cp_settings& settings() const noexcept { return s_; }
+
+  /// Sets the sequence length: every cp rank's token positions (checked: T divisible as
+  /// cp_seq_problem says; tp_seq the sequence-parallel split of each part, 1 without).
+  void set_sequence(std::int64_t T, std::int64_t tp_seq = 1) {
+    if (T == T_) return;
+    const std::string problem = cp_seq_problem(T, size(), s_.balance, tp_seq);
+    if (!problem.empty()) throw error(problem);
+    T_ = T;
+    pos_.clear();
+    for (int r = 0; r < size(); ++r) pos_.push_back(cp_positions(T, size(), r, s_.balance));
+    seen_.clear();
+    for (int r = 0; r < size(); ++r) seen_.push_back(cpu::visibility(span_of(rank()), span_of(r)) != cpu::block_visibility::none);
+  }
+  /// The global positions of this rank's tokens (of rank r's), in order.
+  const std::vector<std::int64_t>& positions() const { return pos_.at(static_cast<std::size_t>(rank())); }
+  const std::vector<std::int64_t>& positions(int r) const { return pos_.at(static_cast<std::size_t>(r)); }
+  /// Bytes of the buffers held (0 before the first attention).
+  std::int64_t buffer_bytes() const { return 4 * static_cast<std::int64_t>(buf_.numel()); }
+
+  /// out [B, Tl, NH, HD], lse [B, NH, Tl] of this rank's queries against every rank's keys.
+  void forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {
+    prepare(d);
+    const std::int64_t kvn = kv_numel(d), cp = size();
+    std::fill(out, out + d.B * d.T * d.heads * d.hd, 0.0f);
+    std::fill(lse, lse + d.B * d.heads * d.T, -std::numeric_limits<float>::infinity());
+    if (s_.rotation == cp_rotation_kind::allgather) {
+      float* K = blocks(), * V = K + cp * kvn;
+      gather_kv(k, v, K, V, kvn);
+      for (int s = 0; s < cp; ++s) {
+        const int src = source(s);
+        block_forward(out, lse, q, K + src * kvn, V + src * kvn, src, d);
+      }
+      return;
+    }
+    float* cur = blocks(), * nxt = cur + 4 * kvn;
+    std::copy(k, k + kvn, cur);
+    std::copy(v, v + kvn, cur + kvn);
+    for (int s = 0; s < cp; ++s) {
+      std::vector<comm::any_request> inflight;
+      if (s + 1 < cp) inflight = pass(cur, nxt, 2 * kvn, s);
+      block_forward(out, lse, q, cur, cur + kvn, source(s), d);
+      for (auto& r : inflight) r.wait();
+      std::swap(cur, nxt);
+    }
+  }
+
+  /// dq, dk, dv (written) of this rank's q, k, v, given the merged out and lse of forward.
+  void backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k, const float* v,
+                const float* out, const float* lse, const llama_dims& d) {
+    prepare(d);
+    const std::int64_t kvn = kv_numel(d), cp = size();
+    float* D = delta();
+    cpu::attention_delta(D, dout, out, d.B, d.T, d.heads, d.hd);
+    std::fill(dq, dq + d.B * d.T * d.heads * d.hd, 0.0f);
+    if (s_.rotation == cp_rotation_kind::allgather) {
+      float* K = blocks(), * V = K + cp * kvn, * dK = V + cp * kvn, * dV = dK + cp * kvn;
+      gather_kv(k, v, K, V, kvn);
+      std::fill(dK, dK + 2 * cp * kvn, 0.0f);
+      for (int s = 0; s < cp; ++s) {
+        const int src = source(s);
+        block_backward(dq, dK + src * kvn, dV + src * kvn, dout, q, K + src * kvn, V + src * kvn, lse, D, src, d);
+      }
+      auto rk = comm::reduce_scatter(g_, std::span<const float>(dK, static_cast<std::size_t>(cp * kvn)),
+                                     std::span<float>(dk, static_cast<std::size_t>(kvn)));
+      auto rv = comm::reduce_scatter(g_, std::span<const float>(dV, static_cast<std::size_t>(cp * kvn)),
+                                     std::span<float>(dv, static_cast<std::size_t>(kvn)));
+      rk.wait();
+      rv.wait();
+      return;
+    }
+    // the held block: K, V, dK, dV (4 kvn); it moves on with its accumulators
+    float* cur = blocks(), * nxt = cur + 4 * kvn;
+    std::copy(k, k + kvn, cur);
+    std::copy(v, v + kvn, cur + kvn);
+    std::fill(cur + 2 * kvn, cur + 4 * kvn, 0.0f);
+    for (int s = 0; s < cp; ++s) {
+      // the next K/V go ahead while this block computes; its dK/dV follow once it has
+      std::vector<comm::any_request> inflight;
+      if (s + 1 < cp) inflight = pass(cur, nxt, 2 * kvn, 2 * s);
+      block_backward(dq, cur + 2 * kvn, cur + 3 * kvn, dout, q, cur, cur + kvn, lse, D, source(s), d);
+      auto grads = pass(cur + 2 * kvn, nxt + 2 * kvn, 2 * kvn, 2 * s + 1);
+      for (auto& r : inflight) r.wait();
+      for (auto& r : grads) r.wait();
+      std::swap(cur, nxt);
+    }
+    // after cp steps the accumulators of this rank's own block are held
+    std::copy(cur + 2 * kvn, cur + 3 * kvn, dk);
+    std::copy(cur + 3 * kvn, cur + 4 * kvn, dv);
+  }
+
+ private:
+  comm::any_communicator& g_;
+  cp_settings s_;
+  std::int64_t T_ = 0;
+  std::vector<std::vector<std::int64_t>> pos_;
+  std::vector<bool> seen_;  // whether this rank's queries see any key of rank r's block
+  tensor<float> buf_;
+  std::int64_t B_ = 0, Tl_ = 0, NH_ = 0, NKV_ = 0, HD_ = 0;
+
+  static std::int64_t kv_numel(const llama_dims& d) { return d.B * d.T * d.kv_heads * d.hd; }
+  int source(int s) const { return (rank() - s + size()) % size(); }
+  float* partial() { return buf_.data(); }
+  float* partial_lse() { return buf_.data() + B_ * Tl_ * NH_ * HD_; }
+  float* delta() { return partial_lse() + B_ * NH_ * Tl_; }
+  float* blocks() { return delta() + B_ * NH_ * Tl_; }
+
+  void prepare(const llama_dims& d) {
+    check(T_ > 0 && static_cast<std::int64_t>(positions().size()) == d.T,
+          "cp_attention: the local sequence (" + std::to_string(d.T) + " tokens) does not match the " +
+              std::to_string(T_) + " / " + std::to_string(size()) + " of set_sequence()");
+    if (d.B == B_ && d.T == Tl_ && d.heads == NH_ && d.kv_heads == NKV_ && d.hd == HD_) return;
+    B_ = d.B, Tl_ = d.T, NH_ = d.heads, NKV_ = d.kv_heads, HD_ = d.hd;
+    buf_ = tensor<float>({cp_attention_floats(s_, size(), d)});
+  }
+  cpu::token_span span_of(int r) const {
+    const auto& p = positions(r);
+    return {p.data(), nullptr, static_cast<std::int64_t>(p.size())};
+  }
+  void gather_kv(const float* k, const float* v, float* K, float* V, std::int64_t kvn) {
+    const auto n = static_cast<std::size_t>(kvn), all = n * static_cast<std::size_t>(size());
+    auto rk = comm::all_gather(g_, std::span<const float>(k, n), std::span<float>(K, all));
+    auto rv = comm::all_gather(g_, std::span<const float>(v, n), std::span<float>(V, all));
+    rk.wait();
+    rv.wait();
+  }
+  /// Posts the send of `n` floats at `from` to rank + 1 and the receive of rank - 1's into `to`.
+  std::vector<comm::any_request> pass(const float* from, float* to, std::int64_t n, int tag) {
+    const int next = (rank() + 1) % size(), prev = (rank() - 1 + size()) % size();
+    std::vector<comm::any_request> r;
+    {
+      comm::group grp(g_);
+      r.push_back(comm::send(g_, std::span<const float>(from, static_cast<std::size_t>(n)), next, tag));
+      r.push_back(comm::recv(g_, std::span<float>(to, static_cast<std::size_t>(n)), prev, tag));
+    }
+    return r;
+  }
+  void block_forward(float* out, float* lse, const float* q, const float* K, const float* V, int src,
+                     const llama_dims& d) {
+    if (!seen_[static_cast<std::size_t>(src)]) return;
+    const cpu::token_span qs = span_of(rank()), ks = span_of(src);
+    cpu::attention_block_forward(partial(), partial_lse(), q, K, V, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
+    cpu::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
+  }
+  void block_backward(float* dq, float* dK, float* dV, const float* dout, const float* q, const float* K,
+                      const float* V, const float* lse, const float* D, int src, const llama_dims& d) {
+    if (!seen_[static_cast<std::size_t>(src)]) return;
+    const cpu::token_span qs = span_of(rank()), ks = span_of(src);
+    cpu::attention_block_backward(dq, dK, dV, dout, q, K, V, lse, D, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
+  }
+};
+
+}  // namespace tessera::parallel

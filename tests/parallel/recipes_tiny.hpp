@@ -182,7 +182,8 @@ struct cp_only {
 struct cp_fsdp_ring {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>>;
-  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>,
+                                           activation_checkpointing<ac::full>>;
 };
 struct cp_fsdp_tp {
   using model = tiny;

@@ -61,7 +61,7 @@ TEST_CASE("context_parallel: head-tail positions, and a sequence length cp canno
 }
 
 TEST_CASE("context_parallel composes: FSDP over dp x cp, FSDP x TP + SP, pipeline + checkpointing, 4-D") {
-  check_recipe<tiny_recipes::cp_fsdp_ring>(4, make_batch(4, 12, 21), 2e-5, {}, 1e-6, "fsdp x cp (ring)");
+  check_recipe<tiny_recipes::cp_fsdp_ring>(4, make_batch(4, 12, 21), 2e-5, {}, 1e-6, "fsdp x cp (ring) + full AC");
   check_recipe<tiny_recipes::cp_fsdp_tp>(8, make_batch(4, 24, 22), 2e-5, {}, 1e-6, "fsdp x cp x tp+sp");
   check_recipe<tiny_recipes::cp_pp_ring_op>(4, make_batch(2, 12, 23), 2e-5, {}, 1e-6, "pp x cp + selective op AC");
   check_recipe<tiny_recipes::cp_4d>(16, make_batch(8, 24, 24), 2e-5, {}, 1e-6, "pp x dp x cp x tp (16 ranks)");

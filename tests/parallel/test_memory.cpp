@@ -78,6 +78,7 @@ void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int
         CHECK(e.activations == pm.pipeline_activation_peak() + pm.model().activation_bytes());
       else
         CHECK(e.activations == pm.model().activation_bytes());
+      if constexpr (recipe_traits<R>::spec.cp >= 0) CHECK(e.context == pm.context().buffer_bytes());
       const double ratio = static_cast<double>(e.tracked_peak()) / static_cast<double>(measured);
       if (dm.rank() == 0)
         std::printf("memory %-28s rank 0: estimated %lld B, measured peak %lld B (ratio %.4f), staging %lld B\n",
@@ -105,6 +106,17 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipe
   check_peak<fsdp_tp_2d_op>(4, fsdp_tp_2d_op::mesh(), 4, 8, "tiny fsdp x tp, selective op checkpointing");
   check_peak<fsdp_tp_bf16>(4, fsdp_tp_bf16::mesh(), 4, 8, "tiny fsdp x tp bf16");
   check_peak<f8_2d_tw_ag_op>(4, f8_2d_tw_ag_op::mesh(), 4, 8, "tiny fsdp x tp, float8 tw + FP8 AG + op AC");
+}
+
+TEST_CASE("estimate_memory: context parallel's activations and K/V blocks, alone and composed") {
+  using namespace tiny_recipes;
+  using cp_ag = cp_only<cp_rotate::allgather, cp_balancing::head_tail>;
+  using cp_ring = cp_only<cp_rotate::ring, cp_balancing::none>;
+  check_peak<cp_ag>(2, cp_ag::mesh(2), 2, 12, "tiny cp 2 (all-gather)");
+  check_peak<cp_ring>(3, cp_ring::mesh(3), 2, 12, "tiny cp 3 (ring, contiguous)");
+  check_peak<cp_fsdp_ring>(4, cp_fsdp_ring::mesh(), 4, 12, "tiny fsdp x cp (ring), full AC");
+  check_peak<cp_fsdp_tp>(8, cp_fsdp_tp::mesh(), 4, 24, "tiny fsdp x cp x tp+sp");
+  check_peak<cp_pp_ring_op>(4, cp_pp_ring_op::mesh(), 2, 12, "tiny pp x cp, op AC");
 }
 
 TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)") {

@@ -91,6 +91,18 @@ TEST_CASE("traffic estimate: constexpr, and zero on one rank") {
   CHECK(two.total() > 0);
 }
 
+TEST_CASE("traffic: context parallel's K/V blocks (all-gather and ring), alone and composed, measured == estimated") {
+  using namespace tiny_recipes;
+  using cp_ag = cp_only<cp_rotate::allgather, cp_balancing::head_tail>;
+  using cp_ring = cp_only<cp_rotate::ring, cp_balancing::none>;
+  check_recipe<cp_ag>("tiny cp 2 (all-gather)", 2, cp_ag::mesh(2), 2, 12);
+  check_recipe<cp_ring>("tiny cp 3 (ring)", 3, cp_ring::mesh(3), 2, 12);
+  check_recipe<cp_fsdp_ring>("tiny fsdp x cp (ring), full AC", 4, {}, 4, 12);
+  check_recipe<cp_fsdp_tp>("tiny fsdp x cp x tp+sp", 8, {}, 4, 24);
+  check_recipe<cp_pp_ring_op>("tiny pp x cp, op AC", 4, {}, 2, 12);
+  check_recipe<cp_fsdp_f8>("tiny fsdp x cp, FP8 all-gather", 4, {}, 4, 12);
+}
+
 TEST_CASE("traffic: every shipped recipe moves what the plans' cost model says, on every rank") {
   check_recipe<recipes::debug_fsdp>("debug_fsdp", 2, recipes::debug_fsdp::mesh(2), 4, 32);
   check_recipe<recipes::debug_fsdp>("debug_fsdp (uneven batch)", 3, recipes::debug_fsdp::mesh(3), 4, 32);

@@ -144,6 +144,7 @@ constexpr std::int64_t llama_stage_deferred_bytes(const llama_dims& d, std::int6
 /// identities without sequence parallel) and the reduction after wo (w2's output is kept).
 struct ac_collectives {
   std::int64_t gathers = 0, reduces = 0;
+  std::int64_t attentions = 0;  ///< attentions recomputed (context parallel's K/V move again)
 };
 constexpr ac_collectives ac_recompute_collectives(const ac_settings& s, std::int64_t first, std::int64_t last,
                                                   bool sequence_parallel) {
@@ -153,6 +154,7 @@ constexpr ac_collectives ac_recompute_collectives(const ac_settings& s, std::int
     if (keep == ac_keep_all) continue;
     c.gathers += !(keep & ac_bit(ac_op::attention_norm)) + !(keep & ac_bit(ac_op::ffn_norm));
     c.reduces += !(keep & ac_bit(ac_op::wo));
+    c.attentions += !(keep & ac_bit(ac_op::attention));
   }
   return c;
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/policies.hpp>
 
 namespace tessera {
@@ -126,6 +127,20 @@ inline std::vector<std::int64_t> cp_positions(std::int64_t T, std::int64_t cp, s
     for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
   }
   return p;
+}
+
+/// Floats of cp_attention's buffers (parallel/cp_attention.hpp) for a rank's batch [B, Tl] (Tl = T / cp tokens) with NH
+/// query and NKV key/value heads of HD: the partial output and its lse, D, and the K/V
+/// blocks -- allgather: K, V, dK, dV of all cp blocks; ring: two sets (held and arriving)
+/// of K, V, dK, dV.
+constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, std::int64_t B, std::int64_t Tl,
+                                           std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+  const std::int64_t kvn = B * Tl * NKV * HD;
+  const std::int64_t blocks = s.rotation == cp_rotation_kind::allgather ? 4 * cp * kvn : 8 * kvn;
+  return B * Tl * NH * HD + 2 * B * NH * Tl + blocks;
+}
+constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, const llama_dims& d) {
+  return cp_attention_floats(s, cp, d.B, d.T, d.heads, d.kv_heads, d.hd);
 }
 
 }  // namespace parallel

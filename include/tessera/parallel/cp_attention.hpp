@@ -43,20 +43,6 @@
 
 namespace tessera::parallel {
 
-/// Floats of cp_attention's buffers for a rank's batch [B, Tl] (Tl = T / cp tokens) with NH
-/// query and NKV key/value heads of HD: the partial output and its lse, D, and the K/V
-/// blocks -- allgather: K, V, dK, dV of all cp blocks; ring: two sets (held and arriving)
-/// of K, V, dK, dV.
-constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, std::int64_t B, std::int64_t Tl,
-                                           std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
-  const std::int64_t kvn = B * Tl * NKV * HD;
-  const std::int64_t blocks = s.rotation == cp_rotation_kind::allgather ? 4 * cp * kvn : 8 * kvn;
-  return B * Tl * NH * HD + 2 * B * NH * Tl + blocks;
-}
-constexpr std::int64_t cp_attention_floats(const cp_settings& s, std::int64_t cp, const llama_dims& d) {
-  return cp_attention_floats(s, cp, d.B, d.T, d.heads, d.kv_heads, d.hd);
-}
-
 class cp_attention {
  public:
   cp_attention(comm::any_communicator& group, const cp_settings& s) : g_(group), s_(s) {}

@@ -18,6 +18,10 @@
 //   gathered       the unsharded parameters (f32 tensors) of the FSDP units alive at the peak;
 //   grad_buffers   the compute-layout gradient tensors alive at the peak (the root's, kept for
 //                  the whole backward, and the block's in backward);
+//   context        under context_parallel, ring attention's buffers (cp_attention_floats:
+//                  the K/V blocks -- all cp of them and their gradients under all-gather, a
+//                  held and an arriving set under ring --, one partial output, its lse and D);
+//                  activations are those of the rank's T / cp tokens;
 //   staging        communication buffers: device_mesh scratch slots 0-3 (run_step staging
 //                  of uneven or non-contiguous all-gathers / reduce-scatters, and the
 //                  intermediate block of two-step plans), the FSDP and TP runtimes' stage_
@@ -47,6 +51,7 @@
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/model/llama_shard.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/llama_plan.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
@@ -64,13 +69,14 @@ struct memory_estimate {
   std::int64_t gathered = 0;      ///< unsharded parameters alive at the peak
   std::int64_t grad_buffers = 0;  ///< compute-layout gradient tensors alive at the peak
   std::int64_t staging = 0;       ///< communication buffers (untracked std::vectors; approximate)
+  std::int64_t context = 0;       ///< context parallel's attention buffers (K/V blocks, partial outputs)
   /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
   std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
   std::int64_t local_batch = 0, local_seq = 0;
 
   /// The peak of what tessera's tracking allocator counts (tensors and arenas).
   constexpr std::int64_t tracked_peak() const {
-    return parameters + gradients + optimizer + activations + gathered + grad_buffers;
+    return parameters + gradients + optimizer + activations + gathered + grad_buffers + context;
   }
   constexpr std::int64_t peak() const { return tracked_peak() + staging; }
 
@@ -89,6 +95,7 @@ struct memory_estimate {
     s += line("activations (kept for backward)", activations);
     s += line("gathered parameters at the peak", gathered);
     s += line("gradient buffers at the peak", grad_buffers);
+    if (context) s += line("context parallel's K/V blocks", context);
     s += line("communication staging (approx.)", staging);
     s += line("peak", peak());
     return s;
@@ -98,6 +105,11 @@ struct memory_estimate {
 namespace detail {
 
 constexpr std::int64_t arena_slot_elems(std::int64_t n) { return (n + 15) / 16 * 16; }
+
+/// Context parallel's attention buffers for a rank's sizes d (0 without context_parallel).
+constexpr std::int64_t context_bytes(const parallel_spec& p, const mesh_shape& m, const llama_dims& d) {
+  return p.cp >= 0 ? 4 * parallel::cp_attention_floats(p.context, m[p.cp], d) : 0;
+}
 
 /// One FSDP-unit's sizes and the staging its collectives need (elements / bytes).
 struct unit_sizes {
@@ -216,9 +228,11 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   e.gathered = u.gathered, e.grad_buffers = u.grad_buf;
   e.block_gathered = e.root_gathered = e.block_grad_buffers = e.root_grad_buffers = 0;
   const llama_shard shard = parallel::llama_shard_of(cfg, p, sm, sc);
-  const std::int64_t B = local_box(parallel::batch_spec(p, 2), sm, shape_t{global_batch, seq_len}, sc).size[0];
+  const box tokens = local_box(parallel::batch_spec(p, 2), sm, shape_t{global_batch, seq_len}, sc);
+  const std::int64_t B = tokens.size[0];
   const std::int64_t Bm = plan.m > 0 && B % plan.m == 0 ? B / plan.m : B;
-  const llama_dims d = dims_of(cfg, shard, Bm, seq_len);
+  const llama_dims d = dims_of(cfg, shard, Bm, tokens.size[1]);
+  e.context = context_bytes(p, sm, d);
   e.local_batch = Bm, e.local_seq = d.Tl;
   e.activations = pipeline_activation_peak(plan, v.lowered, v.me, d, p.ac, p.sequence_parallel) +
                   4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, p.ac, cfg.n_layers, p.sequence_parallel);
@@ -255,10 +269,12 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
 
   // Activations: what llama_model allocates for this rank's rows on its shard.
   const llama_shard shard = parallel::llama_shard_of(cfg, p, m, coords);
-  const std::int64_t B = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords).size[0];
-  const llama_dims d = dims_of(cfg, shard, B, seq_len);
+  const box tokens = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords);
+  const std::int64_t B = tokens.size[0], T = tokens.size[1];  // T: this cp rank's part of each sequence
+  const llama_dims d = dims_of(cfg, shard, B, T);
   e.local_batch = B, e.local_seq = d.Tl;
-  e.activations = llama_activation_bytes(cfg, shard, B, seq_len, p.ac, p.sequence_parallel);
+  e.activations = llama_activation_bytes(cfg, shard, B, T, p.ac, p.sequence_parallel);
+  e.context = detail::context_bytes(p, m, d);
 
   // Staging: the largest call of each buffer (they grow and stay).
   std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);

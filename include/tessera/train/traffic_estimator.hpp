@@ -23,7 +23,9 @@
 //   scalars      the loss mean over the batch axes (per micro-batch) and the gradient
 //                norm's sums over the axes each TP style's blocks are split over;
 //   pipeline     under pipeline_parallel, the sends of activations and input gradients
-//                between stages (the lowered schedule's SEND_F / SEND_B of this rank).
+//                between stages (the lowered schedule's SEND_F / SEND_B of this rank);
+//   context      under context_parallel, ring attention's K/V blocks over cp in each
+//                attention forward (recomputes included) and backward (add_cp_traffic).
 // Under pipeline_parallel the walk follows train/pipeline_stages.hpp: only this rank's
 // stages, on the stage's mesh (pp collapsed); every local parameter gathered once and its
 // gradient reduced once per step; TP's activation plans per pipeline microbatch for each
@@ -44,6 +46,7 @@
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_float8.hpp>
 #include <tessera/model/llama_params.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/parallel/llama_plan.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
@@ -127,10 +130,13 @@ struct traffic_by_axes {
 struct traffic_estimate {
   std::int64_t parameters = 0, gradients = 0, activations = 0, scalars = 0;
   std::int64_t pipeline = 0;  ///< pipeline_parallel's point-to-point sends
+  std::int64_t context = 0;   ///< context_parallel's K/V blocks (all-gathers and reduce-scatters, or ring sends)
   traffic_by_axes by_axes;
   double time_us = 0;  ///< modelled time of the collectives at the cost model's link speeds
 
-  constexpr std::int64_t total() const { return parameters + gradients + activations + scalars + pipeline; }
+  constexpr std::int64_t total() const {
+    return parameters + gradients + activations + scalars + pipeline + context;
+  }
 
   std::string to_string(std::span<const std::string_view> names) const {
     auto line = [](const char* what, std::int64_t b) {
@@ -145,6 +151,7 @@ struct traffic_estimate {
     s += line("TP activations", activations);
     s += line("loss and gradient-norm scalars", scalars);
     if (pipeline) s += line("pipeline sends between stages", pipeline);
+    if (context) s += line("context parallel's K/V blocks", context);
     s += line("total", total());
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.1f us", time_us);
@@ -239,7 +246,7 @@ constexpr void add_param_gathers(traffic_estimate& e, const mesh_shape& m, const
   if constexpr (Ps.float8.all_gather && Ps.dp_shard >= 0) {
     if (fp8) {
       add_plan_traffic<typename PL::storage, typename PL::compute, std::uint8_t>(e, e.parameters, m, g, times, cm, at);
-      constexpr unsigned amax_axes = (1u << Ps.dp_shard) | (Ps.tp >= 0 ? 1u << Ps.tp : 0u);
+      constexpr unsigned amax_axes = (1u << Ps.dp_shard) | (Ps.cp >= 0 ? 1u << Ps.cp : 0u) | (Ps.tp >= 0 ? 1u << Ps.tp : 0u);
       add_plan_traffic<typename Types::template scalar_partial<amax_axes>, typename Types::scalar, float>(
           e, e.parameters, m, shape_t{1}, times, cm, at);
       return;
@@ -275,6 +282,26 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
             add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.tp)>, typename Types::scalar, float>(
                 e, e.activations, m, shape_t{floats}, times * run.second, cm, at);
     }
+  }
+}
+
+/// Context parallel's attention (parallel/cp_attention.hpp): `forwards` forward and
+/// `backwards` backward passes of one block's attention on a rank's [d.B, d.T] tokens.
+/// all-gather rotation: K and V gathered in each pass, dK and dV reduce-scattered in backward;
+/// ring: cp - 1 sends of K and V per pass, and cp sends of dK and dV in backward.
+template <parallel_spec Ps>
+constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const llama_dims& d, std::int64_t forwards,
+                              std::int64_t backwards) {
+  if constexpr (Ps.cp >= 0) {
+    const std::int64_t n = m[Ps.cp];
+    if (n <= 1) return;
+    const std::int64_t kv = d.B * d.T * d.kv_heads * d.hd * 4;  // bytes of this rank's K (or V)
+    const bool ag = Ps.context.rotation == cp_rotation_kind::allgather;
+    const std::int64_t calls = ag ? 2 * forwards + 4 * backwards : 0;
+    const std::int64_t bytes = ag ? calls * kv * (n - 1)
+                                  : 2 * kv * ((forwards + backwards) * (n - 1) + backwards * n);
+    e.context += bytes;
+    e.by_axes.add(1u << Ps.cp, bytes, calls);
   }
 }
 
@@ -326,13 +353,13 @@ struct traffic_walk {
     add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.gathers), cm, at);
     add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.reduces), cm, at);
     add_head_traffic<types, ps>(e, shape, batch, seq, cfg.vocab_size, mb, cm, at);
-    if constexpr (ps.float8.on && ps.tp >= 0) {  // Float8's amax all-reduces over tp
-      const llama_shard shard = parallel::llama_shard_of(cfg, ps, shape, at);
-      const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), shape, shape_t{batch, seq}, at).size[0];
-      add_f8_amax_traffic<types, ps>(e, shape, dims_of(cfg, shard, Bl, seq), 0, L, mb, cm, at);
-    }
+    // this rank's tokens (under context parallel T / cp of each sequence)
+    const box tokens = local_box(parallel::batch_spec(ps, 2), shape, shape_t{batch, seq}, at);
+    const llama_dims d = dims_of(cfg, parallel::llama_shard_of(cfg, ps, shape, at), tokens.size[0], tokens.size[1]);
+    add_f8_amax_traffic<types, ps>(e, shape, d, 0, L, mb, cm, at);  // Float8's amax all-reduces over tp
+    add_cp_traffic<ps>(e, shape, d, mb * (L + rc.attentions), mb * L);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
-    add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, scalar, double>(e, e.scalars, shape,
+    add_plan_traffic<typename types::template scalar_partial<ps.token_mask()>, scalar, double>(e, e.scalars, shape,
                                                                                                shape_t{1}, mb, cm, at);
     add_norm_traffic<types, ps>(e, shape, style_used, cm, at);
     return e;
@@ -399,11 +426,16 @@ struct pipeline_traffic_walk {
     if (head_here) add_head_traffic<types, ps>(e, sm, Bg, seq, cfg.vocab_size, times, cm, sc);
     // the pipeline's sends: one microbatch's residual stream on this rank's TP shard
     const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
-    const std::int64_t Bl = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc).size[0];
-    const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, seq);
-    for (int st = 0; st < plan.stages; ++st)  // Float8's amax all-reduces over tp, per microbatch
-      if (lowered.rank_of(st) == me)
+    const box tokens = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc);
+    const std::int64_t Bl = tokens.size[0];
+    const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, tokens.size[1]);
+    for (int st = 0; st < plan.stages; ++st)  // Float8's amax all-reduces over tp, per microbatch; CP's K/V
+      if (lowered.rank_of(st) == me) {
         add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
+        const ac_collectives rc =
+            ac_recompute_collectives(ps.ac, plan.first_layer(st), plan.last_layer(st), ps.sequence_parallel);
+        add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st));
+      }
     for (const pipeline::action& a : lowered.actions[static_cast<std::size_t>(me)])
       if (a.kind == pipeline::op::SEND_F || a.kind == pipeline::op::SEND_B) {
         const std::int64_t b = d.Nr() * cfg.dim * 4;
@@ -411,7 +443,7 @@ struct pipeline_traffic_walk {
         e.by_axes.add(1u << ps.pp, mb * b, 0);
       }
     // scalars: the loss (stage axes, then pp) per forward; the norm per style and over pp
-    add_plan_traffic<typename types::template scalar_partial<ps.batch_mask()>, typename types::scalar, double>(
+    add_plan_traffic<typename types::template scalar_partial<ps.token_mask()>, typename types::scalar, double>(
         e, e.scalars, sm, shape_t{1}, mb, cm, sc);
     add_pp_sum(e, pp, mb);
     add_norm_traffic<types, ps>(e, sm, style_used, cm, sc);

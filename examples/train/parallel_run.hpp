@@ -83,9 +83,16 @@ typename R::mesh bind_mesh(std::int64_t ranks) {
   }
 }
 
-/// The global batch: `global` when set (> 0), else `local` per data-parallel rank.
+/// The global batch: `global` when set (> 0), else `local` per data-parallel rank. Checks
+/// the pipeline's microbatches and context parallel's rule on `seq_len` before anything is written.
 template <class R>
-std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::int64_t global) {
+std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::int64_t global, std::int64_t seq_len) {
+  constexpr parallel_spec ps = recipe_traits<R>::spec;
+  if constexpr (ps.cp >= 0) {
+    const std::int64_t tp_seq = ps.tp >= 0 && ps.sequence_parallel ? m.size(ps.tp) : 1;
+    const std::string problem = parallel::cp_seq_problem(seq_len, m.size(ps.cp), ps.context.balance, tp_seq);
+    if (!problem.empty()) throw error("recipe " + std::string(R::name) + ": " + problem + " (--seq-len)");
+  }
   std::int64_t dp = 1;
   for (int a = 0; a < R::mesh::ndim; ++a)
     if ((recipe_traits<R>::spec.batch_mask() >> a) & 1u) dp *= m.size(a);

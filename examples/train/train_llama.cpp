@@ -311,7 +311,7 @@ int run_recipe(const options& o, int& argc, char**& argv) {
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
-      const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
+      const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = batch;
@@ -337,7 +337,7 @@ int run_recipe(const options& o, int& argc, char**& argv) {
       else throw error("recipe " + std::string(R::name) + " has a dynamic mesh axis; give --ranks N");
     }
     const auto mesh = train_llama_cli::bind_mesh<R>(ranks);
-    const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch);
+    const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
     auto in = inputs_of(o, tokens);

@@ -10,6 +10,7 @@
 
 #include <tessera/comm/threads.hpp>
 #include <tessera/parallel/activation_checkpoint.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/float8.hpp>
 
 #include "training_check.hpp"
@@ -222,4 +223,29 @@ TEST_CASE("float8 under tensor parallel: amaxes of TP-split operands reduced ove
   const auto ag = curve<debug_2d_with<float8<fp8::tensorwise, fp8::all_gather>>>(4, toks);
   const auto cast_after = curve<debug_2d_with<float8<fp8::tensorwise>>>(4, toks);
   CHECK(std::memcmp(ag.data(), cast_after.data(), ag.size() * sizeof(double)) == 0);
+}
+
+namespace {
+template <class Scaling>
+struct cp_f8 {
+  static constexpr std::string_view name = "cp_f8";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"cp">>;
+  using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<cp_rotate::ring>>, float8<Scaling>>;
+};
+}  // namespace
+
+TEST_CASE("float8 under context parallel: one rank's curve, up to the per-rank scales") {
+  // As under data parallel: each cp rank scales by the amaxes of its own tokens (torchao
+  // reduces no amax over cp); rowwise's forward scales are per token, so only the weight
+  // gradients' column scales see a part of the sequence.
+  const auto toks = tc::tokens();
+  const auto rw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::rowwise}, toks);
+  const auto rw2 = curve<cp_f8<fp8::rowwise>>(2, toks);
+  const auto tw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::tensorwise}, toks);
+  const auto tw2 = curve<cp_f8<fp8::tensorwise>>(2, toks);
+  std::printf("CP 2 (ring) vs one rank: rowwise max relative deviation %.2e, tensorwise %.2e\n",
+              tc::deviation(rw1, rw2), tc::deviation(tw1, tw2));
+  CHECK(tc::deviation(rw1, rw2) < 5e-4);
+  CHECK(tc::deviation(tw1, tw2) < 5e-4);
 }

@@ -10,18 +10,14 @@
 //   the embedding            embed_forward / embed_backward        (llama_ends.hpp)
 //   blocks 0 .. n_layers-1   block_forward / block_backward        (llama_block.hpp)
 //   the head                 head_forward / head_backward          (llama_ends.hpp)
-// forward() and backward() are loops over them; a pipeline stage calls the parts it owns
-// (forward_embedding, forward_block, forward_head and their backwards). Under activation
-// checkpointing (set_checkpointing) a block keeps only some of its saved tensors and its
-// backward first recomputes the rest (llama_checkpointing.hpp).
-//
+// forward() and backward() loop over them; a pipeline stage calls the parts it owns. Under
+// activation checkpointing (set_checkpointing) a block keeps some of its saved tensors and
+// its backward first recomputes the rest (llama_checkpointing.hpp).
 // The model does not know it is parallel. A `llama_shard` (llama_shard.hpp) says which
-// part of the math this rank computes, as sizes; the hooks object runs at the points where
-// a layout changes (llama_block.hpp) and at the begin/end of each part: blocks are parts
-// 0..n_layers-1 and the two ends together are part `ends_part()` (begun before the
-// embedding's forward, ended after the head's; begun before the head's backward, ended
-// after the embedding's). `serial_hooks` does nothing; the parallel runtime
-// (tessera/parallel/) runs the planner's collectives there.
+// part of the math this rank computes, as sizes (set_positions: which tokens of each
+// sequence); the hooks object runs where a layout changes (llama_block.hpp) and at the
+// begin/end of each part: blocks are parts 0..n_layers-1, the two ends together part
+// `ends_part()`. `serial_hooks` does nothing; the parallel runtime runs its collectives there.
 #pragma once
 
 #include <algorithm>
@@ -269,12 +265,10 @@ class llama_model {
   }
   const ac_settings& checkpointing() const noexcept { return ac_; }
 
-  /// The global positions of the tokens of each sequence this model computes (context
-  /// parallel: a part of every sequence); RoPE rotates each token by its own. Empty: 0..T-1.
+  /// The global positions of each sequence's tokens this model computes (context parallel:
+  /// a part of every sequence), RoPE's angles. Empty: 0..T-1.
   void set_positions(std::vector<std::int64_t> p) {
-    if (p == positions_) return;
-    positions_ = std::move(p);
-    scratch_dims_ = llama_dims{};  // the RoPE tables are made again
+    if (p != positions_) positions_ = std::move(p), scratch_dims_ = llama_dims{};  // tables made again
   }
   /// The groups block l keeps (ac_keep_all: not checkpointed).
   std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, ac_sp_); }

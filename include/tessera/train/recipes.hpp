@@ -14,6 +14,9 @@
 //   debug_fsdp_bf16       FSDP gathering bf16 parameters (mixed precision; the Float8 baseline)
 //   debug_fsdp_float8     debug_fsdp_bf16 with Float8 rowwise block linears
 //   debug_fsdp_float8_tw  debug_fsdp_bf16 with Float8 tensorwise and FP8 all-gather
+//   debug_cp     FSDP dp = 2 x context parallel cp = 2 (all-gather, head-tail; 4 ranks)
+//   debug_4d     pp = 2 (1F1B) x FSDP dp = 2 x CP cp = 2 (ring) x TP tp = 2 with SP and
+//                loss parallel (16 ranks)
 // llama3_8b_fsdp (FSDP over 8 ranks) is the paper's 8B configuration, for the memory
 // estimator; it is far too large for a CPU.
 #pragma once
@@ -23,6 +26,7 @@
 
 #include <tessera/model/llama_config.hpp>
 #include <tessera/parallel/activation_checkpoint.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/pipeline_parallel.hpp>
 #include <tessera/parallel/policies.hpp>
@@ -119,6 +123,22 @@ struct debug_fsdp_float8_tw {
       tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, float8<fp8::tensorwise, fp8::all_gather>>;
 };
 
+struct debug_cp {
+  static constexpr std::string_view name = "debug_cp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp">>;
+};
+
+struct debug_4d {
+  static constexpr std::string_view name = "debug_4d";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>, microbatches<2>>, fsdp<"dp">,
+      context_parallel<"cp", cp_rotation<cp_rotate::ring>>, tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
 struct llama3_8b_fsdp {
   static constexpr std::string_view name = "llama3_8b_fsdp";
   using model = llama3_8b;
@@ -141,6 +161,8 @@ void for_each_runnable(F&& f) {
   f.template operator()<debug_fsdp_bf16>();
   f.template operator()<debug_fsdp_float8>();
   f.template operator()<debug_fsdp_float8_tw>();
+  f.template operator()<debug_cp>();
+  f.template operator()<debug_4d>();
 }
 }  // namespace detail
 

@@ -27,6 +27,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <span>
@@ -42,6 +43,15 @@
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera::parallel {
+
+/// Where a rank's attention time went since the last reset (wall clock): computing blocks
+/// (and merging them), and communicating in the open -- posting sends and receives (which
+/// copy, on in-process ranks) and waiting for K/V or dK/dV that had not arrived: under ring
+/// the part of the transfers the compute did not hide; under all-gather every collective.
+struct cp_attention_timing {
+  double compute_s = 0, wait_s = 0;
+  std::int64_t calls = 0;  ///< forward and backward passes
+};
 
 class cp_attention {
  public:
@@ -66,6 +76,8 @@ class cp_attention {
   /// The global positions of this rank's tokens (of rank r's), in order.
   const std::vector<std::int64_t>& positions() const { return pos_.at(static_cast<std::size_t>(rank())); }
   const std::vector<std::int64_t>& positions(int r) const { return pos_.at(static_cast<std::size_t>(r)); }
+  const cp_attention_timing& timing() const noexcept { return timing_; }
+  void reset_timing() noexcept { timing_ = {}; }
   /// Bytes of the buffers held (0 before the first attention).
   std::int64_t buffer_bytes() const { return 4 * static_cast<std::int64_t>(buf_.numel()); }
 
@@ -82,6 +94,7 @@ class cp_attention {
         const int src = source(s);
         block_forward(out, lse, q, K + src * kvn, V + src * kvn, src, d);
       }
+      ++timing_.calls;
       return;
     }
     float* cur = blocks(), * nxt = cur + 4 * kvn;
@@ -91,9 +104,10 @@ class cp_attention {
       std::vector<comm::any_request> inflight;
       if (s + 1 < cp) inflight = pass(cur, nxt, 2 * kvn, s);
       block_forward(out, lse, q, cur, cur + kvn, source(s), d);
-      for (auto& r : inflight) r.wait();
+      wait(inflight);
       std::swap(cur, nxt);
     }
+    ++timing_.calls;
   }
 
   /// dq, dk, dv (written) of this rank's q, k, v, given the merged out and lse of forward.
@@ -112,12 +126,14 @@ class cp_attention {
         const int src = source(s);
         block_backward(dq, dK + src * kvn, dV + src * kvn, dout, q, K + src * kvn, V + src * kvn, lse, D, src, d);
       }
-      auto rk = comm::reduce_scatter(g_, std::span<const float>(dK, static_cast<std::size_t>(cp * kvn)),
-                                     std::span<float>(dk, static_cast<std::size_t>(kvn)));
-      auto rv = comm::reduce_scatter(g_, std::span<const float>(dV, static_cast<std::size_t>(cp * kvn)),
-                                     std::span<float>(dv, static_cast<std::size_t>(kvn)));
-      rk.wait();
-      rv.wait();
+      std::vector<comm::any_request> r;
+      const clock::time_point t0 = clock::now();
+      r.push_back(comm::reduce_scatter(g_, std::span<const float>(dK, static_cast<std::size_t>(cp * kvn)),
+                                       std::span<float>(dk, static_cast<std::size_t>(kvn))));
+      r.push_back(comm::reduce_scatter(g_, std::span<const float>(dV, static_cast<std::size_t>(cp * kvn)),
+                                       std::span<float>(dv, static_cast<std::size_t>(kvn))));
+      wait(r, t0);
+      ++timing_.calls;
       return;
     }
     // the held block: K, V, dK, dV (4 kvn); it moves on with its accumulators
@@ -131,10 +147,11 @@ class cp_attention {
       if (s + 1 < cp) inflight = pass(cur, nxt, 2 * kvn, 2 * s);
       block_backward(dq, cur + 2 * kvn, cur + 3 * kvn, dout, q, cur, cur + kvn, lse, D, source(s), d);
       auto grads = pass(cur + 2 * kvn, nxt + 2 * kvn, 2 * kvn, 2 * s + 1);
-      for (auto& r : inflight) r.wait();
-      for (auto& r : grads) r.wait();
+      wait(inflight);
+      wait(grads);
       std::swap(cur, nxt);
     }
+    ++timing_.calls;
     // after cp steps the accumulators of this rank's own block are held
     std::copy(cur + 2 * kvn, cur + 3 * kvn, dk);
     std::copy(cur + 3 * kvn, cur + 4 * kvn, dv);
@@ -147,6 +164,7 @@ class cp_attention {
   std::vector<std::vector<std::int64_t>> pos_;
   std::vector<bool> seen_;  // whether this rank's queries see any key of rank r's block
   tensor<float> buf_;
+  cp_attention_timing timing_;
   std::int64_t B_ = 0, Tl_ = 0, NH_ = 0, NKV_ = 0, HD_ = 0;
 
   static std::int64_t kv_numel(const llama_dims& d) { return d.B * d.T * d.kv_heads * d.hd; }
@@ -168,36 +186,49 @@ class cp_attention {
     const auto& p = positions(r);
     return {p.data(), nullptr, static_cast<std::int64_t>(p.size())};
   }
+  using clock = std::chrono::steady_clock;
+  /// Waits for `r`, counting the time since `t0` (default: now) as waiting.
+  void wait(std::vector<comm::any_request>& r, clock::time_point t0 = clock::now()) {
+    for (auto& x : r) x.wait();
+    timing_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
+  }
   void gather_kv(const float* k, const float* v, float* K, float* V, std::int64_t kvn) {
     const auto n = static_cast<std::size_t>(kvn), all = n * static_cast<std::size_t>(size());
-    auto rk = comm::all_gather(g_, std::span<const float>(k, n), std::span<float>(K, all));
-    auto rv = comm::all_gather(g_, std::span<const float>(v, n), std::span<float>(V, all));
-    rk.wait();
-    rv.wait();
+    const clock::time_point t0 = clock::now();
+    std::vector<comm::any_request> r;
+    r.push_back(comm::all_gather(g_, std::span<const float>(k, n), std::span<float>(K, all)));
+    r.push_back(comm::all_gather(g_, std::span<const float>(v, n), std::span<float>(V, all)));
+    wait(r, t0);
   }
   /// Posts the send of `n` floats at `from` to rank + 1 and the receive of rank - 1's into `to`.
   std::vector<comm::any_request> pass(const float* from, float* to, std::int64_t n, int tag) {
     const int next = (rank() + 1) % size(), prev = (rank() - 1 + size()) % size();
+    const clock::time_point t0 = clock::now();  // posting may copy (in-process ranks): exposed
     std::vector<comm::any_request> r;
     {
       comm::group grp(g_);
       r.push_back(comm::send(g_, std::span<const float>(from, static_cast<std::size_t>(n)), next, tag));
       r.push_back(comm::recv(g_, std::span<float>(to, static_cast<std::size_t>(n)), prev, tag));
     }
+    timing_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
     return r;
   }
   void block_forward(float* out, float* lse, const float* q, const float* K, const float* V, int src,
                      const llama_dims& d) {
     if (!seen_[static_cast<std::size_t>(src)]) return;
+    const clock::time_point t0 = clock::now();
     const cpu::token_span qs = span_of(rank()), ks = span_of(src);
     cpu::attention_block_forward(partial(), partial_lse(), q, K, V, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
     cpu::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
+    timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
   void block_backward(float* dq, float* dK, float* dV, const float* dout, const float* q, const float* K,
                       const float* V, const float* lse, const float* D, int src, const llama_dims& d) {
     if (!seen_[static_cast<std::size_t>(src)]) return;
+    const clock::time_point t0 = clock::now();
     const cpu::token_span qs = span_of(rank()), ks = span_of(src);
     cpu::attention_block_backward(dq, dK, dV, dout, q, K, V, lse, D, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
+    timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
 };
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tessera's main job: installs what is missing, builds train_llama, and trains TorchTitan's
-# debug model with the debug_2d recipe (FSDP dp=2 x TP tp=2 with sequence and loss
-# parallel) on 4 in-process ranks, one progress line per step. Extra arguments go to
+# debug model with the debug_4d recipe (pipeline pp=2 x FSDP dp=2 x context parallel cp=2 x
+# TP tp=2 with sequence and loss parallel) on 16 in-process ranks, one progress line per step. Extra arguments go to
 # train_llama (e.g. --steps 50 --metrics m.jsonl, or --config FILE.toml).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,4 +9,4 @@ bash "$root/.ci/setup.sh"
 dir="$root/build/main"
 cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF >/dev/null
 cmake --build "$dir" -j "$(nproc)" --target train_llama
-exec "$dir/examples/train/train_llama" --recipe debug_2d --ranks 4 --steps 20 --batch 4 --seq-len 128 "$@"
+exec "$dir/examples/train/train_llama" --recipe debug_4d --steps 20 --batch 4 --seq-len 128 "$@"

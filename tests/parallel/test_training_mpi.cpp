@@ -1,4 +1,4 @@
-// Equivalence under mpirun: debug_2d and debug_fsdp over MPI processes train like one rank.
+// Equivalence under mpirun: shipped recipes (and context parallel's ring) over MPI processes train like one rank.
 #include <cstdio>
 #include <string>
 
@@ -8,6 +8,15 @@
 
 using namespace tessera;
 namespace tc = training_check;
+
+/// Context parallel's ring rotation between processes, inside FSDP x TP + SP (8 ranks).
+struct cp_ring_3d {
+  static constexpr std::string_view name = "fsdp x cp (ring) x tp";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
 
 template <class R>
 bool check(comm::mpi_communicator& world, const std::vector<double>& ref, const std::vector<std::int32_t>& toks,
@@ -28,11 +37,13 @@ int main(int argc, char** argv) {
   bool ok = true;
   if (world.size() <= 4) ok = check<recipes::debug_fsdp>(world, ref, toks);
   if (world.size() == 4) ok = check<recipes::debug_2d>(world, ref, toks) && ok;
+  if (world.size() == 4) ok = check<recipes::debug_cp>(world, ref, toks, 1e-6) && ok;  // context parallel (issue 14)
   // the pipeline recipes to 1e-6 (issue 13)
   if (world.size() == 2) ok = check<recipes::debug_pp>(world, ref, toks, 1e-6) && ok;
   if (world.size() == 8) {
     ok = check<recipes::debug_3d>(world, ref, toks, 1e-6) && ok;
     ok = check<recipes::debug_3d_zbv>(world, ref, toks, 1e-6) && ok;
+    ok = check<cp_ring_3d>(world, ref, toks, 1e-6) && ok;
   }
   if (world.rank() == 0) std::printf(ok ? "PASSED\n" : "FAILED\n");
   return ok ? 0 : 1;

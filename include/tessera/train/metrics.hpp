@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <system_error>
 #include <fstream>
 #include <string>
 
@@ -78,11 +79,14 @@ inline std::string progress_line(const step_metrics& m) {
   return buf;
 }
 
-/// Appends one JSON object per step to a file (created or truncated when opened).
+/// Appends one JSON object per step to a file (created or truncated when opened; its folder
+/// is created when missing, as TorchTitan creates its dump folder).
 class jsonl_writer {
  public:
   jsonl_writer() = default;
   explicit jsonl_writer(const std::filesystem::path& path) : path_(path) {
+    std::error_code ec;
+    if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);  // failure: said below
     out_.open(path, std::ios::trunc);
     if (!out_)
       throw error("metrics: cannot create '" + path.string() +

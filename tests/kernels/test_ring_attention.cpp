@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
+#include <tessera/parallel/context_parallel.hpp>
 
 using namespace tessera;
 
@@ -71,7 +73,7 @@ ring_result ring(const sizes& z, int cp, const std::vector<float>& q, const std:
   std::vector<std::vector<std::int64_t>> pos(static_cast<std::size_t>(cp));
   std::vector<std::vector<std::int32_t>> doc(static_cast<std::size_t>(cp));
   for (int s = 0; s < cp; ++s) {
-    pos[static_cast<std::size_t>(s)] = cpu::head_tail_positions(T, cp, s);
+    pos[static_cast<std::size_t>(s)] = parallel::cp_positions(T, cp, s, cp_balance_kind::head_tail);
     if (!docs.empty())
       for (std::int64_t t : pos[static_cast<std::size_t>(s)]) doc[static_cast<std::size_t>(s)].push_back(docs[static_cast<std::size_t>(t)]);
   }
@@ -215,7 +217,8 @@ TEST_CASE("ring attention: a document mask attends within each document only") {
 
 TEST_CASE("ring attention: block pairs of the head-tail split are full, partial or skipped") {
   // T = 8 on cp = 2: rank 0 holds positions 0,1 and 6,7; rank 1 holds 2,3 and 4,5
-  const auto p0 = cpu::head_tail_positions(8, 2, 0), p1 = cpu::head_tail_positions(8, 2, 1);
+  const auto p0 = parallel::cp_positions(8, 2, 0, cp_balance_kind::head_tail),
+             p1 = parallel::cp_positions(8, 2, 1, cp_balance_kind::head_tail);
   CHECK(p0 == std::vector<std::int64_t>{0, 1, 6, 7});
   CHECK(p1 == std::vector<std::int64_t>{2, 3, 4, 5});
   const cpu::token_span s0{p0.data(), nullptr, 4}, s1{p1.data(), nullptr, 4};
@@ -225,5 +228,6 @@ TEST_CASE("ring attention: block pairs of the head-tail split are full, partial 
   const std::int64_t late[] = {6, 7}, early[] = {0, 1};
   CHECK(cpu::visibility({late, nullptr, 2}, {early, nullptr, 2}) == cpu::block_visibility::all);
   CHECK(cpu::visibility({early, nullptr, 2}, {late, nullptr, 2}) == cpu::block_visibility::none);
-  CHECK_THROWS_WITH(cpu::head_tail_positions(10, 2, 0), doctest::Contains("seq_len (10) is not divisible by 2 x cp (4)"));
+  CHECK(parallel::cp_seq_problem(10, 2, cp_balance_kind::head_tail, 1).find("seq_len (10) is not divisible by 2 x cp (4)") !=
+        std::string::npos);
 }

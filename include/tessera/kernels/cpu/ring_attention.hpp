@@ -8,8 +8,8 @@
 // lse [B, NH, Tq]. qpos [Tq] and kpos [Tk] are the tokens' positions in the whole sequence
 // (the same for every batch row); a key is seen when kpos <= qpos and, with documents
 // (qdoc / kdoc not null), when it is in the same document. So a rank holding chunks r and
-// 2cp-1-r of a head-tail split sees exactly the causal pairs of the unsplit sequence, and
-// a block pair with no visible key is skipped (block_visibility).
+// 2cp-1-r of a head-tail split (parallel::cp_positions) sees exactly the causal pairs of the
+// unsplit sequence, and a block pair with no visible key is skipped (block_visibility).
 //
 // Forward of a block writes its partial (out_b, lse_b) (rows that see no key: out 0, lse
 // -inf); attention_merge folds it into the running (out, lse) in f32 with PyTorch's merge
@@ -25,9 +25,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <vector>
 
-#include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
@@ -197,20 +195,6 @@ inline void attention_block_backward(float* dq, float* dk, float* dv, const floa
       }
     }
   });
-}
-
-/// The head-tail split of context parallel's load balancing: rank r of cp holds chunks r and
-/// 2cp-1-r of a sequence of T tokens cut into 2cp equal chunks; returns its T / cp positions
-/// in order (T must be divisible by 2cp).
-inline std::vector<std::int64_t> head_tail_positions(std::int64_t T, int cp, int r) {
-  check(cp >= 1 && 0 <= r && r < cp, "head_tail_positions: rank out of range");
-  check(T % (2 * cp) == 0, "context parallel: seq_len (" + std::to_string(T) + ") is not divisible by 2 x cp (" +
-                               std::to_string(2 * cp) + "); the head-tail split cuts it into 2 x cp equal chunks");
-  const std::int64_t c = T / (2 * cp);
-  std::vector<std::int64_t> p;
-  for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
-  for (std::int64_t t = 0; t < c; ++t) p.push_back((2 * cp - 1 - r) * c + t);
-  return p;
 }
 
 }  // namespace tessera::cpu

@@ -18,11 +18,10 @@ namespace equivalence {
 
 /// Runs forward + backward of recipe R on `world` thread ranks of mesh `mesh_value`; every
 /// rank checks the loss (to `loss_tol` relative), every gathered gradient and the norm (to
-/// `tol`) against serial(R::model::config, b).
+/// `tol`) against one rank's `ref`.
 template <class R>
-void check_recipe(int world, const batch& b, double tol, typename R::mesh mesh_value, double loss_tol = -1,
-                  const std::string& what = "") {
-  const reference ref = serial(R::model::config, b);
+void check_recipe_against(const reference& ref, int world, const batch& b, double tol, typename R::mesh mesh_value,
+                          double loss_tol = -1, const std::string& what = "") {
   if (loss_tol < 0) loss_tol = tol;
   comm::run_threads(world, [&](comm::threads_communicator& c) {
     device_mesh<typename R::mesh> dm(mesh_value, c);
@@ -43,6 +42,12 @@ void check_recipe(int world, const batch& b, double tol, typename R::mesh mesh_v
       for (float x : g) sq += static_cast<double>(x) * x;
     CHECK(std::abs(pm.grad_norm() - std::sqrt(sq)) <= tol * std::sqrt(sq));
   });
+}
+/// check_recipe_against the plain model on one rank.
+template <class R>
+void check_recipe(int world, const batch& b, double tol, typename R::mesh mesh_value, double loss_tol = -1,
+                  const std::string& what = "") {
+  check_recipe_against<R>(serial(R::model::config, b), world, b, tol, mesh_value, loss_tol, what);
 }
 
 }  // namespace equivalence

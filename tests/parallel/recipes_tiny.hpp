@@ -206,6 +206,27 @@ struct cp_4d {
       fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>,
       tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
+/// Packed documents ended by token 5 (TorchTitan's block_causal mask).
+inline constexpr std::int32_t doc_eos = 5;
+template <cp_rotation_kind Rot, cp_balance_kind Bal>
+struct cp_docs {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"cp">>;
+  using parallelize =
+      tessera::parallelize<context_parallel<"cp", cp_rotation<Rot>, cp_balance<Bal>, cp_documents<doc_eos>>>;
+};
+struct cp_docs_fsdp_tp {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_documents<doc_eos>>,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+struct cp_docs_pp {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"cp", 2>>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>>,
+                                           context_parallel<"cp", cp_rotation<cp_rotate::ring>, cp_documents<doc_eos>>>;
+};
 struct cp_fsdp_f8 {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>>;

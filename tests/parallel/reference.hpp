@@ -31,13 +31,15 @@ struct reference {
   float loss;
   std::vector<std::vector<float>> grads;
 };
-/// One rank's loss and gradients of config `c` (initialized with seed 11) on batch b.
-inline reference serial(const llama_config& c, const batch& b) {
+/// One rank's loss and gradients of config `c` (initialized with seed 11) on batch b, with
+/// the model's hooks `h` (serial_hooks: the plain model).
+template <class Hooks = serial_hooks>
+reference serial(const llama_config& c, const batch& b, Hooks h = {}) {
   llama_model m(c);
   m.init_weights(11);
   m.zero_grad();
-  reference r{m.forward(b.in, b.tg, b.B, b.T), {}};
-  m.backward();
+  reference r{m.forward(b.in, b.tg, b.B, b.T, true, 1.0f, h), {}};
+  m.backward(h);
   for (std::int64_t i = 0; i < m.n_tensors(); ++i)
     r.grads.emplace_back(m.grad(i), m.grad(i) + m.entry(i).shape.numel());
   return r;

@@ -4,10 +4,14 @@
 // pipelines, checkpointing and Float8.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <vector>
 #include <string>
 
 #include <tessera/comm/threads.hpp>
+#include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/parallel/context_parallel.hpp>
 #include <tessera/train/parallel_llama.hpp>
 
@@ -65,4 +69,80 @@ TEST_CASE("context_parallel composes: FSDP over dp x cp, FSDP x TP + SP, pipelin
   check_recipe<tiny_recipes::cp_fsdp_tp>(8, make_batch(4, 24, 22), 2e-5, {}, 1e-6, "fsdp x cp x tp+sp");
   check_recipe<tiny_recipes::cp_pp_ring_op>(4, make_batch(2, 12, 23), 2e-5, {}, 1e-6, "pp x cp + selective op AC");
   check_recipe<tiny_recipes::cp_4d>(16, make_batch(8, 24, 24), 2e-5, {}, 1e-6, "pp x dp x cp x tp (16 ranks)");
+}
+
+namespace {
+/// One rank with the documents' mask: the plain model whose attention runs the block
+/// kernels on each row as one block, with the row's document ids (a reference written
+/// apart from parallel/cp_attention.hpp).
+struct document_hooks : serial_hooks {
+  const std::vector<std::int32_t>* ids = nullptr;
+  std::vector<std::int64_t> pos;
+  std::vector<std::int32_t> doc;
+  std::vector<float> ob, lb, D;
+  cpu::token_span row(std::int64_t b, std::int64_t T) {
+    pos.resize(static_cast<std::size_t>(T));
+    doc.resize(pos.size());
+    for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = t;
+    parallel::document_ids(doc.data(), ids->data() + b * T, T, tiny_recipes::doc_eos);
+    return {pos.data(), doc.data(), T};
+  }
+  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {
+    const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
+    ob.assign(static_cast<std::size_t>(qn), 0.0f), lb.assign(static_cast<std::size_t>(ln), 0.0f);
+    std::fill(out, out + d.B * qn, 0.0f);
+    std::fill(lse, lse + d.B * ln, -std::numeric_limits<float>::infinity());
+    for (std::int64_t b = 0; b < d.B; ++b) {
+      const cpu::token_span s = row(b, d.T);
+      cpu::attention_block_forward(ob.data(), lb.data(), q + b * qn, k + b * kn, v + b * kn, s, s, 1, d.heads,
+                                   d.kv_heads, d.hd);
+      cpu::attention_merge(out + b * qn, lse + b * ln, ob.data(), lb.data(), 1, d.T, d.heads, d.hd);
+    }
+  }
+  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                          const float* v, const float* out, const float* lse, const llama_dims& d) {
+    const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
+    std::fill(dq, dq + d.B * qn, 0.0f), std::fill(dk, dk + d.B * kn, 0.0f), std::fill(dv, dv + d.B * kn, 0.0f);
+    D.resize(static_cast<std::size_t>(ln));
+    for (std::int64_t b = 0; b < d.B; ++b) {
+      const cpu::token_span s = row(b, d.T);
+      cpu::attention_delta(D.data(), dout + b * qn, out + b * qn, 1, d.T, d.heads, d.hd);
+      cpu::attention_block_backward(dq + b * qn, dk + b * kn, dv + b * kn, dout + b * qn, q + b * qn, k + b * kn,
+                                    v + b * kn, lse + b * ln, D.data(), s, s, 1, d.heads, d.kv_heads, d.hd);
+    }
+  }
+};
+
+/// A batch whose rows hold several documents each, their ends crossing the cp chunks.
+batch documents_batch(std::int64_t B, std::int64_t T, std::uint32_t seed) {
+  batch b = make_batch(B, T, seed);
+  for (auto& x : b.in)
+    if (x == tiny_recipes::doc_eos) x = 6;  // only the planted ends
+  for (std::int64_t r = 0; r < B; ++r)
+    for (std::int64_t t = 3 + 4 * r; t < T; t += 7 + 2 * r) b.in[static_cast<std::size_t>(r * T + t)] = tiny_recipes::doc_eos;
+  return b;
+}
+
+template <class R>
+void check_documents(int world, const batch& b, typename R::mesh mesh, const char* what) {
+  document_hooks h;
+  h.ids = &b.in;
+  const reference ref = serial(R::model::config, b, h);
+  const reference plain = serial(R::model::config, b);
+  double moved = 0;  // the mask matters: the gradients differ from the causal model's
+  for (std::size_t i = 0; i < ref.grads.size(); ++i) moved = std::max(moved, max_rel(ref.grads[i], plain.grads[i]));
+  CHECK(moved > 1e-2);
+  check_recipe_against<R>(ref, world, b, 2e-5, mesh, 1e-6, what);
+}
+}  // namespace
+
+TEST_CASE("context_parallel with documents: each row's documents masked, as one rank with the block-causal mask") {
+  using namespace tiny_recipes;
+  const batch b = documents_batch(2, 24, 31);
+  check_documents<cp_docs<cp_rotate::allgather, cp_balancing::head_tail>>(2, b, cp_docs<cp_rotate::allgather, cp_balancing::head_tail>::mesh(2), "documents, allgather, head-tail, cp 2");
+  check_documents<cp_docs<cp_rotate::ring, cp_balancing::head_tail>>(3, b, cp_docs<cp_rotate::ring, cp_balancing::head_tail>::mesh(3), "documents, ring, head-tail, cp 3");
+  check_documents<cp_docs<cp_rotate::ring, cp_balancing::none>>(2, b, cp_docs<cp_rotate::ring, cp_balancing::none>::mesh(2), "documents, ring, contiguous, cp 2");
+  check_documents<cp_docs<cp_rotate::allgather, cp_balancing::none>>(1, b, cp_docs<cp_rotate::allgather, cp_balancing::none>::mesh(1), "documents, cp 1");
+  check_documents<cp_docs_fsdp_tp>(8, documents_batch(4, 24, 32), {}, "documents, fsdp x cp x tp+sp");
+  check_documents<cp_docs_pp>(4, documents_batch(2, 24, 33), {}, "documents, pp x cp (ring), 2 microbatches");
 }

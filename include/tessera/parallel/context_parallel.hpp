@@ -15,6 +15,11 @@
 //   cp_balance<cp_balancing::head_tail>  the sequence cut into 2 x cp chunks, rank r
 //                                      holding chunks r and 2cp-1-r (default: equal causal work)
 //   cp_balance<cp_balancing::none>     cp contiguous chunks
+//   cp_documents<Eos>                  packed documents: attention causal within each
+//                                      document and nothing across (TorchTitan's
+//                                      block_causal mask); a document ends with token Eos
+//                                      (which belongs to it). The balance stays the
+//                                      sequence's (head_tail or none)
 // Parameters and gradients: the cp ranks hold the same parameters (FSDP shards them over
 // dp_shard x cp, TorchTitan's flattened dp_shard_cp), and a parameter's gradient is a sum
 // over the cp ranks' tokens, reduced over cp with the batch axes (parallel/layouts.hpp).
@@ -48,28 +53,41 @@ struct cp_rotation {};
 /// context_parallel option: how the sequence is cut for causal load balance.
 template <cp_balance_kind B>
 struct cp_balance {};
+/// context_parallel option: attention masked to the documents of a packed sequence, each
+/// ended by the token `Eos`.
+template <std::int32_t Eos>
+struct cp_documents {
+  static_assert(Eos >= 0, "tessera::cp_documents<Eos>: Eos is a token id and must be >= 0");
+};
 
 namespace detail {
 template <class O>
 struct cp_option {
-  static constexpr bool known = false, rotation = false, balance = false;
+  static constexpr bool known = false, rotation = false, balance = false, documents = false;
 };
 template <cp_rotation_kind R>
 struct cp_option<cp_rotation<R>> {
-  static constexpr bool known = true, rotation = true, balance = false;
+  static constexpr bool known = true, rotation = true, balance = false, documents = false;
   static constexpr void apply(cp_settings& s) { s.rotation = R; }
 };
 template <cp_balance_kind B>
 struct cp_option<cp_balance<B>> {
-  static constexpr bool known = true, rotation = false, balance = true;
+  static constexpr bool known = true, rotation = false, balance = true, documents = false;
   static constexpr void apply(cp_settings& s) { s.balance = B; }
+};
+template <std::int32_t Eos>
+struct cp_option<cp_documents<Eos>> {
+  static_assert(sizeof(cp_documents<Eos>) > 0);  // instantiates the option: its own check fires
+  static constexpr bool known = true, rotation = false, balance = false, documents = true;
+  static constexpr void apply(cp_settings& s) { s.documents_eos = Eos; }
 };
 template <class... O>
 constexpr cp_settings cp_options() {
   static_assert((cp_option<O>::known && ...),
                 "tessera::context_parallel: unknown option; the options are cp_rotation<cp_rotate::allgather | ring>, "
-                "cp_balance<cp_balancing::head_tail | none>");
-  static_assert((int{cp_option<O>::rotation} + ... + 0) <= 1 && (int{cp_option<O>::balance} + ... + 0) <= 1,
+                "cp_balance<cp_balancing::head_tail | none> and cp_documents<Eos>");
+  static_assert((int{cp_option<O>::rotation} + ... + 0) <= 1 && (int{cp_option<O>::balance} + ... + 0) <= 1 &&
+                    (int{cp_option<O>::documents} + ... + 0) <= 1,
                 "tessera::context_parallel: an option is given twice; give each option at most once");
   cp_settings s;
   if constexpr ((cp_option<O>::known && ...)) (cp_option<O>::apply(s), ...);
@@ -112,6 +130,16 @@ inline std::string cp_seq_problem(std::int64_t T, std::int64_t cp, cp_balance_ki
          "; choose a seq_len that is a multiple of " + std::to_string(m) +
          (b == cp_balance_kind::head_tail ? " (head-tail balancing cuts each sequence into 2 x cp equal chunks)"
                                           : " (each cp rank holds an equal chunk)");
+}
+
+/// The document of each token of a packed sequence of T ids: the number of `eos` tokens
+/// before it (a document ends with its eos).
+inline void document_ids(std::int32_t* doc, const std::int32_t* ids, std::int64_t T, std::int32_t eos) {
+  std::int32_t d = 0;
+  for (std::int64_t t = 0; t < T; ++t) {
+    doc[t] = d;
+    d += ids[t] == eos ? 1 : 0;
+  }
 }
 
 /// The global positions, in order, of the tokens rank r of cp holds of a sequence of T:

@@ -18,7 +18,9 @@
 //              runs behind the compute); backward: the block travels with its dK/dV
 //              accumulators (4 tensors per step), and after the last step the accumulators
 //              take one more step home (cp sends of dK/dV, cp - 1 of K/V).
-// GQA: K/V travel with their NKV heads, unrepeated. Backward computes dQ locally (the
+// Under cp_documents each batch row has its own documents: the blocks run row by row with
+// the rows' document ids in the mask (and skip per row). GQA: K/V travel with their NKV
+// heads, unrepeated. Backward computes dQ locally (the
 // merged output's lse and D = rowsum(dO . O) are this rank's). Both rotations visit the
 // blocks in the same order, so they give the same bits.
 //
@@ -73,6 +75,38 @@ class cp_attention {
     seen_.clear();
     for (int r = 0; r < size(); ++r) seen_.push_back(cpu::visibility(span_of(rank()), span_of(r)) != cpu::block_visibility::none);
   }
+  /// Under cp_documents: the document ids of this rank's `rows` whole sequences of T ids
+  /// (row-major), from which every rank's tokens get theirs (collective-free: every rank has
+  /// the global batch). Call after set_sequence, before each forward.
+  void set_documents(std::span<const std::int32_t> ids, std::int64_t rows) {
+    if (s_.documents_eos < 0) return;
+    const std::int64_t T = T_, cp = size(), Tl = T / cp;
+    std::vector<std::int32_t> whole(static_cast<std::size_t>(T));
+    docs_.assign(static_cast<std::size_t>(cp), std::vector<std::int32_t>(static_cast<std::size_t>(rows * Tl)));
+    row0_ = 0;
+    for (std::int64_t b = 0; b < rows; ++b) {
+      document_ids(whole.data(), ids.data() + b * T, T, s_.documents_eos);
+      for (std::int64_t r = 0; r < cp; ++r)
+        for (std::int64_t j = 0; j < Tl; ++j)
+          docs_[static_cast<std::size_t>(r)][static_cast<std::size_t>(b * Tl + j)] =
+              whole[static_cast<std::size_t>(positions(static_cast<int>(r))[static_cast<std::size_t>(j)])];
+    }
+    doc_rows_ = rows, row0_ = 0, row_count_ = rows;
+    row_seen_.assign(static_cast<std::size_t>(rows * cp), false);
+    for (std::int64_t b = 0; b < rows; ++b)
+      for (int r = 0; r < cp; ++r)
+        row_seen_[static_cast<std::size_t>(b * cp + r)] =
+            cpu::visibility(span_of(rank(), b), span_of(r, b)) != cpu::block_visibility::none;
+  }
+
+  /// The rows [first, first + n) of set_documents' are the batch attention sees next (a
+  /// pipeline's microbatch).
+  void use_rows(std::int64_t first, std::int64_t n) {
+    if (!documents()) return;
+    check(first >= 0 && n >= 0 && first + n <= doc_rows_, "cp_attention::use_rows: rows out of range");
+    row0_ = first, row_count_ = n;
+  }
+
   /// The global positions of this rank's tokens (of rank r's), in order.
   const std::vector<std::int64_t>& positions() const { return pos_.at(static_cast<std::size_t>(rank())); }
   const std::vector<std::int64_t>& positions(int r) const { return pos_.at(static_cast<std::size_t>(r)); }
@@ -163,6 +197,11 @@ class cp_attention {
   std::int64_t T_ = 0;
   std::vector<std::vector<std::int64_t>> pos_;
   std::vector<bool> seen_;  // whether this rank's queries see any key of rank r's block
+  // cp_documents: every rank's tokens' document ids per row [cp][rows * Tl], and whether
+  // row b's queries see any key of rank r's block [rows * cp]
+  std::vector<std::vector<std::int32_t>> docs_;
+  std::vector<bool> row_seen_;
+  std::int64_t doc_rows_ = 0, row0_ = 0, row_count_ = 0;  // rows held; the ones in use
   tensor<float> buf_;
   cp_attention_timing timing_;
   std::int64_t B_ = 0, Tl_ = 0, NH_ = 0, NKV_ = 0, HD_ = 0;
@@ -182,10 +221,13 @@ class cp_attention {
     B_ = d.B, Tl_ = d.T, NH_ = d.heads, NKV_ = d.kv_heads, HD_ = d.hd;
     buf_ = tensor<float>({cp_attention_floats(s_, size(), d)});
   }
-  cpu::token_span span_of(int r) const {
+  /// Rank r's tokens (of row b, with its documents, under cp_documents).
+  cpu::token_span span_of(int r, std::int64_t b = -1) const {
     const auto& p = positions(r);
-    return {p.data(), nullptr, static_cast<std::int64_t>(p.size())};
+    const auto n = static_cast<std::int64_t>(p.size());
+    return {p.data(), b < 0 ? nullptr : docs_[static_cast<std::size_t>(r)].data() + (row0_ + b) * n, n};
   }
+  bool documents() const { return s_.documents_eos >= 0; }
   using clock = std::chrono::steady_clock;
   /// Waits for `r`, counting the time since `t0` (default: now) as waiting.
   void wait(std::vector<comm::any_request>& r, clock::time_point t0 = clock::now()) {
@@ -215,19 +257,37 @@ class cp_attention {
   }
   void block_forward(float* out, float* lse, const float* q, const float* K, const float* V, int src,
                      const llama_dims& d) {
-    if (!seen_[static_cast<std::size_t>(src)]) return;
     const clock::time_point t0 = clock::now();
-    const cpu::token_span qs = span_of(rank()), ks = span_of(src);
-    cpu::attention_block_forward(partial(), partial_lse(), q, K, V, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
-    cpu::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
+    if (documents()) {  // one row at a time: each has its own documents
+      check(row_count_ == d.B, "cp_attention: the rows in use (set_documents, use_rows) are not the batch's");
+      const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
+      for (std::int64_t b = 0; b < d.B; ++b) {
+        if (!row_seen_[static_cast<std::size_t>((row0_ + b) * size() + src)]) continue;
+        cpu::attention_block_forward(partial(), partial_lse(), q + b * qn, K + b * kn, V + b * kn, span_of(rank(), b),
+                                     span_of(src, b), 1, d.heads, d.kv_heads, d.hd);
+        cpu::attention_merge(out + b * qn, lse + b * ln, partial(), partial_lse(), 1, d.T, d.heads, d.hd);
+      }
+    } else if (seen_[static_cast<std::size_t>(src)]) {
+      cpu::attention_block_forward(partial(), partial_lse(), q, K, V, span_of(rank()), span_of(src), d.B, d.heads,
+                                   d.kv_heads, d.hd);
+      cpu::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
+    }
     timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
   void block_backward(float* dq, float* dK, float* dV, const float* dout, const float* q, const float* K,
                       const float* V, const float* lse, const float* D, int src, const llama_dims& d) {
-    if (!seen_[static_cast<std::size_t>(src)]) return;
     const clock::time_point t0 = clock::now();
-    const cpu::token_span qs = span_of(rank()), ks = span_of(src);
-    cpu::attention_block_backward(dq, dK, dV, dout, q, K, V, lse, D, qs, ks, d.B, d.heads, d.kv_heads, d.hd);
+    if (documents()) {
+      const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
+      for (std::int64_t b = 0; b < d.B; ++b)
+        if (row_seen_[static_cast<std::size_t>((row0_ + b) * size() + src)])
+          cpu::attention_block_backward(dq + b * qn, dK + b * kn, dV + b * kn, dout + b * qn, q + b * qn, K + b * kn,
+                                        V + b * kn, lse + b * ln, D + b * ln, span_of(rank(), b), span_of(src, b), 1,
+                                        d.heads, d.kv_heads, d.hd);
+    } else if (seen_[static_cast<std::size_t>(src)]) {
+      cpu::attention_block_backward(dq, dK, dV, dout, q, K, V, lse, D, span_of(rank()), span_of(src), d.B, d.heads,
+                                    d.kv_heads, d.hd);
+    }
     timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
 };

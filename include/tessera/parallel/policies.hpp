@@ -103,6 +103,7 @@ enum class cp_balance_kind : std::uint8_t {
 struct cp_settings {
   cp_rotation_kind rotation = cp_rotation_kind::allgather;
   cp_balance_kind balance = cp_balance_kind::head_tail;
+  std::int32_t documents_eos = -1;  ///< cp_documents<Eos>: attention within each document (-1: off)
 };
 
 /// A policy as a value: its axes by name and its options.

@@ -200,6 +200,12 @@ class parallel_llama {
   /// Under context_parallel: its attention (the cp group, this rank's token positions).
   const parallel::cp_attention& context() const { return *cp_; }
 
+  /// Under cp_documents: attention runs on this rank's rows [first, first + n) next (a
+  /// pipeline's microbatch; pipeline_stages calls it).
+  void attention_rows(std::int64_t first, std::int64_t n) {
+    if constexpr (ps.cp >= 0) cp_->use_rows(first, n);
+  }
+
   /// The size of the cp axis (1 without context_parallel).
   std::int64_t context_parallel_size() const { return ps.cp >= 0 ? sdm_.shape()[ps.cp] : 1; }
 
@@ -376,6 +382,7 @@ class parallel_llama {
     } else {
       const std::int64_t tp_seq = ps.tp >= 0 && ps.sequence_parallel ? sdm_.shape()[ps.tp] : 1;
       cp_->set_sequence(T, tp_seq);
+      cp_->set_documents(inputs.subspan(lo, n), rows);
       const std::vector<std::int64_t>& p = cp_->positions();
       model_.set_positions(p);
       const auto Tm = static_cast<std::int64_t>(p.size());

@@ -107,6 +107,7 @@ class pipeline_stages {
     trace::scope t("forward stage", "stage", s);
     timed tm(timing_, pipeline::op::F, s, mb);
     if (need_backward_) require_gathered(s);
+    o_.attention_rows(mb * Bm_, Bm_);  // context parallel's documents: this microbatch's rows
     const pipeline_layout& L = o_.pp_;
     const int first = L.first_layer(s), last = L.last_layer(s);
     const bool head = s == L.stages() - 1;
@@ -244,6 +245,7 @@ class pipeline_stages {
   /// gradient with what W needs kept (`input_only`, I).
   void run_backward(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in, bool input_only) {
     require_gathered(s);
+    o_.attention_rows(mb * Bm_, Bm_);
     llama_model& md = o_.model_;
     md.use(at(s, mb));
     auto& h = o_.hooks_;

@@ -76,12 +76,19 @@ void balance_table(std::int64_t T, const std::vector<int>& cps) {
   std::printf("| cp | balancing | per-rank ms (rank 0, 1, ...) | max / mean |\n|---|---|---|---|\n");
   for (int cp : cps)
     for (cp_balance_kind b : {cp_balance_kind::head_tail, cp_balance_kind::none}) {
+      // median of 5 rounds after a warm-up; each round times every rank once, in a rotated
+      // order, so that a drift of the machine's speed does not land on one rank
+      (void)rank_attention_s(T, cp, 0, b, q, k, v, NH, HD);
+      std::vector<std::vector<double>> reps(static_cast<std::size_t>(cp));
+      for (int i = 0; i < 5; ++i)
+        for (int j = 0; j < cp; ++j) {
+          const int r = (j + i) % cp;
+          reps[static_cast<std::size_t>(r)].push_back(rank_attention_s(T, cp, r, b, q, k, v, NH, HD));
+        }
       std::vector<double> t;
-      for (int r = 0; r < cp; ++r) {
-        std::vector<double> reps;  // median of 3
-        for (int i = 0; i < 3; ++i) reps.push_back(rank_attention_s(T, cp, r, b, q, k, v, NH, HD));
-        std::sort(reps.begin(), reps.end());
-        t.push_back(reps[1]);
+      for (auto& x : reps) {
+        std::sort(x.begin(), x.end());
+        t.push_back(x[2]);
       }
       double mx = 0, sum = 0;
       std::string list;

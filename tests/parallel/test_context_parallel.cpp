@@ -146,3 +146,26 @@ TEST_CASE("context_parallel with documents: each row's documents masked, as one 
   check_documents<cp_docs_fsdp_tp>(8, documents_batch(4, 24, 32), {}, "documents, fsdp x cp x tp+sp");
   check_documents<cp_docs_pp>(4, documents_batch(2, 24, 33), {}, "documents, pp x cp (ring), 2 microbatches");
 }
+
+#include <tessera/parallel/activation_checkpoint.hpp>
+
+#include "training_check.hpp"
+
+namespace {
+template <class... AC>
+struct debug_cp_ring {
+  static constexpr std::string_view name = "debug_cp_ring";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp">>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>, AC...>;
+};
+}  // namespace
+
+TEST_CASE("context_parallel with activation checkpointing: 20 steps bit-identical to no checkpointing") {
+  // the recompute runs the same ring (same blocks, same order): the same bits
+  const auto toks = training_check::tokens();
+  const auto none = training_check::threads_curve<debug_cp_ring<>>(4, toks);
+  CHECK(none == training_check::threads_curve<debug_cp_ring<activation_checkpointing<ac::full>>>(4, toks));
+  CHECK(none == training_check::threads_curve<debug_cp_ring<activation_checkpointing<ac::selective_layer<2>>>>(4, toks));
+}

@@ -264,9 +264,13 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
                                    std::int64_t last, std::int64_t times, const cost_model& cm, const coords_t& at) {
   if constexpr (Ps.tp >= 0 && Ps.float8.on) {
     if (!d.split || !d.f8.any()) return;
+    // (copies made at compile time: clang 14 reads a member of the template parameter object
+    // Ps wrongly at run time here -- sequence_parallel as false)
+    constexpr ac_settings ac = Ps.ac;
+    constexpr bool sp = Ps.sequence_parallel;
     std::int64_t redone[ac_op_count] = {};  // the blocks that recompute each group
     for (std::int64_t l = first; l < last; ++l) {
-      const std::uint16_t keep = ac_keep_mask(Ps.ac, l, Ps.sequence_parallel);
+      const std::uint16_t keep = ac_keep_mask(ac, l, sp);
       for (int o = 0; o < ac_op_count; ++o)
         if (!(keep & (1u << o))) ++redone[o];
     }
@@ -293,15 +297,16 @@ template <parallel_spec Ps>
 constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const llama_dims& d, std::int64_t forwards,
                               std::int64_t backwards) {
   if constexpr (Ps.cp >= 0) {
-    const std::int64_t n = m[Ps.cp];
+    constexpr int axis = Ps.cp;  // compile-time copies, as in add_f8_amax_traffic
+    constexpr bool ag = Ps.context.rotation == cp_rotation_kind::allgather;
+    const std::int64_t n = m[axis];
     if (n <= 1) return;
     const std::int64_t kv = d.B * d.T * d.kv_heads * d.hd * 4;  // bytes of this rank's K (or V)
-    const bool ag = Ps.context.rotation == cp_rotation_kind::allgather;
     const std::int64_t calls = ag ? 2 * forwards + 4 * backwards : 0;
     const std::int64_t bytes = ag ? calls * kv * (n - 1)
                                   : 2 * kv * ((forwards + backwards) * (n - 1) + backwards * n);
     e.context += bytes;
-    e.by_axes.add(1u << Ps.cp, bytes, calls);
+    e.by_axes.add(1u << axis, bytes, calls);
   }
 }
 

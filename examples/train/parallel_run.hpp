@@ -89,8 +89,8 @@ template <class R>
 std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::int64_t global, std::int64_t seq_len) {
   constexpr parallel_spec ps = recipe_traits<R>::spec;
   if constexpr (ps.cp >= 0) {
-    const std::int64_t tp_seq = ps.tp >= 0 && ps.sequence_parallel ? m.size(ps.tp) : 1;
-    const std::string problem = parallel::cp_seq_problem(seq_len, m.size(ps.cp), ps.context.balance, tp_seq);
+    const std::string problem =
+        parallel::cp_seq_problem(seq_len, m.size(ps.cp), ps.context.balance, parallel::cp_tp_split(ps, m.shape()));
     if (!problem.empty()) throw error("recipe " + std::string(R::name) + ": " + problem + " (--seq-len)");
   }
   std::int64_t dp = 1;

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include <tessera/core/fixed_string.hpp>
+#include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/policies.hpp>
 
@@ -117,6 +118,11 @@ namespace parallel {
 /// again over tp).
 constexpr std::int64_t cp_seq_multiple(std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
   return (b == cp_balance_kind::head_tail ? 2 * cp : cp) * (tp_seq > 1 ? tp_seq : 1);
+}
+
+/// The split of each cp part of a sequence over tp: tp's size under sequence parallel, else 1.
+constexpr std::int64_t cp_tp_split(const parallel_spec& p, const mesh_shape& m) {
+  return p.tp >= 0 && p.sequence_parallel ? m[p.tp] : 1;
 }
 
 /// Why a sequence of T tokens cannot be split over cp ranks ("" when it can): the words of

@@ -83,7 +83,6 @@ class cp_attention {
     const std::int64_t T = T_, cp = size(), Tl = T / cp;
     std::vector<std::int32_t> whole(static_cast<std::size_t>(T));
     docs_.assign(static_cast<std::size_t>(cp), std::vector<std::int32_t>(static_cast<std::size_t>(rows * Tl)));
-    row0_ = 0;
     for (std::int64_t b = 0; b < rows; ++b) {
       document_ids(whole.data(), ids.data() + b * T, T, s_.documents_eos);
       for (std::int64_t r = 0; r < cp; ++r)

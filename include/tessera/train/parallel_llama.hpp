@@ -380,8 +380,7 @@ class parallel_llama {
     if constexpr (ps.cp < 0) {
       return {inputs.subspan(lo, n), targets.subspan(lo, n), T};
     } else {
-      const std::int64_t tp_seq = ps.tp >= 0 && ps.sequence_parallel ? sdm_.shape()[ps.tp] : 1;
-      cp_->set_sequence(T, tp_seq);
+      cp_->set_sequence(T, parallel::cp_tp_split(ps, sdm_.shape()));
       cp_->set_documents(inputs.subspan(lo, n), rows);
       const std::vector<std::int64_t>& p = cp_->positions();
       model_.set_positions(p);

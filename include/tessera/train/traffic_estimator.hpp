@@ -412,7 +412,13 @@ struct pipeline_traffic_walk {
         add_plan_traffic<typename PL::grad, typename PL::storage, float>(e, e.gradients, sm, g, mb, cm, sc);
       });
     }
-    // TP activations of each local stage's parts, per pipeline microbatch [B / m, T, .]
+    // one microbatch's sizes on this rank's shard (under context parallel T / cp tokens)
+    const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
+    const box tokens = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc);
+    const std::int64_t Bl = tokens.size[0];
+    const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, tokens.size[1]);
+    // per local stage and pipeline microbatch [B / m, T, .]: TP's activations (recomputes
+    // included), Float8's amax all-reduces over tp, CP's K/V
     const std::int64_t Bg = plan.m > 0 ? batch / plan.m : batch, times = mb * plan.m;
     const shape_t act{Bg, seq, cfg.dim};
     bool head_here = false;
@@ -427,20 +433,11 @@ struct pipeline_traffic_walk {
                                                                                     times * (moves + rc.gathers), cm, sc);
       add_plan_traffic<typename types::partial, typename types::residual, float>(e, e.activations, sm, act,
                                                                                  times * (moves + rc.reduces), cm, sc);
+      add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
+      add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st));
     }
     if (head_here) add_head_traffic<types, ps>(e, sm, Bg, seq, cfg.vocab_size, times, cm, sc);
     // the pipeline's sends: one microbatch's residual stream on this rank's TP shard
-    const llama_shard shard = parallel::llama_shard_of(cfg, ps, sm, sc);
-    const box tokens = local_box(parallel::batch_spec(ps, 2), sm, shape_t{batch, seq}, sc);
-    const std::int64_t Bl = tokens.size[0];
-    const llama_dims d = dims_of(cfg, shard, plan.m > 0 ? Bl / plan.m : Bl, tokens.size[1]);
-    for (int st = 0; st < plan.stages; ++st)  // Float8's amax all-reduces over tp, per microbatch; CP's K/V
-      if (lowered.rank_of(st) == me) {
-        add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
-        const ac_collectives rc =
-            ac_recompute_collectives(ps.ac, plan.first_layer(st), plan.last_layer(st), ps.sequence_parallel);
-        add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st));
-      }
     for (const pipeline::action& a : lowered.actions[static_cast<std::size_t>(me)])
       if (a.kind == pipeline::op::SEND_F || a.kind == pipeline::op::SEND_B) {
         const std::int64_t b = d.Nr() * cfg.dim * 4;

@@ -56,13 +56,15 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
-/// Ring attention over cp simulated ranks with the head-tail split; returns the global out,
-/// lse and gradients assembled from the ranks' shares (docs: document ids or empty).
+/// Ring attention over cp simulated ranks with the split `bal` (head-tail by default); returns
+/// the global out, lse and gradients assembled from the ranks' shares (docs: document ids or
+/// empty).
 struct ring_result {
   std::vector<float> out, lse, dq, dk, dv;
 };
 ring_result ring(const sizes& z, int cp, const std::vector<float>& q, const std::vector<float>& k,
-                 const std::vector<float>& v, const std::vector<float>& dout, const std::vector<std::int32_t>& docs = {}) {
+                 const std::vector<float>& v, const std::vector<float>& dout, const std::vector<std::int32_t>& docs = {},
+                 cp_balance_kind bal = cp_balance_kind::head_tail) {
   const std::int64_t B = z.B, T = z.T, NH = z.NH, NKV = z.NKV, HD = z.HD, Tl = T / cp;
   ring_result r;
   r.out.assign(q.size(), 0.0f);
@@ -73,7 +75,8 @@ ring_result ring(const sizes& z, int cp, const std::vector<float>& q, const std:
   std::vector<std::vector<std::int64_t>> pos(static_cast<std::size_t>(cp));
   std::vector<std::vector<std::int32_t>> doc(static_cast<std::size_t>(cp));
   for (int s = 0; s < cp; ++s) {
-    pos[static_cast<std::size_t>(s)] = parallel::cp_positions(T, cp, s, cp_balance_kind::head_tail);
+    if (bal == cp_balance_kind::per_document) parallel::cp_document_positions(pos[static_cast<std::size_t>(s)], docs.data(), T, cp, s);
+    else pos[static_cast<std::size_t>(s)] = parallel::cp_positions(T, cp, s, bal);
     if (!docs.empty())
       for (std::int64_t t : pos[static_cast<std::size_t>(s)]) doc[static_cast<std::size_t>(s)].push_back(docs[static_cast<std::size_t>(t)]);
   }
@@ -213,6 +216,47 @@ TEST_CASE("ring attention: a document mask attends within each document only") {
   reference(z, q, k, v, {}, causal);
   cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), z.B, z.T, z.NH, z.NKV, z.HD);
   CHECK(max_abs_diff(causal, out) < 2e-6);
+}
+
+TEST_CASE("ring attention: blocks of several tiles -- skipped tile pairs, every split, short and long documents") {
+  // 384 tokens: up to six 64-token tiles per block, so tile pairs past the diagonal or
+  // across documents are skipped; documents of 1, 5, 70, 130 and 178 tokens
+  sizes z;
+  z.T = 384;
+  const std::int64_t nq = z.B * z.T * z.NH * z.HD, nk = z.B * z.T * z.NKV * z.HD;
+  const auto q = randn(static_cast<std::size_t>(nq), 15), k = randn(static_cast<std::size_t>(nk), 16),
+             v = randn(static_cast<std::size_t>(nk), 17), dout = randn(static_cast<std::size_t>(nq), 18);
+  std::vector<std::int32_t> docs(static_cast<std::size_t>(z.T));
+  for (std::int64_t t = 0; t < z.T; ++t) docs[static_cast<std::size_t>(t)] = t < 1 ? 0 : t < 6 ? 1 : t < 76 ? 2 : t < 206 ? 3 : 4;
+  for (const bool with_docs : {false, true}) {
+    const std::vector<std::int32_t> d = with_docs ? docs : std::vector<std::int32_t>{};
+    std::vector<float> want;
+    reference(z, q, k, v, d, want);
+    const ring_result one = ring(z, 1, q, k, v, dout, d);
+    CHECK(max_abs_diff(one.out, want) < 5e-6);
+    for (int cp : {2, 3, 4})
+      for (cp_balance_kind bal : {cp_balance_kind::head_tail, cp_balance_kind::none, cp_balance_kind::per_document}) {
+        if (bal == cp_balance_kind::per_document && !with_docs) continue;
+        CAPTURE(with_docs);
+        CAPTURE(cp);
+        CAPTURE(static_cast<int>(bal));
+        const ring_result r = ring(z, cp, q, k, v, dout, d, bal);
+        CHECK(max_abs_diff(r.out, want) < 5e-6);
+        CHECK(max_abs_diff(r.dq, one.dq) < 2e-5);
+        CHECK(max_abs_diff(r.dk, one.dk) < 2e-5);
+        CHECK(max_abs_diff(r.dv, one.dv) < 2e-5);
+      }
+  }
+  // cp 1 without documents is the causal kernel of whole sequences, gradients included
+  const ring_result one = ring(z, 1, q, k, v, dout);
+  std::vector<float> out(q.size()), lse(static_cast<std::size_t>(z.B * z.NH * z.T)), dq(q.size()), dk(k.size()), dv(v.size());
+  cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), z.B, z.T, z.NH, z.NKV, z.HD);
+  cpu::attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                          lse.data(), z.B, z.T, z.NH, z.NKV, z.HD);
+  CHECK(max_abs_diff(one.out, out) < 2e-6);
+  CHECK(max_abs_diff(one.dq, dq) < 2e-5);
+  CHECK(max_abs_diff(one.dk, dk) < 2e-5);
+  CHECK(max_abs_diff(one.dv, dv) < 2e-5);
 }
 
 TEST_CASE("ring attention: block pairs of the head-tail split are full, partial or skipped") {

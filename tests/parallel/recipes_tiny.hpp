@@ -215,6 +215,12 @@ struct cp_docs {
   using parallelize =
       tessera::parallelize<context_parallel<"cp", cp_rotation<Rot>, cp_balance<Bal>, cp_documents<doc_eos>>>;
 };
+/// MHA (the debug model: 16 query and 16 KV heads), documents balanced per document.
+struct cp_docs_mha {
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"cp">>;
+  using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<cp_rotate::ring>, cp_documents<doc_eos>>>;
+};
 struct cp_docs_fsdp_tp {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp", 2>, axis<"tp", 2>>;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <random>
 #include <vector>
 #include <string>
 
@@ -143,8 +144,70 @@ TEST_CASE("context_parallel with documents: each row's documents masked, as one 
   check_documents<cp_docs<cp_rotate::ring, cp_balancing::head_tail>>(3, b, cp_docs<cp_rotate::ring, cp_balancing::head_tail>::mesh(3), "documents, ring, head-tail, cp 3");
   check_documents<cp_docs<cp_rotate::ring, cp_balancing::none>>(2, b, cp_docs<cp_rotate::ring, cp_balancing::none>::mesh(2), "documents, ring, contiguous, cp 2");
   check_documents<cp_docs<cp_rotate::allgather, cp_balancing::none>>(1, b, cp_docs<cp_rotate::allgather, cp_balancing::none>::mesh(1), "documents, cp 1");
-  check_documents<cp_docs_fsdp_tp>(8, documents_batch(4, 24, 32), {}, "documents, fsdp x cp x tp+sp");
-  check_documents<cp_docs_pp>(4, documents_batch(2, 24, 33), {}, "documents, pp x cp (ring), 2 microbatches");
+}
+
+TEST_CASE("context_parallel with documents balanced per document: every row its own split, as one rank") {
+  using namespace tiny_recipes;
+  // the rows' documents (lengths 4, 7, 7, 6 and 8, 9, 7) are not multiples of 2 x cp
+  const batch b = documents_batch(2, 24, 34);
+  check_documents<cp_docs<cp_rotate::allgather, cp_balancing::per_document>>(2, b, cp_docs<cp_rotate::allgather, cp_balancing::per_document>::mesh(2), "documents per document, allgather, cp 2");
+  check_documents<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(3, b, cp_docs<cp_rotate::ring, cp_balancing::per_document>::mesh(3), "documents per document, ring, cp 3");
+  check_documents<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(2, documents_batch(3, 36, 35), cp_docs<cp_rotate::ring, cp_balancing::per_document>::mesh(2), "documents per document, ring, cp 2, T 36");
+  check_documents<cp_docs_mha>(2, b, cp_docs_mha::mesh(2), "documents per document, MHA (debug model), ring, cp 2");
+  // cp_documents alone balances per document
+  static_assert(recipe_traits<cp_docs_fsdp_tp>::spec.context.balance == cp_balancing::per_document);
+  check_documents<cp_docs_fsdp_tp>(8, documents_batch(4, 24, 32), {}, "documents per document, fsdp x cp x tp+sp");
+  check_documents<cp_docs_pp>(4, documents_batch(2, 24, 33), {}, "documents per document, pp x cp (ring), 2 microbatches");
+}
+
+TEST_CASE("context_parallel: per-document head-tail positions") {
+  // two documents of 4 and 8 tokens on cp 2: 4 chunks each, rank r takes chunks r and 3 - r
+  const std::vector<std::int32_t> doc{0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+  std::vector<std::int64_t> p0, p1;
+  parallel::cp_document_positions(p0, doc.data(), 12, 2, 0);
+  parallel::cp_document_positions(p1, doc.data(), 12, 2, 1);
+  CHECK(p0 == std::vector<std::int64_t>{0, 3, 4, 5, 10, 11});
+  CHECK(p1 == std::vector<std::int64_t>{1, 2, 6, 7, 8, 9});
+  // any document lengths: every token on exactly one rank, T / cp tokens each, and inside
+  // every document the ranks' causal work (the keys each token sees) even
+  std::mt19937 g(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const std::int64_t cp = 1 + trial % 4, T = 2 * cp * (1 + static_cast<std::int64_t>(g() % 24));
+    std::vector<std::int32_t> d(static_cast<std::size_t>(T));
+    std::int32_t n = 0;
+    for (auto& x : d) x = n, n += g() % 9 == 0 ? 1 : 0;
+    std::vector<int> owner(d.size(), -1);
+    std::vector<std::int64_t> work(static_cast<std::size_t>(cp * (n + 1)), 0), start(static_cast<std::size_t>(n + 1), -1);
+    for (std::int64_t t = 0; t < T; ++t)
+      if (start[static_cast<std::size_t>(d[static_cast<std::size_t>(t)])] < 0) start[static_cast<std::size_t>(d[static_cast<std::size_t>(t)])] = t;
+    for (std::int64_t r = 0; r < cp; ++r) {
+      std::vector<std::int64_t> p;
+      parallel::cp_document_positions(p, d.data(), T, cp, r);
+      REQUIRE(static_cast<std::int64_t>(p.size()) == T / cp);
+      CHECK(std::is_sorted(p.begin(), p.end()));
+      for (std::int64_t t : p) {
+        CHECK(owner[static_cast<std::size_t>(t)] == -1);
+        owner[static_cast<std::size_t>(t)] = static_cast<int>(r);
+        const auto doc_of = static_cast<std::size_t>(d[static_cast<std::size_t>(t)]);
+        work[static_cast<std::size_t>(r * (n + 1)) + doc_of] += t - start[doc_of] + 1;
+      }
+    }
+    CHECK(std::count(owner.begin(), owner.end(), -1) == 0);
+    for (std::int32_t k = 0; k <= n; ++k) {
+      std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0, len = 0;
+      for (std::int64_t t = 0; t < T; ++t) len += d[static_cast<std::size_t>(t)] == k ? 1 : 0;
+      for (std::int64_t r = 0; r < cp; ++r)
+        lo = std::min(lo, work[static_cast<std::size_t>(r * (n + 1) + k)]), hi = std::max(hi, work[static_cast<std::size_t>(r * (n + 1) + k)]);
+      // a multiple of 2 x cp: equal work (PyTorch's case); else the chunks start up to 2cp - 1
+      // tokens apart from even and a rank holds up to 2 left-over tokens (each sees <= len keys)
+      const std::int64_t q = len / (2 * cp);
+      if (len % (2 * cp) == 0) CHECK_MESSAGE(hi == lo, "document ", k, " of ", len, " tokens on cp ", cp);
+      else CHECK_MESSAGE(hi - lo <= 4 * (q + 1) * (2 * cp - 1) + 2 * len, "document ", k, " of ", len, " tokens on cp ", cp);
+    }
+  }
+  CHECK(parallel::cp_seq_problem(10, 2, cp_balancing::per_document, 1) ==
+        "context_parallel: seq_len (10) is not divisible by 2 x cp (4); choose a seq_len that is a multiple of 4 "
+        "(per-document balancing gives each cp rank 2 of 2 x cp equal shares)");
 }
 
 #include <tessera/parallel/activation_checkpoint.hpp>

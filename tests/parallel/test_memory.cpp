@@ -117,6 +117,10 @@ TEST_CASE("estimate_memory: context parallel's activations and K/V blocks, alone
   check_peak<cp_fsdp_ring>(4, cp_fsdp_ring::mesh(), 4, 12, "tiny fsdp x cp (ring), full AC");
   check_peak<cp_fsdp_tp>(8, cp_fsdp_tp::mesh(), 4, 24, "tiny fsdp x cp x tp+sp");
   check_peak<cp_pp_ring_op>(4, cp_pp_ring_op::mesh(), 2, 12, "tiny pp x cp, op AC");
+  // balanced per document: RoPE tables per row
+  using cp_pd = cp_docs<cp_rotate::ring, cp_balancing::per_document>;
+  check_peak<cp_pd>(2, cp_pd::mesh(2), 2, 12, "tiny cp 2, per-document balance");
+  check_peak<cp_docs_pp>(4, cp_docs_pp::mesh(), 2, 24, "tiny pp x cp, per-document balance");
 }
 
 TEST_CASE("estimate_memory: within 10% of each rank's measured peak (debugmodel)") {

@@ -266,9 +266,13 @@ class llama_model {
   const ac_settings& checkpointing() const noexcept { return ac_; }
 
   /// The global positions of each sequence's tokens this model computes (context parallel:
-  /// a part of every sequence), RoPE's angles. Empty: 0..T-1.
+  /// a part of every sequence; balanced per document, B x T: each row's), RoPE's angles.
+  /// Empty: 0..T-1. The tables are remade now when they keep their size, else with the scratch.
   void set_positions(std::vector<std::int64_t> p) {
-    if (p != positions_) positions_ = std::move(p), scratch_dims_ = llama_dims{};  // tables made again
+    if (p == positions_) return;
+    positions_ = std::move(p);
+    if (static_cast<std::int64_t>(positions_.size()) != scratch_dims_.rope_T()) scratch_dims_ = llama_dims{};
+    else rope_tables(scratch_, scratch_dims_, cfg_, positions_);
   }
   /// The groups block l keeps (ac_keep_all: not checkpointed).
   std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, ac_sp_); }
@@ -468,11 +472,7 @@ class llama_model {
       allocate_recompute(recompute_, d, keep);
       scratch_bytes_ += 4 * block_recompute_floats(d, keep);
     }
-    check(positions_.empty() || static_cast<std::int64_t>(positions_.size()) == d.T,
-          "llama: set_positions() gave " + std::to_string(positions_.size()) + " positions for sequences of " +
-              std::to_string(d.T) + " tokens");
-    cpu::rope_table(scratch_.cos.data(), scratch_.sin.data(), d.T, d.hd, rope_config_of(cfg_),
-                    positions_.empty() ? nullptr : positions_.data());
+    rope_tables(scratch_, d, cfg_, positions_);
   }
 };
 

@@ -22,7 +22,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/float8_linear.hpp>
 #include <tessera/model/llama_float8.hpp>
@@ -92,7 +95,7 @@ struct block_scratch {
   tensor<float> dfull;  ///< every token's input gradient (partial under a split)  [N, D]
   tensor<float> dgath;  ///< dres gathered to every token (seq split)             [N, D]
   tensor<float> datt, dq, dk, dv, ffn;
-  tensor<float> cos, sin;  ///< RoPE tables [T, hd / 2]
+  tensor<float> cos, sin;  ///< RoPE tables [T, hd / 2] ([B, T, hd / 2] per row: llama_dims::rope_rows)
   tensor<float> f8a, f8b;  ///< Float8 linears' quantized operands (empty without them)
 
   void allocate(const llama_dims& d) {
@@ -107,6 +110,17 @@ inline cpu::rope_config rope_config_of(const llama_config& c) {
   return {.theta = c.rope_theta, .scaling = c.rope_scaling, .factor = c.rope_scale_factor,
           .low_freq_factor = c.rope_low_freq_factor, .high_freq_factor = c.rope_high_freq_factor,
           .original_context = c.rope_original_context};
+}
+
+/// Fills the RoPE tables of `k` for the tokens of `d` at `positions` (empty: 0..T-1; per
+/// row, llama_dims::rope_rows: B x T of them, row after row).
+inline void rope_tables(block_scratch& k, const llama_dims& d, const llama_config& c,
+                        const std::vector<std::int64_t>& positions) {
+  check(positions.empty() ? !d.rope_rows : static_cast<std::int64_t>(positions.size()) == d.rope_T(),
+        "llama: set_positions() gave " + std::to_string(positions.size()) + " positions for " +
+            std::to_string(d.rope_T()) + " tokens");
+  cpu::rope_table(k.cos.data(), k.sin.data(), d.rope_T(), d.hd, rope_config_of(c),
+                  positions.empty() ? nullptr : positions.data());
 }
 
 /// Attention on this rank's heads of whole sequences: the CPU kernels.
@@ -216,8 +230,8 @@ void block_forward(float* out, const float* x, const block_params& w, block_save
   detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
   detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
   detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
-  cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
-  cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+  cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
+  cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
   h.attention_forward(s.att.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), d);
   detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
   detail::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
@@ -247,8 +261,8 @@ void block_backward(float* dres, const block_grads& g, const float* x, const blo
                           param_role::attention_o, d, k, h);
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
-  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
-  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
+  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
   detail::zero(dfull, N * D);
   detail::linear_backward(dfull, g.wq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
   detail::linear_backward(dfull, g.wk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);

@@ -99,12 +99,12 @@ void block_recompute(const float* x, const block_params& w, block_saved& s, bloc
   }
   if (redo(ac_op::wq)) {
     detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
-    cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
+    cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
     mm(D, Hq);
   }
   if (redo(ac_op::wk)) {
     detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
-    cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+    cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
     mm(D, Hk);
   }
   if (redo(ac_op::wv)) {

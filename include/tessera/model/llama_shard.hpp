@@ -53,6 +53,9 @@ struct llama_shard {
   bool vocab_loss = false;
   /// The linears computed with Float8 operands (none: all in f32).
   f8_linears float8{};
+  /// Every batch row has its own token positions (context parallel balanced per document):
+  /// RoPE tables per row, [B, T, hd / 2], instead of one [T, hd / 2] for all rows.
+  bool row_positions = false;
 
   /// All of the math.
   static constexpr llama_shard whole(const llama_config& c) {
@@ -129,6 +132,7 @@ struct llama_dims {
   bool gather_logits = false;///< part of the vocabulary and no vocab_loss: logits gathered
   float eps = 1e-5f;
   f8_linears f8{};           ///< the block linears computed with Float8 operands
+  bool rope_rows = false;    ///< RoPE tables per batch row (llama_shard::row_positions)
 
   constexpr std::int64_t N() const { return B * T; }    ///< every token
   constexpr std::int64_t Nr() const { return B * Tl; }  ///< the residual's rows
@@ -136,6 +140,10 @@ struct llama_dims {
   constexpr std::int64_t Hk() const { return kv_heads * hd; }
   /// Rows of the every-token copies of a residual (only when the sequence is split).
   constexpr std::int64_t full_rows() const { return seq_split ? N() : 0; }
+  /// The RoPE tables' rows (T, or B x T per row), and the [B, T] the rope kernels see so
+  /// that token (b, t) reads table row t, or b x T + t per row.
+  constexpr std::int64_t rope_T() const { return rope_rows ? B * T : T; }
+  constexpr std::int64_t rope_B() const { return rope_rows ? 1 : B; }
 };
 
 constexpr llama_dims dims_of(const llama_config& c, const llama_shard& s, std::int64_t B, std::int64_t T) {
@@ -150,6 +158,7 @@ constexpr llama_dims dims_of(const llama_config& c, const llama_shard& s, std::i
   d.gather_logits = s.vocab < c.vocab_size && !s.vocab_loss;
   d.eps = static_cast<float>(c.norm_eps);
   d.f8 = s.float8;
+  d.rope_rows = s.row_positions;
   return d;
 }
 
@@ -169,7 +178,7 @@ constexpr std::array<std::int64_t, 14> block_scratch_sizes(const llama_dims& d) 
   const std::int64_t wide = std::max({D, d.Hq(), d.F});
   const std::int64_t f8a = d.f8.any() ? N * wide : 0, f8b = d.f8.any() ? std::max(N, wide) * wide : 0;
   return {N * D, Nr * D, d.split ? Nr * D : 0, N * D, d.full_rows() * D, N * d.Hq(), N * d.Hq(), N * d.Hk(),
-          N * d.Hk(), 2 * N * d.F, d.T * d.hd / 2, d.T * d.hd / 2, f8a, f8b};
+          N * d.Hk(), 2 * N * d.F, d.rope_T() * d.hd / 2, d.rope_T() * d.hd / 2, f8a, f8b};
 }
 /// Floats the ends keep, in ends_saved's field order: xf, xf_full, rstdf, logits,
 /// logits_full, rowmax, stats.

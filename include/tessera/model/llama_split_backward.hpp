@@ -78,8 +78,8 @@ void block_backward_input(float* dres, const float* x, const block_params& w, co
   detail::linear_backward(k.datt.data(), nullptr, dout1, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
-  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.heads, d.hd);
-  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.B, d.T, d.kv_heads, d.hd);
+  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
+  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
   detail::keep(def.dq, k.dq.data());
   detail::keep(def.dk, k.dk.data());
   detail::keep(def.dv, k.dv.data());

@@ -15,11 +15,13 @@
 //   cp_balance<cp_balancing::head_tail>  the sequence cut into 2 x cp chunks, rank r
 //                                      holding chunks r and 2cp-1-r (default: equal causal work)
 //   cp_balance<cp_balancing::none>     cp contiguous chunks
+//   cp_balance<cp_balancing::per_document>  head-tail inside each packed document (every
+//                                      row its own split; needs cp_documents; its default)
 //   cp_documents<Eos>                  packed documents: attention causal within each
 //                                      document and nothing across (TorchTitan's
 //                                      block_causal mask); a document ends with token Eos
-//                                      (which belongs to it). The balance stays the
-//                                      sequence's (head_tail or none)
+//                                      (which belongs to it). Balanced per document unless
+//                                      cp_balance names the sequence's head_tail or none
 // Parameters and gradients: the cp ranks hold the same parameters (FSDP shards them over
 // dp_shard x cp, TorchTitan's flattened dp_shard_cp), and a parameter's gradient is a sum
 // over the cp ranks' tokens, reduced over cp with the batch axes (parallel/layouts.hpp).
@@ -46,6 +48,7 @@ inline constexpr cp_rotation_kind ring = cp_rotation_kind::ring;
 namespace cp_balancing {
 inline constexpr cp_balance_kind head_tail = cp_balance_kind::head_tail;
 inline constexpr cp_balance_kind none = cp_balance_kind::none;
+inline constexpr cp_balance_kind per_document = cp_balance_kind::per_document;
 }  // namespace cp_balancing
 
 /// context_parallel option: how K/V reach the other ranks' queries.
@@ -64,33 +67,39 @@ struct cp_documents {
 namespace detail {
 template <class O>
 struct cp_option {
-  static constexpr bool known = false, rotation = false, balance = false, documents = false;
+  static constexpr bool known = false, rotation = false, balance = false, documents = false, per_document = false;
 };
 template <cp_rotation_kind R>
 struct cp_option<cp_rotation<R>> {
-  static constexpr bool known = true, rotation = true, balance = false, documents = false;
+  static constexpr bool known = true, rotation = true, balance = false, documents = false, per_document = false;
   static constexpr void apply(cp_settings& s) { s.rotation = R; }
 };
 template <cp_balance_kind B>
 struct cp_option<cp_balance<B>> {
-  static constexpr bool known = true, rotation = false, balance = true, documents = false;
+  static constexpr bool known = true, rotation = false, balance = true, documents = false,
+                        per_document = B == cp_balance_kind::per_document;
   static constexpr void apply(cp_settings& s) { s.balance = B; }
 };
 template <std::int32_t Eos>
 struct cp_option<cp_documents<Eos>> {
   static_assert(sizeof(cp_documents<Eos>) > 0);  // instantiates the option: its own check fires
-  static constexpr bool known = true, rotation = false, balance = false, documents = true;
+  static constexpr bool known = true, rotation = false, balance = false, documents = true, per_document = false;
   static constexpr void apply(cp_settings& s) { s.documents_eos = Eos; }
 };
 template <class... O>
 constexpr cp_settings cp_options() {
   static_assert((cp_option<O>::known && ...),
                 "tessera::context_parallel: unknown option; the options are cp_rotation<cp_rotate::allgather | ring>, "
-                "cp_balance<cp_balancing::head_tail | none> and cp_documents<Eos>");
+                "cp_balance<cp_balancing::head_tail | none | per_document> and cp_documents<Eos>");
   static_assert((int{cp_option<O>::rotation} + ... + 0) <= 1 && (int{cp_option<O>::balance} + ... + 0) <= 1 &&
                     (int{cp_option<O>::documents} + ... + 0) <= 1,
                 "tessera::context_parallel: an option is given twice; give each option at most once");
+  static_assert(!(cp_option<O>::per_document || ...) || (cp_option<O>::documents || ...),
+                "tessera::context_parallel: cp_balance<cp_balancing::per_document> balances packed documents and needs "
+                "cp_documents<Eos>; add cp_documents<Eos>, or balance the sequence with cp_balancing::head_tail");
   cp_settings s;
+  // packed documents are balanced per document unless a balance is named
+  if ((cp_option<O>::documents || ...) && !(cp_option<O>::balance || ...)) s.balance = cp_balance_kind::per_document;
   if constexpr ((cp_option<O>::known && ...)) (cp_option<O>::apply(s), ...);
   return s;
 }
@@ -113,11 +122,11 @@ struct context_parallel {
 
 namespace parallel {
 
-/// The number the sequence length must be divisible by: 2 x cp under head-tail balancing
-/// (cp without), times tp under sequence parallel (TorchTitan's rule: each cp part splits
-/// again over tp).
+/// The number the sequence length must be divisible by: 2 x cp under head-tail balancing,
+/// of the sequence or per document (cp without), times tp under sequence parallel
+/// (TorchTitan's rule: each cp part splits again over tp).
 constexpr std::int64_t cp_seq_multiple(std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
-  return (b == cp_balance_kind::head_tail ? 2 * cp : cp) * (tp_seq > 1 ? tp_seq : 1);
+  return (b == cp_balance_kind::none ? cp : 2 * cp) * (tp_seq > 1 ? tp_seq : 1);
 }
 
 /// The split of each cp part of a sequence over tp: tp's size under sequence parallel, else 1.
@@ -130,12 +139,13 @@ constexpr std::int64_t cp_tp_split(const parallel_spec& p, const mesh_shape& m) 
 inline std::string cp_seq_problem(std::int64_t T, std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
   const std::int64_t m = cp_seq_multiple(cp, b, tp_seq);
   if (T % m == 0) return {};
-  std::string why = b == cp_balance_kind::head_tail ? "2 x cp (" + std::to_string(2 * cp) + ")" : "cp (" + std::to_string(cp) + ")";
+  std::string why = b != cp_balance_kind::none ? "2 x cp (" + std::to_string(2 * cp) + ")" : "cp (" + std::to_string(cp) + ")";
   if (tp_seq > 1) why = "tp x " + why + " = " + std::to_string(m);
   return "context_parallel: seq_len (" + std::to_string(T) + ") is not divisible by " + why +
          "; choose a seq_len that is a multiple of " + std::to_string(m) +
-         (b == cp_balance_kind::head_tail ? " (head-tail balancing cuts each sequence into 2 x cp equal chunks)"
-                                          : " (each cp rank holds an equal chunk)");
+         (b == cp_balance_kind::head_tail      ? " (head-tail balancing cuts each sequence into 2 x cp equal chunks)"
+          : b == cp_balance_kind::per_document ? " (per-document balancing gives each cp rank 2 of 2 x cp equal shares)"
+                                               : " (each cp rank holds an equal chunk)");
 }
 
 /// The document of each token of a packed sequence of T ids: the number of `eos` tokens
@@ -149,10 +159,11 @@ inline void document_ids(std::int32_t* doc, const std::int32_t* ids, std::int64_
 }
 
 /// The global positions, in order, of the tokens rank r of cp holds of a sequence of T:
-/// head-tail chunks r and 2cp-1-r of T / 2cp tokens, or the contiguous chunk r of T / cp.
+/// head-tail chunks r and 2cp-1-r of T / 2cp tokens, or the contiguous chunk r of T / cp
+/// (per_document balancing is per row: cp_document_positions).
 inline std::vector<std::int64_t> cp_positions(std::int64_t T, std::int64_t cp, std::int64_t r, cp_balance_kind b) {
   std::vector<std::int64_t> p;
-  if (b == cp_balance_kind::head_tail) {
+  if (b != cp_balance_kind::none) {
     const std::int64_t c = T / (2 * cp);
     for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
     for (std::int64_t t = 0; t < c; ++t) p.push_back((2 * cp - 1 - r) * c + t);
@@ -161,6 +172,36 @@ inline std::vector<std::int64_t> cp_positions(std::int64_t T, std::int64_t cp, s
     for (std::int64_t t = 0; t < c; ++t) p.push_back(r * c + t);
   }
   return p;
+}
+
+/// Per-document head-tail balancing: appends to `out` the global positions, in order, of the
+/// tokens rank r of cp holds of one packed sequence of T tokens with documents `doc`
+/// (document_ids). Each document of L tokens is cut into 2 x cp contiguous chunks and rank r
+/// takes chunks r and 2cp-1-r, so its causal work inside every document is the same as the
+/// others' -- PyTorch's _PerDocumentHeadTailLoadBalancer when every L is a multiple of 2 x cp
+/// (which PyTorch requires). Any L works here: the chunks hold L / 2cp tokens and the
+/// L mod 2cp left over go one each to the chunk slots next in a count that runs on across
+/// the row's documents, so every slot ends with the same number of tokens and every rank
+/// with T / cp (T a multiple of 2 x cp).
+inline void cp_document_positions(std::vector<std::int64_t>& out, const std::int32_t* doc, std::int64_t T,
+                                  std::int64_t cp, std::int64_t r) {
+  const std::int64_t slots = 2 * cp;
+  std::int64_t extra = 0;  // left-over tokens handed out so far (the next goes to slot extra mod 2cp)
+  for (std::int64_t s = 0; s < T;) {
+    std::int64_t e = s + 1;
+    while (e < T && doc[e] == doc[s]) ++e;
+    const std::int64_t L = e - s, q = L / slots, m = L % slots, first = extra % slots;
+    auto size_of = [&](std::int64_t k) { return q + ((k - first + slots) % slots < m ? 1 : 0); };
+    std::int64_t begin = s;
+    for (std::int64_t k = 0; k < slots; ++k) {
+      const std::int64_t n = size_of(k);
+      if (k == r || k == slots - 1 - r)
+        for (std::int64_t t = begin; t < begin + n; ++t) out.push_back(t);
+      begin += n;
+    }
+    extra += m;
+    s = e;
+  }
 }
 
 /// Floats of cp_attention's buffers (parallel/cp_attention.hpp) for a rank's batch [B, Tl] (Tl = T / cp tokens) with NH

@@ -19,7 +19,8 @@
 //              accumulators (4 tensors per step), and after the last step the accumulators
 //              take one more step home (cp sends of dK/dV, cp - 1 of K/V).
 // Under cp_documents each batch row has its own documents: the blocks run row by row with
-// the rows' document ids in the mask (and skip per row). GQA: K/V travel with their NKV
+// the rows' document ids in the mask (and skip per row); balanced per document, each row
+// also has its own token positions (cp_document_positions). GQA: K/V travel with their NKV
 // heads, unrepeated. Backward computes dQ locally (the
 // merged output's lse and D = rowsum(dO . O) are this rank's). Both rotations visit the
 // blocks in the same order, so they give the same bits.
@@ -70,27 +71,34 @@ class cp_attention {
     const std::string problem = cp_seq_problem(T, size(), s_.balance, tp_seq);
     if (!problem.empty()) throw error(problem);
     T_ = T;
-    pos_.clear();
-    for (int r = 0; r < size(); ++r) pos_.push_back(cp_positions(T, size(), r, s_.balance));
+    pos_.assign(static_cast<std::size_t>(size()), {});
     seen_.clear();
+    if (per_row()) return;  // set_documents gives each row its positions
+    for (int r = 0; r < size(); ++r) pos_[static_cast<std::size_t>(r)] = cp_positions(T, size(), r, s_.balance);
     for (int r = 0; r < size(); ++r) seen_.push_back(cpu::visibility(span_of(rank()), span_of(r)) != cpu::block_visibility::none);
   }
   /// Under cp_documents: the document ids of this rank's `rows` whole sequences of T ids
-  /// (row-major), from which every rank's tokens get theirs (collective-free: every rank has
-  /// the global batch). Call after set_sequence, before each forward.
+  /// (row-major), from which every rank's tokens get theirs, and balanced per document every
+  /// rank's positions in each row (collective-free: every rank has the global batch). Call
+  /// after set_sequence, before each forward.
   void set_documents(std::span<const std::int32_t> ids, std::int64_t rows) {
     if (s_.documents_eos < 0) return;
     const std::int64_t T = T_, cp = size(), Tl = T / cp;
     std::vector<std::int32_t> whole(static_cast<std::size_t>(T));
     docs_.assign(static_cast<std::size_t>(cp), std::vector<std::int32_t>(static_cast<std::size_t>(rows * Tl)));
+    if (per_row())
+      for (auto& p : pos_) p.clear();
+    row0_ = 0;
     for (std::int64_t b = 0; b < rows; ++b) {
       document_ids(whole.data(), ids.data() + b * T, T, s_.documents_eos);
-      for (std::int64_t r = 0; r < cp; ++r)
+      for (std::int64_t r = 0; r < cp; ++r) {
+        if (per_row()) cp_document_positions(pos_[static_cast<std::size_t>(r)], whole.data(), T, cp, r);
+        const std::int64_t* p = row_positions(static_cast<int>(r), b);
         for (std::int64_t j = 0; j < Tl; ++j)
-          docs_[static_cast<std::size_t>(r)][static_cast<std::size_t>(b * Tl + j)] =
-              whole[static_cast<std::size_t>(positions(static_cast<int>(r))[static_cast<std::size_t>(j)])];
+          docs_[static_cast<std::size_t>(r)][static_cast<std::size_t>(b * Tl + j)] = whole[static_cast<std::size_t>(p[j])];
+      }
     }
-    doc_rows_ = rows, row0_ = 0, row_count_ = rows;
+    doc_rows_ = rows, row_count_ = rows;
     row_seen_.assign(static_cast<std::size_t>(rows * cp), false);
     for (std::int64_t b = 0; b < rows; ++b)
       for (int r = 0; r < cp; ++r)
@@ -106,7 +114,8 @@ class cp_attention {
     row0_ = first, row_count_ = n;
   }
 
-  /// The global positions of this rank's tokens (of rank r's), in order.
+  /// The global positions of this rank's tokens (of rank r's), in order: T / cp of every
+  /// sequence, or balanced per document those of each of set_documents' rows in turn.
   const std::vector<std::int64_t>& positions() const { return pos_.at(static_cast<std::size_t>(rank())); }
   const std::vector<std::int64_t>& positions(int r) const { return pos_.at(static_cast<std::size_t>(r)); }
   const cp_attention_timing& timing() const noexcept { return timing_; }
@@ -213,20 +222,26 @@ class cp_attention {
   float* blocks() { return delta() + B_ * NH_ * Tl_; }
 
   void prepare(const llama_dims& d) {
-    check(T_ > 0 && static_cast<std::int64_t>(positions().size()) == d.T,
+    check(T_ > 0 && T_ / size() == d.T && (!per_row() || doc_rows_ > 0),
           "cp_attention: the local sequence (" + std::to_string(d.T) + " tokens) does not match the " +
               std::to_string(T_) + " / " + std::to_string(size()) + " of set_sequence()");
     if (d.B == B_ && d.T == Tl_ && d.heads == NH_ && d.kv_heads == NKV_ && d.hd == HD_) return;
     B_ = d.B, Tl_ = d.T, NH_ = d.heads, NKV_ = d.kv_heads, HD_ = d.hd;
     buf_ = tensor<float>({cp_attention_floats(s_, size(), d)});
   }
+  /// The positions of rank r's tokens of row b (of the rows in use) -- every row's the same
+  /// unless balanced per document.
+  const std::int64_t* row_positions(int r, std::int64_t b) const {
+    return positions(r).data() + (per_row() ? (row0_ + b) * (T_ / size()) : 0);
+  }
   /// Rank r's tokens (of row b, with its documents, under cp_documents).
   cpu::token_span span_of(int r, std::int64_t b = -1) const {
-    const auto& p = positions(r);
-    const auto n = static_cast<std::int64_t>(p.size());
-    return {p.data(), b < 0 ? nullptr : docs_[static_cast<std::size_t>(r)].data() + (row0_ + b) * n, n};
+    const std::int64_t n = T_ / size();
+    return {row_positions(r, b < 0 ? 0 : b),
+            b < 0 ? nullptr : docs_[static_cast<std::size_t>(r)].data() + (row0_ + b) * n, n};
   }
   bool documents() const { return s_.documents_eos >= 0; }
+  bool per_row() const { return s_.balance == cp_balance_kind::per_document; }
   using clock = std::chrono::steady_clock;
   /// Waits for `r`, counting the time since `t0` (default: now) as waiting.
   void wait(std::vector<comm::any_request>& r, clock::time_point t0 = clock::now()) {

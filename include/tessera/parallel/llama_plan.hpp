@@ -49,6 +49,7 @@ constexpr llama_shard llama_shard_of(const llama_config& c, const parallel_spec&
                                      const coords_t& coords) {
   llama_shard s = llama_shard::whole(c);
   s.float8 = f8_linears_of(c, p.float8);
+  s.row_positions = p.cp >= 0 && p.context.balance == cp_balance_kind::per_document;
   if (p.tp < 0) return s;
   const std::int64_t P = m[p.tp], r = coords[static_cast<std::size_t>(p.tp)];
   s.heads = c.n_heads / P, s.head_begin = r * s.heads;

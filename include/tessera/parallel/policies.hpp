@@ -97,8 +97,9 @@ enum class cp_rotation_kind : std::uint8_t {
   ring        ///< K/V blocks passed to rank + 1 while the current block computes
 };
 enum class cp_balance_kind : std::uint8_t {
-  head_tail,  ///< 2 x cp chunks, rank r holding r and 2cp-1-r (even causal work)
-  none        ///< cp contiguous chunks
+  head_tail,     ///< 2 x cp chunks, rank r holding r and 2cp-1-r (even causal work)
+  none,          ///< cp contiguous chunks
+  per_document   ///< head-tail inside each packed document (cp_documents; every row its own split)
 };
 struct cp_settings {
   cp_rotation_kind rotation = cp_rotation_kind::allgather;

@@ -203,7 +203,14 @@ class parallel_llama {
   /// Under cp_documents: attention runs on this rank's rows [first, first + n) next (a
   /// pipeline's microbatch; pipeline_stages calls it).
   void attention_rows(std::int64_t first, std::int64_t n) {
-    if constexpr (ps.cp >= 0) cp_->use_rows(first, n);
+    if constexpr (ps.cp >= 0) {
+      cp_->use_rows(first, n);
+      if constexpr (ps.context.balance == cp_balance_kind::per_document) {  // the rows' own RoPE positions
+        const std::vector<std::int64_t>& p = cp_->positions();
+        const auto Tl = static_cast<std::ptrdiff_t>(p.size()) / static_cast<std::ptrdiff_t>(cp_rows_);
+        model_.set_positions(std::vector<std::int64_t>(p.begin() + first * Tl, p.begin() + (first + n) * Tl));
+      }
+    }
   }
 
   /// The size of the cp axis (1 without context_parallel).
@@ -284,6 +291,7 @@ class parallel_llama {
   parallel::tp_activations<stage_mesh_type, ps> tp_;
   std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
   std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
+  std::int64_t cp_rows_ = 1;  // rows of the last my_tokens (their positions, balanced per document)
   hooks hooks_;
   pipeline_stages<parallel_llama> stages_{*this};
 
@@ -382,14 +390,18 @@ class parallel_llama {
     } else {
       cp_->set_sequence(T, parallel::cp_tp_split(ps, sdm_.shape()));
       cp_->set_documents(inputs.subspan(lo, n), rows);
+      cp_rows_ = rows;
+      // balanced per document every row has its own positions (p holds them row after row)
+      constexpr bool per_row = ps.context.balance == cp_balance_kind::per_document;
       const std::vector<std::int64_t>& p = cp_->positions();
-      model_.set_positions(p);
-      const auto Tm = static_cast<std::int64_t>(p.size());
+      if constexpr (!per_row || ps.pp < 0) model_.set_positions(p);  // a pipeline's microbatches: attention_rows
+      const std::int64_t Tm = T / context_parallel_size();
       cp_inputs_.resize(static_cast<std::size_t>(rows * Tm));
       cp_targets_.resize(cp_inputs_.size());
       for (std::int64_t r = 0; r < rows; ++r)
         for (std::int64_t j = 0; j < Tm; ++j) {
-          const auto from = static_cast<std::size_t>((row0 + r) * T + p[static_cast<std::size_t>(j)]);
+          const auto at = static_cast<std::size_t>((per_row ? r * Tm : 0) + j);
+          const auto from = static_cast<std::size_t>((row0 + r) * T + p[at]);
           cp_inputs_[static_cast<std::size_t>(r * Tm + j)] = inputs[from];
           cp_targets_[static_cast<std::size_t>(r * Tm + j)] = targets[from];
         }

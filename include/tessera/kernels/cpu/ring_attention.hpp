@@ -18,13 +18,16 @@
 // Backward of a block, given the merged out and lse (flash-attention's rule, as in
 // attention_backward: P = exp(S - lse), D = dout . out, dS = P (dP - D)), ACCUMULATES dq of
 // the queries and dk, dv of the block (they come from several blocks, or several ranks).
-// K/V heads travel unrepeated (GQA): query head h reads KV head h / (NH / NKV).
+// K/V heads travel unrepeated (GQA): query head h reads KV head h / (NH / NKV). A tile pair
+// whose bounds show no visible key (all keys later, or no document in common) is skipped in
+// both directions, so a diagonal block costs half a full one and documents cost their own.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
@@ -60,6 +63,29 @@ namespace detail {
 inline bool sees(const token_span& q, std::int64_t i, const token_span& k, std::int64_t j) {
   return k.pos[j] <= q.pos[i] && (!q.doc || q.doc[i] == k.doc[j]);
 }
+/// The least and greatest position and document of each tile of `n` tokens of a span.
+struct tile_bounds {
+  std::int64_t pos_lo, pos_hi;
+  std::int32_t doc_lo, doc_hi;
+};
+inline std::vector<tile_bounds> tiles_of(const token_span& s, std::int64_t n) {
+  std::vector<tile_bounds> t;
+  for (std::int64_t a = 0; a < s.n; a += n) {
+    tile_bounds b{s.pos[a], s.pos[a], s.doc ? s.doc[a] : 0, s.doc ? s.doc[a] : 0};
+    for (std::int64_t i = a; i < std::min(a + n, s.n); ++i) {
+      b.pos_lo = std::min(b.pos_lo, s.pos[i]), b.pos_hi = std::max(b.pos_hi, s.pos[i]);
+      if (s.doc) b.doc_lo = std::min(b.doc_lo, s.doc[i]), b.doc_hi = std::max(b.doc_hi, s.doc[i]);
+    }
+    t.push_back(b);
+  }
+  return t;
+}
+/// False when no query of tile q sees a key of tile k: every key after every query, or
+/// (documents numbered in order, as document_ids does) no document in common. A tile pair
+/// that passes is computed with the exact mask, so the test only has to be safe.
+inline bool may_see(const tile_bounds& q, const tile_bounds& k) {
+  return k.pos_lo <= q.pos_hi && k.doc_lo <= q.doc_hi && q.doc_lo <= k.doc_hi;
+}
 }  // namespace detail
 
 /// The partial attention of queries `qs` against the block `ks`: out_b [B, Tq, NH, HD] and
@@ -73,6 +99,7 @@ inline void attention_block_forward(float* out_b, float* lse_b, const float* q, 
   const std::int64_t ldq = NH * HD, ldk = NKV * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   constexpr float ninf = -std::numeric_limits<float>::infinity();
+  const std::vector<detail::tile_bounds> qt = detail::tiles_of(qs, Br), kt = detail::tiles_of(ks, Bc);
   parallel_for_dynamic(B * NH * nq, [&](std::int64_t task) {
     const std::int64_t qi = task % nq, bh = task / nq, b = bh / NH, h = bh % NH, g = h / G;
     const std::int64_t t0 = qi * Br, tr = std::min(Br, Tq - t0);
@@ -80,6 +107,7 @@ inline void attention_block_forward(float* out_b, float* lse_b, const float* q, 
     float* S = st.S;
     const float* Q = q + ((b * Tq + t0) * NH + h) * HD;
     for (std::int64_t k0 = 0; k0 < Tk; k0 += Bc) {
+      if (!detail::may_see(qt[static_cast<std::size_t>(qi)], kt[static_cast<std::size_t>(k0 / Bc)])) continue;
       const std::int64_t tc = std::min(Bc, Tk - k0);
       const float* K = k + ((b * Tk + k0) * NKV + g) * HD;
       const float* V = v + ((b * Tk + k0) * NKV + g) * HD;
@@ -160,6 +188,7 @@ inline void attention_block_backward(float* dq, float* dk, float* dv, const floa
   const std::int64_t Tq = qs.n, Tk = ks.n, G = NH / NKV, nq = (Tq + Br - 1) / Br;
   const std::int64_t ldq = NH * HD, ldk = NKV * HD;
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  const std::vector<detail::tile_bounds> qt = detail::tiles_of(qs, Br), kt = detail::tiles_of(ks, Bc);
   parallel_for_dynamic(B * NKV, [&](std::int64_t task) {  // one task owns dk, dv of a KV head
     const std::int64_t b = task / NKV, g = task % NKV;
     auto& buf = detail::attention_scratch();
@@ -173,6 +202,7 @@ inline void attention_block_backward(float* dq, float* dk, float* dv, const floa
         const std::int64_t t0 = qi * Br, tr = std::min(Br, Tq - t0);
         const std::int64_t qoff = ((b * Tq + t0) * NH + h) * HD;
         for (std::int64_t k0 = 0; k0 < Tk; k0 += Bc) {
+          if (!detail::may_see(qt[static_cast<std::size_t>(qi)], kt[static_cast<std::size_t>(k0 / Bc)])) continue;
           const std::int64_t tc = std::min(Bc, Tk - k0);
           const std::int64_t koff = ((b * Tk + k0) * NKV + g) * HD;
           gemm_serial(false, true, tr, tc, HD, scale, q + qoff, ldq, k + koff, ldk, 0.0f, P, Bc);

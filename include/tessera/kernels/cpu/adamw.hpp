@@ -12,6 +12,7 @@
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cpu {
 
@@ -23,26 +24,25 @@ struct adamw_config {
   float weight_decay = 0.1f;
 };
 
-inline void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n,
-                         std::int64_t step, const adamw_config& cfg) {
+/// The scalars of step `step` (from 1): the bias corrections in double, as PyTorch; the
+/// CPU and CUDA updates take the same ones.
+inline pointwise::adamw_scalars adamw_step_scalars(std::int64_t step, const adamw_config& cfg) {
   check(step >= 1, "adamw_update: step counts from 1");
   const double bc1 = 1.0 - std::pow(static_cast<double>(cfg.beta1), static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(static_cast<double>(cfg.beta2), static_cast<double>(step));
-  const float step_size = static_cast<float>(cfg.lr / bc1);
-  const float bc2_sqrt = static_cast<float>(std::sqrt(bc2));
-  const float decay = 1.0f - cfg.lr * cfg.weight_decay;
-  const float b1 = cfg.beta1, b2 = cfg.beta2, eps = cfg.eps;
+  return {.step_size = static_cast<float>(cfg.lr / bc1),
+          .bc2_sqrt = static_cast<float>(std::sqrt(bc2)),
+          .decay = 1.0f - cfg.lr * cfg.weight_decay,
+          .beta1 = cfg.beta1,
+          .beta2 = cfg.beta2,
+          .eps = cfg.eps};
+}
+
+inline void adamw_update(float* params, const float* grads, float* m, float* v, std::size_t n,
+                         std::int64_t step, const adamw_config& cfg) {
+  const pointwise::adamw_scalars k = adamw_step_scalars(step, cfg);
   parallel_for(static_cast<std::int64_t>(n), [&](std::int64_t s, std::int64_t e) {
-    for (std::int64_t i = s; i < e; ++i) {
-      const float g = grads[i];
-      float p = params[i] * decay;
-      const float mi = m[i] + (1.0f - b1) * (g - m[i]);
-      const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      p -= step_size * mi / (std::sqrt(vi) / bc2_sqrt + eps);
-      params[i] = p;
-    }
+    for (std::int64_t i = s; i < e; ++i) pointwise::adamw(params[i], m[i], v[i], grads[i], k);
   }, 1 << 14);
 }
 

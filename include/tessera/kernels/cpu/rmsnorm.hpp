@@ -11,6 +11,7 @@
 
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cpu {
 
@@ -23,7 +24,7 @@ inline void rmsnorm_forward(float* out, float* rstd, const float* inp, const flo
       const float r = 1.0f / std::sqrt(ss / static_cast<float>(C) + eps);
       rstd[i] = r;
       float* o = out + i * C;
-      for (std::int64_t c = 0; c < C; ++c) o[c] = x[c] * r * weight[c];
+      for (std::int64_t c = 0; c < C; ++c) o[c] = pointwise::rmsnorm_scale(x[c], r, weight[c]);
     }
   }, 8);
 }
@@ -47,7 +48,7 @@ inline void rmsnorm_backward(float* dinp, float* dweight, const float* dout, con
         for (; c < C; ++c) dot += g[c] * weight[c] * x[c];
         const float k = r * r * r * dot / static_cast<float>(C);
         float* d = dinp + i * C;
-        for (c = 0; c < C; ++c) d[c] += r * g[c] * weight[c] - k * x[c];
+        for (c = 0; c < C; ++c) d[c] += pointwise::rmsnorm_grad(x[c], g[c], weight[c], r, k);
       }
     }, 8);
   }

@@ -27,6 +27,7 @@
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cpu {
 
@@ -100,15 +101,15 @@ void rope_apply(float* out, const float* inp, const float* cos, const float* sin
         // two plain loops (constant strides) so the compiler vectorizes both pairings
         if (style == rope_style::interleaved) {
           for (std::int64_t i = 0; i < h; ++i) {
-            const float a = x[2 * i], b = x[2 * i + 1], sn = sign * s[i];
-            y[2 * i] = a * c[i] - b * sn;
-            y[2 * i + 1] = a * sn + b * c[i];
+            const pointwise::pair r = pointwise::rope_rotate(x[2 * i], x[2 * i + 1], c[i], sign * s[i]);
+            y[2 * i] = r.first;
+            y[2 * i + 1] = r.second;
           }
         } else {
           for (std::int64_t i = 0; i < h; ++i) {
-            const float a = x[i], b = x[i + h], sn = sign * s[i];
-            y[i] = a * c[i] - b * sn;
-            y[i + h] = a * sn + b * c[i];
+            const pointwise::pair r = pointwise::rope_rotate(x[i], x[i + h], c[i], sign * s[i]);
+            y[i] = r.first;
+            y[i + h] = r.second;
           }
         }
       }

@@ -11,15 +11,15 @@
 #include <cstdint>
 #include <vector>
 
-#include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cpu {
 
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n) {
   parallel_for(n, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) out[i] = h1[i] * detail::sigmoid(h1[i]) * h3[i];
+    for (std::int64_t i = b; i < e; ++i) out[i] = pointwise::swiglu(h1[i], h3[i]);
   }, 4096);
 }
 
@@ -28,9 +28,9 @@ inline void swiglu_backward(float* dh1, float* dh3, const float* dout, const flo
                             const float* h3, std::int64_t n) {
   parallel_for(n, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
-      const float x = h1[i], s = detail::sigmoid(x), g = dout[i], u = h3[i];
-      dh1[i] = g * u * s * (1.0f + x * (1.0f - s));
-      dh3[i] = g * x * s;
+      const pointwise::pair d = pointwise::swiglu_grad(dout[i], h1[i], h3[i]);
+      dh1[i] = d.first;
+      dh3[i] = d.second;
     }
   }, 4096);
 }

@@ -1,0 +1,196 @@
+// tessera/kernels/cuda/pointwise.cuh: the CUDA kernels of the per-element and per-row
+// operations -- SwiGLU, RoPE, AdamW, RMSNorm, the embedding -- forward and backward, with
+// the CPU kernels' interfaces (kernels/cpu/*.hpp) on device pointers and a stream.
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+// The per-element math is kernels/pointwise.hpp's, the functions the CPU kernels call, so
+// the two paths compute the same formulas; they differ only where a GPU rounds differently
+// (nvcc contracts a * b + c into one FMA) and in the order of row sums (RMSNorm: a block
+// reduction here, 16 lanes on the CPU). tests/gpu/test_cuda_kernels.cu compares every
+// kernel with its CPU kernel on a GPU and states the tolerances.
+//
+// Reductions are deterministic: RMSNorm's weight gradient and the embedding's table
+// gradient give each column to one thread, which walks the rows in order (as the CPU
+// kernels split channels over threads), instead of atomics.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/pointwise.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+
+namespace tessera::cuda {
+
+namespace detail {
+inline constexpr int threads = 256;
+
+/// Blocks for a grid-stride loop over n elements.
+inline unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
+}
+inline void launched(const char* what) { cuda_check(cudaGetLastError(), std::string(what) + ": kernel launch"); }
+
+#define TESSERA_GRID_STRIDE(i, n) \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+
+__global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
+}
+__global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
+                                  std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) {
+    const pointwise::pair d = pointwise::swiglu_grad(dout[i], h1[i], h3[i]);
+    dh1[i] = d.first;
+    dh3[i] = d.second;
+  }
+}
+__global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
+  TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
+}
+/// One thread per rotated pair: row r of [B * T, NH], pair i of head hd.
+__global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,
+                       std::int64_t T, std::int64_t NH, std::int64_t HD, bool interleaved, float sign) {
+  const std::int64_t h = HD / 2, n = rows * NH * h;
+  TESSERA_GRID_STRIDE(e, n) {
+    const std::int64_t i = e % h, head = (e / h) % NH, r = e / (h * NH), t = r % T;
+    const float* x = inp + (r * NH + head) * HD;
+    float* y = out + (r * NH + head) * HD;
+    const std::int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + h;
+    const pointwise::pair q = pointwise::rope_rotate(x[a], x[b], cos[t * h + i], sign * sin[t * h + i]);
+    y[a] = q.first;
+    y[b] = q.second;
+  }
+}
+/// The sum of v over the block's threads (blockDim.x == threads), returned to every thread.
+__device__ inline float block_sum(float v, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = threads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float total = shared[0];
+  __syncthreads();
+  return total;
+}
+/// One block per row.
+__global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, const float* w, std::int64_t C,
+                                  float eps) {
+  __shared__ float sh[threads];
+  const std::int64_t row = blockIdx.x;
+  const float* x = inp + row * C;
+  float ss = 0;
+  for (std::int64_t c = threadIdx.x; c < C; c += threads) ss += x[c] * x[c];
+  const float r = 1.0f / sqrtf(block_sum(ss, sh) / static_cast<float>(C) + eps);
+  if (threadIdx.x == 0) rstd[row] = r;
+  for (std::int64_t c = threadIdx.x; c < C; c += threads) out[row * C + c] = pointwise::rmsnorm_scale(x[c], r, w[c]);
+}
+__global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, const float* inp, const float* w,
+                                         const float* rstd, std::int64_t C) {
+  __shared__ float sh[threads];
+  const std::int64_t row = blockIdx.x;
+  const float* x = inp + row * C;
+  const float* g = dout + row * C;
+  float dot = 0;
+  for (std::int64_t c = threadIdx.x; c < C; c += threads) dot += g[c] * w[c] * x[c];
+  const float r = rstd[row];
+  const float k = r * r * r * block_sum(dot, sh) / static_cast<float>(C);
+  for (std::int64_t c = threadIdx.x; c < C; c += threads)
+    dinp[row * C + c] += pointwise::rmsnorm_grad(x[c], g[c], w[c], r, k);
+}
+/// One thread per column, rows in order (deterministic).
+__global__ void rmsnorm_backward_weight_k(float* dw, const float* dout, const float* inp, const float* rstd,
+                                          std::int64_t N, std::int64_t C) {
+  TESSERA_GRID_STRIDE(c, C) {
+    float acc = dw[c];
+    for (std::int64_t i = 0; i < N; ++i) acc += dout[i * C + c] * inp[i * C + c] * rstd[i];
+    dw[c] = acc;
+  }
+}
+/// Rows [v0, v0 + Vl) of the table (a vocabulary shard): other tokens give zero rows.
+__global__ void embedding_forward_k(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N,
+                                    std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+  TESSERA_GRID_STRIDE(e, N * C) {
+    const std::int64_t i = e / C, c = e % C, t = tokens[i] - v0;
+    out[e] = t >= 0 && t < Vl ? wte[t * C + c] : 0.0f;
+  }
+}
+/// One thread per column, tokens in order (deterministic; no atomics).
+__global__ void embedding_backward_k(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
+                                     std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+  TESSERA_GRID_STRIDE(c, C) {
+    for (std::int64_t i = 0; i < N; ++i) {
+      const std::int64_t t = tokens[i] - v0;
+      if (t >= 0 && t < Vl) dwte[t * C + c] += dout[i * C + c];
+    }
+  }
+}
+#undef TESSERA_GRID_STRIDE
+}  // namespace detail
+
+/// out = silu(h1) * h3 (n elements).
+inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {
+  detail::swiglu_forward_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(out, h1, h3, n);
+  detail::launched("cuda::swiglu_forward");
+}
+/// WRITES dh1, dh3 (they may alias h1, h3 or dout), as cpu::swiglu_backward.
+inline void swiglu_backward(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3, std::int64_t n,
+                            cudaStream_t s = nullptr) {
+  detail::swiglu_backward_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(dh1, dh3, dout, h1, h3, n);
+  detail::launched("cuda::swiglu_backward");
+}
+/// RoPE of [B, T, NH, HD] with the tables cos, sin [T, HD / 2] (cpu::rope_table's; out may
+/// alias inp); `inverse` rotates back (the backward).
+inline void rope_apply(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B, std::int64_t T,
+                       std::int64_t NH, std::int64_t HD, bool inverse,
+                       cpu::rope_style style = cpu::rope_style::interleaved, cudaStream_t s = nullptr) {
+  detail::rope_k<<<detail::blocks_for(B * T * NH * (HD / 2)), detail::threads, 0, s>>>(
+      out, inp, cos, sin, B * T, T, NH, HD, style == cpu::rope_style::interleaved, inverse ? -1.0f : 1.0f);
+  detail::launched("cuda::rope_apply");
+}
+/// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them).
+inline void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n,
+                         const pointwise::adamw_scalars& k, cudaStream_t s = nullptr) {
+  detail::adamw_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(p, g, m, v, n, k);
+  detail::launched("cuda::adamw_update");
+}
+/// out [N, C], rstd [N] as cpu::rmsnorm_forward.
+inline void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                            float eps = 1e-5f, cudaStream_t s = nullptr) {
+  if (N == 0) return;
+  detail::rmsnorm_forward_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(out, rstd, inp, w, C, eps);
+  detail::launched("cuda::rmsnorm_forward");
+}
+/// ACCUMULATES dinp [N, C] and dw [C] (either may be null), as cpu::rmsnorm_backward.
+inline void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                             const float* rstd, std::int64_t N, std::int64_t C, cudaStream_t s = nullptr) {
+  if (dinp && N > 0) {
+    detail::rmsnorm_backward_input_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dinp, dout, inp, w, rstd, C);
+    detail::launched("cuda::rmsnorm_backward (input)");
+  }
+  if (dw) {
+    detail::rmsnorm_backward_weight_k<<<detail::blocks_for(C), detail::threads, 0, s>>>(dw, dout, inp, rstd, N, C);
+    detail::launched("cuda::rmsnorm_backward (weight)");
+  }
+}
+/// out [N, C] = rows of the table's shard [v0, v0 + Vl) (zero rows for other tokens). The
+/// ids must have been checked on the host (cpu::check_tokens) before they were copied.
+inline void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N, std::int64_t v0,
+                              std::int64_t Vl, std::int64_t C, cudaStream_t s = nullptr) {
+  detail::embedding_forward_k<<<detail::blocks_for(N * C), detail::threads, 0, s>>>(out, tokens, wte, N, v0, Vl, C);
+  detail::launched("cuda::embedding_forward");
+}
+/// ACCUMULATES dwte's shard rows from dout [N, C].
+inline void embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
+                               std::int64_t v0, std::int64_t Vl, std::int64_t C, cudaStream_t s = nullptr) {
+  detail::embedding_backward_k<<<detail::blocks_for(C), detail::threads, 0, s>>>(dwte, dout, tokens, N, v0, Vl, C);
+  detail::launched("cuda::embedding_backward");
+}
+
+}  // namespace tessera::cuda

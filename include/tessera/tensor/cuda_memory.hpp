@@ -1,0 +1,118 @@
+// tessera/tensor/cuda_memory.hpp: the CUDA device memory space, streams and events.
+// tessera-requires: cuda
+//
+// `cuda_space` is a memory space (tensor/memory.hpp) beside `host_space`: tensor<float,
+// cuda_space> and arenas allocate device memory through it, and memory_tracker<cuda_space>
+// counts every byte as the host tracker does (current, peak, hook) -- what the memory
+// estimator is checked against on a GPU. Device memory is zeroed on allocation (host tensors
+// are too), and the host may not dereference it (tensor::span and operator() are host-only).
+// cuda_stream and cuda_event own a cudaStream_t / cudaEvent_t. Every CUDA call is checked:
+// a failure throws tessera::error naming the call, the sizes and CUDA's own message.
+// Plain C++ (the CUDA runtime API): compiles with the host compiler, no nvcc needed.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include <tessera/core/error.hpp>
+#include <tessera/tensor/memory.hpp>
+
+namespace tessera {
+
+/// Throws tessera::error when `e` is not cudaSuccess: "<what>: <CUDA's name>: <its message>".
+inline void cuda_check(cudaError_t e, const std::string& what) {
+  if (e == cudaSuccess) return;
+  (void)cudaGetLastError();  // clear it, so that the next call does not report it again
+  throw error(what + ": " + cudaGetErrorName(e) + ": " + cudaGetErrorString(e));
+}
+
+/// The number of CUDA devices: 0 when there is no driver or no device (the GPU tests then
+/// report themselves skipped).
+inline int cuda_device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+/// Device memory of the current CUDA device, 256-byte aligned (cudaMalloc's guarantee),
+/// zeroed, tracked by memory_tracker<cuda_space>.
+struct cuda_space {
+  static constexpr std::string_view name = "cuda";
+  static constexpr bool host_accessible = false;
+  static constexpr std::size_t alignment = 256;
+
+  static void* allocate(std::size_t bytes) {
+    if (bytes == 0) return nullptr;
+    void* p = nullptr;
+    cuda_check(cudaMalloc(&p, bytes), "cuda_space: cudaMalloc of " + std::to_string(bytes) + " bytes (" +
+                                          std::to_string(memory_tracker<cuda_space>::current_bytes()) +
+                                          " bytes already held by tessera)");
+    cuda_check(cudaMemset(p, 0, bytes), "cuda_space: cudaMemset");
+    memory_tracker<cuda_space>::record(static_cast<std::int64_t>(bytes));
+    return p;
+  }
+  static void deallocate(void* p, std::size_t bytes) noexcept {
+    if (!p) return;
+    (void)cudaFree(p);
+    memory_tracker<cuda_space>::record(-static_cast<std::int64_t>(bytes));
+  }
+};
+static_assert(memory_space<cuda_space>);
+
+/// An owned non-blocking CUDA stream.
+class cuda_stream {
+ public:
+  cuda_stream() { cuda_check(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cuda_stream: cudaStreamCreate"); }
+  ~cuda_stream() {
+    if (s_) (void)cudaStreamDestroy(s_);
+  }
+  cuda_stream(const cuda_stream&) = delete;
+  cuda_stream& operator=(const cuda_stream&) = delete;
+  cudaStream_t get() const noexcept { return s_; }
+  void synchronize() const { cuda_check(cudaStreamSynchronize(s_), "cuda_stream: cudaStreamSynchronize"); }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+/// An owned CUDA event (with timing).
+class cuda_event {
+ public:
+  cuda_event() { cuda_check(cudaEventCreate(&e_), "cuda_event: cudaEventCreate"); }
+  ~cuda_event() {
+    if (e_) (void)cudaEventDestroy(e_);
+  }
+  cuda_event(const cuda_event&) = delete;
+  cuda_event& operator=(const cuda_event&) = delete;
+  cudaEvent_t get() const noexcept { return e_; }
+  void record(cudaStream_t s = nullptr) { cuda_check(cudaEventRecord(e_, s), "cuda_event: cudaEventRecord"); }
+  void synchronize() const { cuda_check(cudaEventSynchronize(e_), "cuda_event: cudaEventSynchronize"); }
+  /// Milliseconds from `start` to this event (both recorded and complete).
+  float since(const cuda_event& start) const {
+    float ms = 0;
+    cuda_check(cudaEventElapsedTime(&ms, start.e_, e_), "cuda_event: cudaEventElapsedTime");
+    return ms;
+  }
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+/// Copies `bytes` host -> device, device -> host (synchronous on the default stream).
+inline void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy_to_device: cudaMemcpy of " +
+                                                                       std::to_string(bytes) + " bytes");
+}
+inline void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host: cudaMemcpy of " +
+                                                                     std::to_string(bytes) + " bytes");
+}
+
+}  // namespace tessera

@@ -5,7 +5,9 @@
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|) over the elements): 2e-6 for the
 // per-element kernels (the same formula; a GPU contracts a * b + c into one FMA, a rounding
 // or two apart), 2e-5 for RMSNorm (its row sums: a 256-thread tree here, 16 lanes on the
-// CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums).
+// CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums); 1e-5 x
+// sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
+// order; bf16 operands are exact in f32, so the same bound).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -15,9 +17,11 @@
 
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
@@ -164,6 +168,44 @@ void embedding() {
   expect_close("embedding forward (shard)", dout.host(), out, 0);
   expect_close("embedding backward (shard, accumulated)", ddw.host(), dwte, 0);
 }
+/// A device copy of bf16 values.
+struct dvec16 {
+  tensor<bf16, cuda_space> t;
+  explicit dvec16(const std::vector<bf16>& h) : t({static_cast<std::int64_t>(h.size())}) {
+    copy_to_device(t.data(), h.data(), h.size() * sizeof(bf16));
+  }
+};
+
+void gemm() {
+  const std::int64_t N = 67, C = 96, OC = 130;  // odd sizes: no tile divides them
+  const auto x = randn(static_cast<std::size_t>(N * C), 12), w = randn(static_cast<std::size_t>(OC * C), 13),
+             dy = randn(static_cast<std::size_t>(N * OC), 14);
+  const double tol = 1e-5 * std::sqrt(static_cast<double>(std::max({C, OC, N})));
+  cuda::blas b;
+  {  // f32 operands
+    std::vector<float> out(static_cast<std::size_t>(N * OC)), dx(x.size(), 0.5f), dw(w.size(), 0.25f);
+    cpu::matmul_forward(out.data(), x.data(), w.data(), nullptr, N, C, OC);
+    cpu::matmul_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), N, C, OC);
+    dvec dx_(x), dw_(w), ddy(dy), dout{std::vector<float>(out.size())}, ddx{std::vector<float>(x.size(), 0.5f)},
+        ddw{std::vector<float>(w.size(), 0.25f)};
+    cuda::matmul_forward<float>(b, dout.get(), dx_.get(), dw_.get(), N, C, OC);
+    cuda::matmul_backward<float>(b, ddx.get(), ddw.get(), ddy.get(), dx_.get(), dw_.get(), N, C, OC);
+    expect_close("cuBLASLt matmul forward (f32)", dout.host(), out, tol);
+    expect_close("cuBLASLt matmul backward dinp (f32, accumulated)", ddx.host(), dx, tol);
+    expect_close("cuBLASLt matmul backward dweight (f32, accumulated)", ddw.host(), dw, tol);
+  }
+  {  // bf16 operands, f32 accumulation: against the CPU's bf16 matmul (converted, f32 GEMM)
+    std::vector<bf16> x16(x.size()), w16(w.size());
+    convert(x16.data(), x.data(), x.size());
+    convert(w16.data(), w.data(), w.size());
+    std::vector<float> out(static_cast<std::size_t>(N * OC));
+    cpu::matmul_forward(out.data(), x16.data(), w16.data(), nullptr, N, C, OC);
+    dvec16 dx16(x16), dw16(w16);
+    dvec dout{std::vector<float>(out.size())};
+    cuda::matmul_forward<bf16>(b, dout.get(), dx16.t.data(), dw16.t.data(), N, C, OC);
+    expect_close("cuBLASLt matmul forward (bf16 operands)", dout.host(), out, tol);
+  }
+}
 }  // namespace
 
 int main() {
@@ -185,6 +227,7 @@ int main() {
     adamw();
     rmsnorm();
     embedding();
+    gemm();
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

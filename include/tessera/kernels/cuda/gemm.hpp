@@ -1,0 +1,127 @@
+// tessera/kernels/cuda/gemm.hpp: GEMMs on the GPU through cuBLASLt, with the CPU matmul's
+// interface (kernels/cpu/matmul.hpp) -- f32 or bf16 operands, f32 output and accumulation.
+// tessera-requires: cuda
+//
+//   cuda::blas b(stream);                       a cuBLASLt handle, a workspace, a stream
+//   b.gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
+//                                               column-major C = alpha op(A) op(B) + beta C
+//   cuda::matmul_forward(b, out, inp, w, N, C, OC)       out[N, OC] = inp[N, C] w[OC, C]^T
+//   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC)
+//                                               ACCUMULATES dinp[N, C] and dw[OC, C]
+// Row-major data are column-major transposes, so the row-major products map onto cuBLASLt
+// without copies: out^T = w . inp^T is (A = w stored [C, OC] col-major, op T) x (B = inp
+// stored [C, N], op N), the "TN" layout that Hopper's FP8 GEMMs also need; dinp^T = w^T .
+// dout^T (N, N); dw^T = inp^T . dout (N, T). Compute type CUBLAS_COMPUTE_32F (no TF32: the
+// CPU path's f32 products), scale type f32. Operands are float or bf16 (tessera::bf16 has
+// __nv_bfloat16's bits); the output is f32. Llama's linears have no bias: a bias is refused.
+// Host C++ against the cuBLASLt API: compiles with the host compiler.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <tessera/core/error.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/dtype.hpp>
+
+namespace tessera::cuda {
+
+/// Throws tessera::error naming `what` when a cuBLAS(Lt) call failed.
+inline void blas_check(cublasStatus_t s, const std::string& what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw error(what + ": " + cublasLtGetStatusName(s) + ": " + cublasLtGetStatusString(s));
+}
+
+template <class T>
+inline constexpr cudaDataType_t cuda_type_of = std::is_same_v<T, float> ? CUDA_R_32F : CUDA_R_16BF;
+
+/// A cuBLASLt handle with its workspace (device memory, tracked) and stream.
+class blas {
+ public:
+  explicit blas(cudaStream_t stream = nullptr, std::size_t workspace_bytes = std::size_t{32} << 20)
+      : stream_(stream), ws_bytes_(workspace_bytes) {
+    blas_check(cublasLtCreate(&h_), "cuda::blas: cublasLtCreate");
+    ws_ = cuda_space::allocate(ws_bytes_);
+  }
+  ~blas() {
+    cuda_space::deallocate(ws_, ws_bytes_);
+    if (h_) (void)cublasLtDestroy(h_);
+  }
+  blas(const blas&) = delete;
+  blas& operator=(const blas&) = delete;
+  cudaStream_t stream() const noexcept { return stream_; }
+
+  /// Column-major C[m, n] = alpha op(A) op(B) + beta C, A and B of element type T (float or
+  /// bf16), C float; op(A) is m x k, op(B) k x n.
+  template <class T>
+  void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const T* A,
+            std::int64_t lda, const T* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "cuda::blas::gemm: float or bf16 operands");
+    if (m == 0 || n == 0) return;
+    const std::string what = "cuda::blas::gemm (" + std::to_string(m) + " x " + std::to_string(n) + " x " +
+                             std::to_string(k) + ")";
+    struct owned {  // the descriptors, released on every path
+      cublasLtMatmulDesc_t op = nullptr;
+      cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+      cublasLtMatmulPreference_t pref = nullptr;
+      ~owned() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (c) cublasLtMatrixLayoutDestroy(c);
+        if (b) cublasLtMatrixLayoutDestroy(b);
+        if (a) cublasLtMatrixLayoutDestroy(a);
+        if (op) cublasLtMatmulDescDestroy(op);
+      }
+    } d;
+    blas_check(cublasLtMatmulDescCreate(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F), what + ": cublasLtMatmulDescCreate");
+    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    blas_check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), what + ": TRANSA");
+    blas_check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), what + ": TRANSB");
+    // the stored matrices: A is m x k (k x m when transposed), B k x n (n x k)
+    blas_check(cublasLtMatrixLayoutCreate(&d.a, cuda_type_of<T>, static_cast<std::uint64_t>(ta ? k : m),
+                                          static_cast<std::uint64_t>(ta ? m : k), lda),
+               what + ": layout of A");
+    blas_check(cublasLtMatrixLayoutCreate(&d.b, cuda_type_of<T>, static_cast<std::uint64_t>(tb ? n : k),
+                                          static_cast<std::uint64_t>(tb ? k : n), ldb),
+               what + ": layout of B");
+    blas_check(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n), ldc),
+               what + ": layout of C");
+    blas_check(cublasLtMatmulPreferenceCreate(&d.pref), what + ": preference");
+    blas_check(cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes_,
+                                                    sizeof ws_bytes_),
+               what + ": workspace");
+    cublasLtMatmulHeuristicResult_t best{};
+    int found = 0;
+    blas_check(cublasLtMatmulAlgoGetHeuristic(h_, d.op, d.a, d.b, d.c, d.c, d.pref, 1, &best, &found),
+               what + ": cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0) throw error(what + ": cuBLASLt has no algorithm for these operands and layouts");
+    blas_check(cublasLtMatmul(h_, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &best.algo, ws_, ws_bytes_, stream_),
+               what + ": cublasLtMatmul");
+  }
+
+ private:
+  cublasLtHandle_t h_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::size_t ws_bytes_ = 0;
+  void* ws_ = nullptr;
+};
+
+/// out[N, OC] = inp[N, C] . w[OC, C]^T (written), as cpu::matmul_forward without a bias.
+template <class T>
+void matmul_forward(blas& b, float* out, const T* inp, const T* w, std::int64_t N, std::int64_t C, std::int64_t OC) {
+  b.gemm(true, false, OC, N, C, 1.0f, w, C, inp, C, 0.0f, out, OC);
+}
+
+/// ACCUMULATES dinp[N, C] += dout[N, OC] . w and dw[OC, C] += dout^T . inp (either may be
+/// null), as cpu::matmul_backward without a bias.
+template <class T>
+void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* inp, const T* w, std::int64_t N,
+                     std::int64_t C, std::int64_t OC) {
+  if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, 1.0f, dinp, C);
+  if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
+}
+
+}  // namespace tessera::cuda

@@ -7,7 +7,8 @@
 // or two apart), 2e-5 for RMSNorm (its row sums: a 256-thread tree here, 16 lanes on the
 // CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums); 1e-5 x
 // sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
-// order; bf16 operands are exact in f32, so the same bound).
+// order; bf16 operands are exact in f32, so the same bound); 2e-6 for cross-entropy's
+// gradient and 1e-5 for its loss (its row sums in another order).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -16,11 +17,13 @@
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -206,6 +209,30 @@ void gemm() {
     expect_close("cuBLASLt matmul forward (bf16 operands)", dout.host(), out, tol);
   }
 }
+void cross_entropy() {
+  const std::int64_t N = 45, V = 1000;
+  const auto logits = randn(static_cast<std::size_t>(N * V), 15, 3.0f);
+  std::vector<std::int32_t> tg(static_cast<std::size_t>(N));
+  std::mt19937 r(16);
+  for (auto& t : tg) t = static_cast<std::int32_t>(r() % V);
+  tg[3] = -100;  // ignored, as torch's ignore_index
+  const std::int64_t count = cpu::count_targets(tg.data(), N, V);
+  std::vector<float> d(logits.size()), loss(static_cast<std::size_t>(N));
+  const float mean = cpu::cross_entropy_forward_backward(d.data(), loss.data(), logits.data(), tg.data(), N, V);
+  const std::size_t tok_bytes = tg.size() * sizeof(std::int32_t);
+  struct ids {
+    void* p;
+    std::size_t n;
+    ~ids() { cuda_space::deallocate(p, n); }
+  } dtg{cuda_space::allocate(tok_bytes), tok_bytes};
+  copy_to_device(dtg.p, tg.data(), tok_bytes);
+  dvec dl(logits), dloss{std::vector<float>(loss.size())};
+  cuda::cross_entropy_forward_backward(dl.get(), dloss.get(), dl.get(), static_cast<const std::int32_t*>(dtg.p), N, V,
+                                       count);  // in place, as the model calls it
+  expect_close("cross-entropy dlogits (in place)", dl.host(), d, 2e-6);
+  expect_close("cross-entropy per-token losses", dloss.host(), loss, 1e-5);
+  expect_close("cross-entropy mean loss", {cuda::mean_loss(dloss.get(), N, count)}, {mean}, 1e-5);
+}
 }  // namespace
 
 int main() {
@@ -228,6 +255,7 @@ int main() {
     rmsnorm();
     embedding();
     gemm();
+    cross_entropy();
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

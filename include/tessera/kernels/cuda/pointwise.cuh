@@ -67,17 +67,25 @@ __global__ void rope_k(float* out, const float* inp, const float* cos, const flo
     y[b] = q.second;
   }
 }
-/// The sum of v over the block's threads (blockDim.x == threads), returned to every thread.
-__device__ inline float block_sum(float v, float* shared) {
+/// v reduced by `op` over the block's threads (blockDim.x == threads, a tree in a fixed
+/// order: deterministic), returned to every thread.
+template <class Op>
+__device__ inline float block_reduce(float v, float* shared, Op op) {
   shared[threadIdx.x] = v;
   __syncthreads();
   for (int s = threads / 2; s > 0; s /= 2) {
-    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] = op(shared[threadIdx.x], shared[threadIdx.x + s]);
     __syncthreads();
   }
   const float total = shared[0];
   __syncthreads();
   return total;
+}
+__device__ inline float block_sum(float v, float* shared) {
+  return block_reduce(v, shared, [](float a, float b) { return a + b; });
+}
+__device__ inline float block_max(float v, float* shared) {
+  return block_reduce(v, shared, [](float a, float b) { return a > b ? a : b; });
 }
 /// One block per row.
 __global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, const float* w, std::int64_t C,

@@ -1,0 +1,68 @@
+// tessera/kernels/cuda/cross_entropy.cuh: softmax cross-entropy over the vocabulary on the
+// GPU, forward and backward in one pass, as cpu::cross_entropy_forward_backward.
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+// One block per token row: the row's max and sum of e^(x - max) by block reductions (a
+// fixed tree: deterministic), lse = max + log(sum), the token's loss lse - x[target] (0 for
+// an ignored target < 0), then dlogits = scale (softmax(x) - onehot(target)) written over
+// the row (dlogits may alias logits: the row is read before it is written). The exponentials
+// are pointwise::fast_exp, the CPU kernel's. Targets are checked on the host, where the batch
+// is (cpu::count_targets gives the count and refuses an id >= V), before they are copied.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/kernels/pointwise.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+
+namespace tessera::cuda {
+
+namespace detail {
+__global__ void cross_entropy_k(float* dlogits, float* losses, const float* logits, const std::int32_t* targets,
+                                std::int64_t V, float scale) {
+  __shared__ float sh[threads];
+  const std::int64_t row = blockIdx.x;
+  const float* x = logits + row * V;
+  float* d = dlogits + row * V;
+  const std::int32_t t = targets[row];
+  float m = -3.402823466e38f;
+  for (std::int64_t v = threadIdx.x; v < V; v += threads) m = x[v] > m ? x[v] : m;
+  m = block_max(m, sh);
+  float s = 0;
+  for (std::int64_t v = threadIdx.x; v < V; v += threads) s += pointwise::fast_exp(x[v] - m);
+  const float lse = m + logf(block_sum(s, sh));
+  const float xt = t >= 0 ? x[t] : 0.0f;  // every thread reads it before any writes the row
+  __syncthreads();
+  if (threadIdx.x == 0) losses[row] = t >= 0 ? lse - xt : 0.0f;
+  for (std::int64_t v = threadIdx.x; v < V; v += threads)
+    d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == t ? scale : 0.0f);
+}
+}  // namespace detail
+
+/// Per-token losses [N] (0 for ignored rows) and dlogits [N, V] (may alias logits), given
+/// `count` = cpu::count_targets(the host's targets); grad_scale < 0 means 1 / count.
+inline void cross_entropy_forward_backward(float* dlogits, float* losses, const float* logits,
+                                           const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                           std::int64_t count, float grad_scale = -1.0f, cudaStream_t s = nullptr) {
+  if (N == 0) return;
+  const float scale = grad_scale >= 0.0f ? grad_scale : (count ? 1.0f / static_cast<float>(count) : 0.0f);
+  detail::cross_entropy_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dlogits, losses, logits, targets, V,
+                                                                              scale);
+  detail::launched("cuda::cross_entropy_forward_backward");
+}
+
+/// The mean of the per-token losses [N] over `count` tokens: copied to the host and summed
+/// in double (0 when nothing counts).
+inline float mean_loss(const float* losses, std::int64_t N, std::int64_t count) {
+  std::vector<float> h(static_cast<std::size_t>(N));
+  copy_to_host(h.data(), losses, h.size() * sizeof(float));
+  double total = 0;
+  for (float l : h) total += l;
+  return count ? static_cast<float>(total / static_cast<double>(count)) : 0.0f;
+}
+
+}  // namespace tessera::cuda

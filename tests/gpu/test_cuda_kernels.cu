@@ -8,7 +8,8 @@
 // CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums); 1e-5 x
 // sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
 // order; bf16 operands are exact in f32, so the same bound); 2e-6 for cross-entropy's
-// gradient and 1e-5 for its loss (its row sums in another order).
+// gradient and 1e-5 for its loss (its row sums in another order); attention 1e-5 for out
+// and lse, 1e-4 for dq, dk, dv (sums over up to T keys or queries in other orders).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -17,12 +18,14 @@
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
@@ -233,6 +236,29 @@ void cross_entropy() {
   expect_close("cross-entropy per-token losses", dloss.host(), loss, 1e-5);
   expect_close("cross-entropy mean loss", {cuda::mean_loss(dloss.get(), N, count)}, {mean}, 1e-5);
 }
+void attention() {
+  for (const std::int64_t HD : {16, 64}) {
+    const std::int64_t B = 2, T = 100, NH = 4, NKV = 2;  // T: no tile divides it; GQA groups of 2
+    const std::size_t nq = static_cast<std::size_t>(B * T * NH * HD), nk = static_cast<std::size_t>(B * T * NKV * HD),
+                      nl = static_cast<std::size_t>(B * NH * T);
+    const auto q = randn(nq, 20), k = randn(nk, 21), v = randn(nk, 22), dy = randn(nq, 23);
+    std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+    cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                            lse.data(), B, T, NH, NKV, HD);
+    dvec dq_(q), dk_(k), dv_(v), ddy(dy), dout{std::vector<float>(nq)}, dlse{std::vector<float>(nl)},
+        ddq{std::vector<float>(nq)}, ddk{std::vector<float>(nk)}, ddv{std::vector<float>(nk)}, D{std::vector<float>(nl)};
+    cuda::attention_forward(dout.get(), dlse.get(), dq_.get(), dk_.get(), dv_.get(), B, T, NH, NKV, HD);
+    cuda::attention_backward(ddq.get(), ddk.get(), ddv.get(), ddy.get(), dq_.get(), dk_.get(), dv_.get(), dout.get(),
+                             dlse.get(), D.get(), B, T, NH, NKV, HD);
+    const std::string hd = " (head dim " + std::to_string(HD) + ")";
+    expect_close(("attention forward out" + hd).c_str(), dout.host(), out, 1e-5);
+    expect_close(("attention forward lse" + hd).c_str(), dlse.host(), lse, 1e-5);
+    expect_close(("attention backward dq" + hd).c_str(), ddq.host(), dq, 1e-4);
+    expect_close(("attention backward dk" + hd).c_str(), ddk.host(), dk, 1e-4);
+    expect_close(("attention backward dv" + hd).c_str(), ddv.host(), dv, 1e-4);
+  }
+}
 }  // namespace
 
 int main() {
@@ -256,6 +282,7 @@ int main() {
     embedding();
     gemm();
     cross_entropy();
+    attention();
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

@@ -59,7 +59,8 @@ class tp_activations {
   void reduce_amax(float* amax, std::int64_t n) {
     if constexpr (P.tp >= 0) {
       axis_group g;
-      g.push(P.tp);
+      constexpr int tp = P.tp;  // a compile-time copy (clang 14 can misread P's members at run time)
+      g.push(tp);
       comm::all_reduce(dm_.group(g), std::span<float>(amax, static_cast<std::size_t>(n)), reduce_op::max).wait();
     }
   }

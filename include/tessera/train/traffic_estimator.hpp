@@ -208,7 +208,8 @@ namespace detail {
 template <class Types, parallel_spec PS>
 constexpr void add_head_traffic(traffic_estimate& e, const mesh_shape& m, std::int64_t B, std::int64_t T,
                                 std::int64_t V, std::int64_t times, const cost_model& cm, const coords_t& at) {
-  if (!(PS.tp >= 0 && m[PS.tp] > 1)) return;
+  constexpr int tp = PS.tp;  // a compile-time copy (clang 14 can misread PS's members at run time)
+  if (!(tp >= 0 && m[tp] > 1)) return;
   if constexpr (PS.loss_parallel) {
     using stat = typename Types::row_stat;
     add_plan_traffic<typename Types::template row_stat_partial<reduce::max>, stat, float>(

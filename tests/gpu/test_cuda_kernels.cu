@@ -9,7 +9,10 @@
 // sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
 // order; bf16 operands are exact in f32, so the same bound); 2e-6 for cross-entropy's
 // gradient and 1e-5 for its loss (its row sums in another order); attention 1e-5 for out
-// and lse, 1e-4 for dq, dk, dv (sums over up to T keys or queries in other orders).
+// and lse, 1e-4 for dq, dk, dv (sums over up to T keys or queries in other orders); 0 for
+// Float8's scales, codes and dequantized values (maxima, the CPU's scale function, the
+// shared casts); the sum of squares to 1e-12 relative (double, another order), 0 for the
+// clipping scale.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,12 +24,15 @@
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
+#include <tessera/kernels/cuda/float8.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -259,6 +265,53 @@ void attention() {
     expect_close(("attention backward dv" + hd).c_str(), ddv.host(), dv, 1e-4);
   }
 }
+void float8() {
+  const std::int64_t rows = 33, cols = 300;
+  auto x = randn(static_cast<std::size_t>(rows * cols), 30, 4.0f);
+  x[7] = 1e4f, x[500] = -3e-9f;  // saturating and subnormal codes
+  for (dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+    for (cpu::f8_granularity gr : {cpu::f8_granularity::tensorwise, cpu::f8_granularity::per_row,
+                                   cpu::f8_granularity::per_column})
+      for (cpu::f8_scale_rounding rd : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+        const cpu::f8_cast c{target, gr, rd};
+        const std::int64_t n = cpu::f8_scale_count(gr, rows, cols);
+        std::vector<float> scales(static_cast<std::size_t>(n)), back(x.size());
+        std::vector<std::uint8_t> bits(x.size());
+        cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
+        cpu::f8_quantize(bits.data(), x.data(), scales.data(), rows, cols, c);
+        cpu::f8_dequantize(back.data(), bits.data(), scales.data(), rows, cols, c);
+        dvec dx(x), dscales{std::vector<float>(scales.size())}, dback{std::vector<float>(back.size())};
+        tensor<float, cuda_space> dbits({static_cast<std::int64_t>((bits.size() + 3) / 4)});  // the codes' bytes
+        auto* db = reinterpret_cast<std::uint8_t*>(dbits.data());
+        cuda::f8_scales(dscales.get(), dx.get(), rows, cols, c);
+        cuda::f8_quantize(db, dx.get(), dscales.get(), rows, cols, c);
+        cuda::f8_dequantize(dback.get(), db, dscales.get(), rows, cols, c);
+        std::vector<std::uint8_t> gbits(bits.size());
+        copy_to_host(gbits.data(), db, gbits.size());
+        const std::string what = std::string("float8 ") + std::string(short_name(target)) +
+                                 (gr == cpu::f8_granularity::tensorwise ? " tensorwise"
+                                  : gr == cpu::f8_granularity::per_row ? " per row" : " per column") +
+                                 (rd == cpu::f8_scale_rounding::power_of_two ? ", pow2" : "");
+        expect_close((what + ": scales").c_str(), dscales.host(), scales, 0);
+        expect_close((what + ": codes").c_str(), std::vector<float>(gbits.begin(), gbits.end()),
+                     std::vector<float>(bits.begin(), bits.end()), 0);
+        expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
+      }
+}
+void grad_norm() {
+  const auto g = randn(1000003, 40);
+  const double want = cpu::sum_of_squares(g.data(), g.size());
+  dvec dg(g);
+  const double got = cuda::sum_of_squares(dg.get(), static_cast<std::int64_t>(g.size()));
+  const double rel = std::abs(got - want) / want;
+  std::printf("%-40s %s  relative difference %.2e (tolerance 1e-12)\n", "gradient norm: sum of squares (double)",
+              rel <= 1e-12 ? "PASS" : "FAIL", rel);
+  failures += rel <= 1e-12 ? 0 : 1;
+  std::vector<float> scaled = g;
+  cpu::scale_inplace(scaled.data(), scaled.size(), 0.37f);
+  cuda::scale_inplace(dg.get(), static_cast<std::int64_t>(g.size()), 0.37f);
+  expect_close("gradient clipping: scale in place", dg.host(), scaled, 0);
+}
 }  // namespace
 
 int main() {
@@ -283,6 +336,8 @@ int main() {
     gemm();
     cross_entropy();
     attention();
+    float8();
+    grad_norm();
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

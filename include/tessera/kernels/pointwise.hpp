@@ -17,6 +17,7 @@
 //   adamw(p, m, v, g, k)         one torch.optim.AdamW step of an element (adamw_scalars k)
 //   rmsnorm_scale(x, r, w)       x * rstd * weight
 //   rmsnorm_grad(x, g, w, r, k)  d x of RMSNorm: r g w - k x, k = r^3 mean(g w x)
+//   abs_max_step(m, v)           max(m, |v|), NaN sticking: Float8's amax
 #pragma once
 
 #include <cmath>
@@ -94,6 +95,13 @@ TESSERA_HOST_DEVICE inline float rmsnorm_scale(float x, float rstd, float w) noe
 /// rstd g w - k x.
 TESSERA_HOST_DEVICE inline float rmsnorm_grad(float x, float g, float w, float rstd, float k) noexcept {
   return rstd * g * w - k * x;
+}
+
+/// max(m, |v|) with NaN sticking (as torch.max): once m is NaN it stays NaN -- the step of
+/// Float8's amax reductions (kernels/cpu/float8.hpp, kernels/cuda/float8.cuh).
+TESSERA_HOST_DEVICE inline float abs_max_step(float m, float v) noexcept {
+  const float a = std::fabs(v);
+  return (a > m || a != a) && m == m ? a : m;
 }
 
 }  // namespace tessera::pointwise

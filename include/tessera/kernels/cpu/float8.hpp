@@ -30,6 +30,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cpu {
 
@@ -168,11 +169,8 @@ constexpr std::array<f8_operand_of, 2> f8_gemm_operands(f8_gemm g, const f8_line
 // ---- amax and scales ----------------------------------------------------------------------
 
 namespace detail {
-/// max(m, |v|) with NaN sticking (as torch.max): once m is NaN it stays NaN.
-inline float abs_max_step(float m, float v) noexcept {
-  const float a = std::fabs(v);
-  return (a > m || a != a) && m == m ? a : m;
-}
+/// max(m, |v|) with NaN sticking (as torch.max): kernels/pointwise.hpp's, the CUDA kernels' too.
+inline float abs_max_step(float m, float v) noexcept { return pointwise::abs_max_step(m, v); }
 }  // namespace detail
 
 /// max |x[i]| over n values; NaN if any is NaN; 0 for n == 0.

@@ -1,5 +1,6 @@
 // tessera/kernels/cuda/pointwise.cuh: the CUDA kernels of the per-element and per-row
-// operations -- SwiGLU, RoPE, AdamW, RMSNorm, the embedding -- forward and backward, with
+// operations -- SwiGLU, RoPE, AdamW, RMSNorm, the embedding -- forward and backward, and the
+// gradient norm's sum of squares, with
 // the CPU kernels' interfaces (kernels/cpu/*.hpp) on device pointers and a stream.
 // tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
 //
@@ -18,6 +19,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/pointwise.hpp>
@@ -139,8 +141,51 @@ __global__ void embedding_backward_k(float* dwte, const float* dout, const std::
     }
   }
 }
+/// Per-block sums of g^2 in double (grid-stride), into part[blockIdx.x]: a fixed tree, so
+/// the same bits every run.
+__global__ void sum_squares_k(double* part, const float* g, std::int64_t n) {
+  __shared__ double sh[threads];
+  double acc = 0;
+  TESSERA_GRID_STRIDE(i, n) acc += static_cast<double>(g[i]) * g[i];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = threads / 2; s > 0; s /= 2) {
+    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+__global__ void scale_k(float* g, std::int64_t n, float s) {
+  TESSERA_GRID_STRIDE(i, n) g[i] *= s;
+}
 #undef TESSERA_GRID_STRIDE
 }  // namespace detail
+
+/// The sum of g^2 over n device floats, in double (the piece a distributed run all-reduces
+/// before the square root, as cpu::sum_of_squares); per-block sums summed on the host.
+inline double sum_of_squares(const float* g, std::int64_t n, cudaStream_t s = nullptr) {
+  const unsigned blocks = detail::blocks_for(n) < 1024 ? detail::blocks_for(n) : 1024;
+  double* part = static_cast<double*>(cuda_space::allocate(blocks * sizeof(double)));
+  struct release {
+    double* p;
+    std::size_t n;
+    ~release() { cuda_space::deallocate(p, n); }
+  } r{part, blocks * sizeof(double)};
+  detail::sum_squares_k<<<blocks, detail::threads, 0, s>>>(part, g, n);
+  detail::launched("cuda::sum_of_squares");
+  std::vector<double> h(blocks);
+  cuda_check(cudaStreamSynchronize(s), "cuda::sum_of_squares");
+  copy_to_host(h.data(), part, blocks * sizeof(double));
+  double total = 0;
+  for (double p : h) total += p;
+  return total;
+}
+
+/// Multiplies n device floats by s (gradient clipping's step, as cpu::scale_inplace).
+inline void scale_inplace(float* g, std::int64_t n, float s, cudaStream_t st = nullptr) {
+  detail::scale_k<<<detail::blocks_for(n), detail::threads, 0, st>>>(g, n, s);
+  detail::launched("cuda::scale_inplace");
+}
 
 /// out = silu(h1) * h3 (n elements).
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {

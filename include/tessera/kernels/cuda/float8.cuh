@@ -1,0 +1,140 @@
+// tessera/kernels/cuda/float8.cuh: Float8's amaxes, scales and casts on the GPU, as
+// kernels/cpu/float8.hpp computes them (torchao's numerics).
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+//   cuda::f8_scales(scales, x, rows, cols, cast[, reduce])   amaxes on the device, then
+//        the scales: the amaxes are copied to the host (1, rows or cols floats), where
+//        `reduce` sees them (tensor parallel's max over the TP ranks) and
+//        cpu::f8_scale_from_amax turns them into scales -- the CPU path's own function, so
+//        the scales are the CPU's bit for bit -- and the scales are copied back
+//   cuda::f8_quantize(bits, x, scales, rows, cols, cast)     the FP8 codes of x * scale
+//   cuda::f8_dequantize(out, bits, scales, rows, cols, cast) float(code) / scale
+// The amax step (NaN sticking) is pointwise::abs_max_step and the casts are core/float8.hpp's
+// TESSERA_HOST_DEVICE conversions (saturating, round to nearest even): the codes equal the
+// CPU's exactly. Amaxes are maxima, so any reduction order gives the same bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include <tessera/core/float8.hpp>
+#include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/kernels/pointwise.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+namespace tessera::cuda {
+
+namespace detail {
+/// Per-block amaxes of x [n] (grid-stride), into part[blockIdx.x].
+__global__ void abs_max_blocks_k(float* part, const float* x, std::int64_t n) {
+  __shared__ float sh[threads];
+  float m = 0.0f;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    m = pointwise::abs_max_step(m, x[i]);
+  m = block_reduce(m, sh, [](float a, float b) { return pointwise::abs_max_step(a, b); });
+  if (threadIdx.x == 0) part[blockIdx.x] = m;
+}
+/// out[r] = amax of row r: one block per row.
+__global__ void abs_max_rows_k(float* out, const float* x, std::int64_t cols) {
+  __shared__ float sh[threads];
+  const float* row = x + static_cast<std::int64_t>(blockIdx.x) * cols;
+  float m = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += threads) m = pointwise::abs_max_step(m, row[c]);
+  m = block_reduce(m, sh, [](float a, float b) { return pointwise::abs_max_step(a, b); });
+  if (threadIdx.x == 0) out[blockIdx.x] = m;
+}
+/// out[c] = amax of column c: one thread per column.
+__global__ void abs_max_cols_k(float* out, const float* x, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float m = 0.0f;
+    for (std::int64_t r = 0; r < rows; ++r) m = pointwise::abs_max_step(m, x[r * cols + c]);
+    out[c] = m;
+  }
+}
+/// The scale of element (r, c) under granularity g.
+__device__ inline float scale_at(const float* scales, cpu::f8_granularity g, std::int64_t r, std::int64_t c) {
+  return g == cpu::f8_granularity::tensorwise ? scales[0] : (g == cpu::f8_granularity::per_row ? scales[r] : scales[c]);
+}
+template <class F8>
+__global__ void f8_quantize_k(std::uint8_t* bits, const float* x, const float* scales, std::int64_t rows,
+                              std::int64_t cols, cpu::f8_granularity g) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    bits[i] = F8(x[i] * scale_at(scales, g, i / cols, i % cols)).bits;
+}
+template <class F8>
+__global__ void f8_dequantize_k(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
+                                std::int64_t cols, cpu::f8_granularity g) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = static_cast<float>(F8::from_bits(bits[i])) / scale_at(scales, g, i / cols, i % cols);
+}
+}  // namespace detail
+
+/// The amaxes of x [rows, cols] (device) under granularity g into `amax` (device; 1, rows or
+/// cols floats).
+inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_granularity g,
+                    cudaStream_t s = nullptr) {
+  switch (g) {
+    case cpu::f8_granularity::tensorwise: {
+      const unsigned blocks = detail::blocks_for(rows * cols) < 1024 ? detail::blocks_for(rows * cols) : 1024;
+      tensor<float, cuda_space> part({static_cast<std::int64_t>(blocks)});
+      detail::abs_max_blocks_k<<<blocks, detail::threads, 0, s>>>(part.data(), x, rows * cols);
+      detail::abs_max_blocks_k<<<1, detail::threads, 0, s>>>(amax, part.data(), blocks);
+      cuda_check(cudaStreamSynchronize(s), "cuda::f8_amax");  // `part` is freed on return
+      break;
+    }
+    case cpu::f8_granularity::per_row:
+      if (rows > 0) detail::abs_max_rows_k<<<static_cast<unsigned>(rows), detail::threads, 0, s>>>(amax, x, cols);
+      break;
+    case cpu::f8_granularity::per_column:
+      detail::abs_max_cols_k<<<detail::blocks_for(cols), detail::threads, 0, s>>>(amax, x, rows, cols);
+      break;
+  }
+  detail::launched("cuda::f8_amax");
+}
+
+/// The scales of x [rows, cols] (device) under cast c, written to `scales` (device): see the
+/// top of this file. `reduce(amax, n)` runs on the host copy of the amaxes.
+template <class Reduce = cpu::f8_local_amax>
+void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
+               Reduce&& reduce = {}, cudaStream_t s = nullptr) {
+  const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
+  f8_amax(scales, x, rows, cols, c.granularity, s);
+  std::vector<float> h(static_cast<std::size_t>(n));
+  cuda_check(cudaStreamSynchronize(s), "cuda::f8_scales");
+  copy_to_host(h.data(), scales, h.size() * sizeof(float));
+  reduce(h.data(), n);
+  for (float& v : h) v = cpu::f8_scale_from_amax(v, c.target, c.rounding);
+  copy_to_device(scales, h.data(), h.size() * sizeof(float));
+}
+
+/// bits[i] = the FP8 code of x[i] * scale (saturating, round to nearest even), as cpu::f8_quantize.
+inline void f8_quantize(std::uint8_t* bits, const float* x, const float* scales, std::int64_t rows, std::int64_t cols,
+                        cpu::f8_cast c, cudaStream_t s = nullptr) {
+  cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
+    detail::f8_quantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads, 0, s>>>(bits, x, scales, rows, cols,
+                                                                                         c.granularity);
+  });
+  detail::launched("cuda::f8_quantize");
+}
+
+/// out[i] = float(code) / scale, as cpu::f8_dequantize.
+inline void f8_dequantize(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
+                          std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
+  cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
+    detail::f8_dequantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads, 0, s>>>(out, bits, scales, rows,
+                                                                                           cols, c.granularity);
+  });
+  detail::launched("cuda::f8_dequantize");
+}
+
+}  // namespace tessera::cuda

@@ -61,11 +61,12 @@ class tensor_view {
     check(strides.size() == shape.size(), "tensor_view: shape and strides differ in rank");
     for (std::size_t i = 0; i < strides.size(); ++i) strides_[i] = strides[i];
   }
-  /// A mutable view converts to a read-only one.
-  operator tensor_view<const T, Space>() const  // NOLINT: implicit by design
-    requires(!std::is_const_v<T>)
-  {
-    return tensor_view<const T, Space>(data_, shape(), strides());
+  /// A mutable view converts to a read-only one. (A template: on a view of const T, nvcc
+  /// would warn that a conversion to its own type is never used.)
+  template <class U = T>
+    requires(std::is_same_v<U, T> && !std::is_const_v<U>)
+  operator tensor_view<const U, Space>() const {  // NOLINT: implicit by design
+    return tensor_view<const U, Space>(data_, shape(), strides());
   }
 
   T* data() const noexcept { return data_; }

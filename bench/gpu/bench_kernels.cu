@@ -1,0 +1,135 @@
+// GPU kernel throughput at Llama 3 8B's shapes, as Markdown tables (bench/gpu/run.sh runs it;
+// docs/cuda.md). Without a GPU it says why and exits 77 (ctest: skipped).
+//
+//   GEMMs: the linears of one 8B block on 8,192 tokens (wq 4096 -> 4096, wk 4096 -> 1024,
+//   w1 4096 -> 14336, w2 14336 -> 4096): cuda::matmul_forward (cuBLASLt) with f32 and bf16
+//   operands next to cuBLAS's cublasGemmEx on the same operands, TFLOP/s = 2 N C OC / time.
+//   Attention: cuda::attention_forward / attention_backward, 32 query and 8 KV heads of 128,
+//   one sequence of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward
+//   4 T^2 HD NH / 2 for causal, backward 2.5 x forward).
+// Each figure: the median of 10 timed runs (CUDA events) after 2 warm-up runs.
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+using namespace tessera;
+
+namespace {
+/// Median milliseconds of f() over 10 runs after 2 warm-ups.
+double median_ms(const std::function<void()>& f) {
+  cuda_event a, b;
+  for (int i = 0; i < 2; ++i) f();
+  std::vector<double> t;
+  for (int i = 0; i < 10; ++i) {
+    a.record();
+    f();
+    b.record();
+    b.synchronize();
+    t.push_back(b.since(a));
+  }
+  std::sort(t.begin(), t.end());
+  return t[5];
+}
+
+template <class T>
+tensor<T, cuda_space> device_random(std::int64_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> f(static_cast<std::size_t>(n));
+  for (auto& x : f) x = d(g);
+  std::vector<T> h(f.size());
+  if constexpr (std::is_same_v<T, float>) h = f;
+  else convert(h.data(), f.data(), f.size());
+  tensor<T, cuda_space> t({n});
+  copy_to_device(t.data(), h.data(), h.size() * sizeof(T));
+  return t;
+}
+
+void gemms() {
+  struct shape {
+    const char* name;
+    std::int64_t C, OC;
+  };
+  const std::int64_t N = 8192;
+  const shape shapes[] = {{"wq", 4096, 4096}, {"wk", 4096, 1024}, {"w1", 4096, 14336}, {"w2", 14336, 4096}};
+  cuda::blas lt;
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw error("bench_kernels: cublasCreate failed");
+  std::printf("## GEMMs (N = %lld tokens)\n\n| linear | C -> OC | operands | cuBLASLt (tessera) TFLOP/s | cublasGemmEx TFLOP/s |\n"
+              "|---|---|---|---|---|\n",
+              static_cast<long long>(N));
+  for (const shape& s : shapes) {
+    const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(s.C) * static_cast<double>(s.OC);
+    tensor<float, cuda_space> out({N * s.OC});
+    auto run = [&]<class T>(T, const char* what, cudaDataType_t ty) {
+      auto x = device_random<T>(N * s.C, 1), w = device_random<T>(s.OC * s.C, 2);
+      const double ours = median_ms([&] { cuda::matmul_forward<T>(lt, out.data(), x.data(), w.data(), N, s.C, s.OC); });
+      const float one = 1.0f, zero = 0.0f;
+      const double ref = median_ms([&] {
+        cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(s.OC), static_cast<int>(N), static_cast<int>(s.C),
+                     &one, w.data(), ty, static_cast<int>(s.C), x.data(), ty, static_cast<int>(s.C), &zero, out.data(),
+                     CUDA_R_32F, static_cast<int>(s.OC), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      });
+      std::printf("| %s | %lld -> %lld | %s | %.1f | %.1f |\n", s.name, static_cast<long long>(s.C),
+                  static_cast<long long>(s.OC), what, flops / ours / 1e9, flops / ref / 1e9);
+    };
+    run(float{}, "f32", CUDA_R_32F);
+    run(bf16{}, "bf16", CUDA_R_16BF);
+  }
+  cublasDestroy(h);
+  std::printf("\n");
+}
+
+void attention() {
+  const std::int64_t B = 1, NH = 32, NKV = 8, HD = 128;
+  std::printf("## Attention (causal, %lld query / %lld KV heads of %lld)\n\n| seq | forward ms | forward TFLOP/s | "
+              "backward ms | backward TFLOP/s |\n|---|---|---|---|---|\n",
+              static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD));
+  for (const std::int64_t T : {2048, 8192}) {
+    auto q = device_random<float>(B * T * NH * HD, 3), k = device_random<float>(B * T * NKV * HD, 4),
+         v = device_random<float>(B * T * NKV * HD, 5), dy = device_random<float>(B * T * NH * HD, 6);
+    tensor<float, cuda_space> out({B * T * NH * HD}), lse({B * NH * T}), D({B * NH * T}), dq({B * T * NH * HD}),
+        dk({B * T * NKV * HD}), dv({B * T * NKV * HD});
+    const double fwd = median_ms([&] {
+      cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    });
+    const double bwd = median_ms([&] {
+      cuda::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                               lse.data(), D.data(), B, T, NH, NKV, HD);
+    });
+    const double flops = 4.0 * static_cast<double>(B * NH) * static_cast<double>(T) * static_cast<double>(T) *
+                         static_cast<double>(HD) / 2.0;
+    std::printf("| %lld | %.2f | %.1f | %.2f | %.1f |\n", static_cast<long long>(T), fwd, flops / fwd / 1e9, bwd,
+                2.5 * flops / bwd / 1e9);
+  }
+  std::printf("\n");
+}
+}  // namespace
+
+int main() {
+  if (cuda_device_count() == 0) {
+    std::printf("skipped: no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("# Kernel throughput on %s (sm_%d%d)\n\n", prop.name, prop.major, prop.minor);
+  try {
+    gemms();
+    attention();
+  } catch (const std::exception& e) {
+    std::printf("FAILED: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,10 @@
+# GPU kernel benchmarks (ctest label `gpu`, `bench`): included by tests/gpu/CMakeLists.txt,
+# which enables CUDA, so that they build with the GPU tests (and without Google Benchmark:
+# the GPU machine may not have it); not a CMakeLists.txt, so bench/'s own list (built with
+# Google Benchmark, without CUDA) does not add this folder. bench/gpu/run.sh runs them and
+# keeps their Markdown.
+add_executable(bench_gpu_kernels ${PROJECT_SOURCE_DIR}/bench/gpu/bench_kernels.cu)
+target_compile_options(bench_gpu_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Werror=all-warnings>)
+target_link_libraries(bench_gpu_kernels PRIVATE tessera::cuda tessera_warnings)
+add_test(NAME gpu.bench_kernels COMMAND bench_gpu_kernels)
+set_tests_properties(gpu.bench_kernels PROPERTIES LABELS "gpu;bench" SKIP_RETURN_CODE 77 TIMEOUT 600)

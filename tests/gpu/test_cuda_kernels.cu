@@ -65,6 +65,20 @@ struct dvec {
   }
 };
 
+/// Token ids on the device (tensor<> holds floating-point elements: the space directly).
+struct device_ids {
+  std::size_t bytes;
+  void* p;
+  explicit device_ids(const std::vector<std::int32_t>& h)
+      : bytes(h.size() * sizeof(std::int32_t)), p(cuda_space::allocate(bytes)) {
+    copy_to_device(p, h.data(), bytes);
+  }
+  ~device_ids() { cuda_space::deallocate(p, bytes); }
+  device_ids(const device_ids&) = delete;
+  device_ids& operator=(const device_ids&) = delete;
+  const std::int32_t* get() const { return static_cast<const std::int32_t*>(p); }
+};
+
 void expect_close(const char* what, const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
   double worst = 0;
   for (std::size_t i = 0; i < cpu.size(); ++i)
@@ -165,15 +179,8 @@ void embedding() {
   std::vector<float> out(static_cast<std::size_t>(N * C)), dwte(wte.size(), 0.125f);
   cpu::embedding_shard_forward(out.data(), tok.data(), wte.data(), N, V, v0, Vl, C);
   cpu::embedding_shard_backward(dwte.data(), dy.data(), tok.data(), N, V, v0, Vl, C);
-  // token ids on the device (tensor<> holds floating-point elements): the space directly
-  const std::size_t tok_bytes = tok.size() * sizeof(std::int32_t);
-  struct ids {
-    void* p;
-    std::size_t n;
-    ~ids() { cuda_space::deallocate(p, n); }
-  } dtok{cuda_space::allocate(tok_bytes), tok_bytes};
-  copy_to_device(dtok.p, tok.data(), tok_bytes);
-  const auto* dt = static_cast<const std::int32_t*>(dtok.p);
+  const device_ids dtok(tok);
+  const std::int32_t* dt = dtok.get();
   dvec dw(wte), ddy(dy), dout{std::vector<float>(out.size())}, ddw{std::vector<float>(wte.size(), 0.125f)};
   cuda::embedding_forward(dout.get(), dt, dw.get(), N, v0, Vl, C);
   cuda::embedding_backward(ddw.get(), ddy.get(), dt, N, v0, Vl, C);
@@ -228,15 +235,9 @@ void cross_entropy() {
   const std::int64_t count = cpu::count_targets(tg.data(), N, V);
   std::vector<float> d(logits.size()), loss(static_cast<std::size_t>(N));
   const float mean = cpu::cross_entropy_forward_backward(d.data(), loss.data(), logits.data(), tg.data(), N, V);
-  const std::size_t tok_bytes = tg.size() * sizeof(std::int32_t);
-  struct ids {
-    void* p;
-    std::size_t n;
-    ~ids() { cuda_space::deallocate(p, n); }
-  } dtg{cuda_space::allocate(tok_bytes), tok_bytes};
-  copy_to_device(dtg.p, tg.data(), tok_bytes);
+  const device_ids dtg(tg);
   dvec dl(logits), dloss{std::vector<float>(loss.size())};
-  cuda::cross_entropy_forward_backward(dl.get(), dloss.get(), dl.get(), static_cast<const std::int32_t*>(dtg.p), N, V,
+  cuda::cross_entropy_forward_backward(dl.get(), dloss.get(), dl.get(), dtg.get(), N, V,
                                        count);  // in place, as the model calls it
   expect_close("cross-entropy dlogits (in place)", dl.host(), d, 2e-6);
   expect_close("cross-entropy per-token losses", dloss.host(), loss, 1e-5);

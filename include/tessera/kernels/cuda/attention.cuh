@@ -32,6 +32,19 @@ namespace detail {
 inline constexpr int attention_rows = 64;  // rows (threads) per block
 inline constexpr int attention_tile = 32;  // streamed rows per shared-memory tile
 
+/// Loads key / value rows [s0, s0 + tile) of KV head g of batch b into shared memory (zeros
+/// past T), then syncs the block.
+template <int HD>
+__device__ inline void load_kv_tile(float* Ks, float* Vs, const float* k, const float* v, std::int64_t b,
+                                    std::int64_t g, std::int64_t s0, std::int64_t T, std::int64_t NKV) {
+  for (int e = threadIdx.x; e < attention_tile * HD; e += blockDim.x) {
+    const std::int64_t s = s0 + e / HD;
+    Ks[e] = s < T ? k[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
+    Vs[e] = s < T ? v[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
+  }
+  __syncthreads();
+}
+
 /// Forward: block (query tile, head, batch); thread = query row t.
 template <int HD>
 __global__ void attention_forward_k(float* out, float* lse, const float* q, const float* k, const float* v,
@@ -47,12 +60,7 @@ __global__ void attention_forward_k(float* out, float* lse, const float* q, cons
   float m = -3.402823466e38f, l = 0.0f;
   const std::int64_t last = t0 + attention_rows - 1 < T - 1 ? t0 + attention_rows - 1 : T - 1;  // the block's last row
   for (std::int64_t s0 = 0; s0 <= last; s0 += attention_tile) {
-    for (int e = threadIdx.x; e < attention_tile * HD; e += blockDim.x) {
-      const std::int64_t s = s0 + e / HD;
-      Ks[e] = s < T ? k[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
-      Vs[e] = s < T ? v[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
-    }
-    __syncthreads();
+    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, T, NKV);
     for (int j = 0; j < attention_tile; ++j) {
       const std::int64_t s = s0 + j;
       if (!live || s > t) break;  // causal: keys after the query are not seen
@@ -104,12 +112,7 @@ __global__ void attention_dq_k(float* dq, const float* dout, const float* q, con
   const float L = live ? lse[(b * NH + h) * T + t] : 0.0f, Dt = live ? D[(b * NH + h) * T + t] : 0.0f;
   const std::int64_t last = t0 + attention_rows - 1 < T - 1 ? t0 + attention_rows - 1 : T - 1;
   for (std::int64_t s0 = 0; s0 <= last; s0 += attention_tile) {
-    for (int e = threadIdx.x; e < attention_tile * HD; e += blockDim.x) {
-      const std::int64_t s = s0 + e / HD;
-      Ks[e] = s < T ? k[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
-      Vs[e] = s < T ? v[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
-    }
-    __syncthreads();
+    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, T, NKV);
     for (int j = 0; j < attention_tile; ++j) {
       const std::int64_t s = s0 + j;
       if (!live || s > t) break;

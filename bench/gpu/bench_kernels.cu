@@ -4,6 +4,8 @@
 //   GEMMs: the linears of one 8B block on 8,192 tokens (wq 4096 -> 4096, wk 4096 -> 1024,
 //   w1 4096 -> 14336, w2 14336 -> 4096): cuda::matmul_forward (cuBLASLt) with f32 and bf16
 //   operands next to cuBLAS's cublasGemmEx on the same operands, TFLOP/s = 2 N C OC / time.
+//   FP8 GEMMs (sm_89 and newer): the same linears from e4m3 codes with tensorwise and rowwise
+//   dequantization scales (cuda::matmul_forward_f8), next to the bf16 figure above.
 //   Attention: cuda::attention_forward / attention_backward, 32 query and 8 KV heads of 128,
 //   one sequence of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward
 //   4 T^2 HD NH / 2 for causal, backward 2.5 x forward).
@@ -90,6 +92,41 @@ void gemms() {
   std::printf("\n");
 }
 
+void gemms_f8(int sm) {
+  const std::int64_t N = 8192;
+  if (sm < 89) {
+    std::printf("## FP8 GEMMs\n\nskipped: sm_%d (FP8 GEMMs need sm_89 or newer)\n\n", sm);
+    return;
+  }
+  struct shape {
+    const char* name;
+    std::int64_t C, OC;
+  };
+  const shape shapes[] = {{"wq", 4096, 4096}, {"wk", 4096, 1024}, {"w1", 4096, 14336}, {"w2", 14336, 4096}};
+  cuda::blas lt;
+  std::printf("## FP8 GEMMs (e4m3, N = %lld tokens)\n\n| linear | C -> OC | tensorwise TFLOP/s | rowwise TFLOP/s |\n"
+              "|---|---|---|---|\n",
+              static_cast<long long>(N));
+  for (const shape& s : shapes) {
+    const double flops = 2.0 * static_cast<double>(N) * static_cast<double>(s.C) * static_cast<double>(s.OC);
+    tensor<float, cuda_space> out({N * s.OC}), codes({(N * s.C + s.OC * s.C + 3) / 4}), sx({N}), sw({s.OC});
+    auto* x = reinterpret_cast<std::uint8_t*>(codes.data());
+    std::uint8_t* w = x + N * s.C;  // codes of zeros: the timing does not depend on the values
+    const std::vector<float> ones_x(static_cast<std::size_t>(N), 1.0f), ones_w(static_cast<std::size_t>(s.OC), 1.0f);
+    copy_to_device(sx.data(), ones_x.data(), ones_x.size() * sizeof(float));
+    copy_to_device(sw.data(), ones_w.data(), ones_w.size() * sizeof(float));
+    double ms[2];
+    for (const bool rowwise : {false, true})
+      ms[rowwise] = median_ms([&] {
+        cuda::matmul_forward_f8(lt, out.data(), x, CUDA_R_8F_E4M3, sx.data(), w, CUDA_R_8F_E4M3, sw.data(), N, s.C,
+                                s.OC, rowwise);
+      });
+    std::printf("| %s | %lld -> %lld | %.1f | %.1f |\n", s.name, static_cast<long long>(s.C),
+                static_cast<long long>(s.OC), flops / ms[0] / 1e9, flops / ms[1] / 1e9);
+  }
+  std::printf("\n");
+}
+
 void attention() {
   const std::int64_t B = 1, NH = 32, NKV = 8, HD = 128;
   std::printf("## Attention (causal, %lld query / %lld KV heads of %lld)\n\n| seq | forward ms | forward TFLOP/s | "
@@ -126,6 +163,7 @@ int main() {
   std::printf("# Kernel throughput on %s (sm_%d%d)\n\n", prop.name, prop.major, prop.minor);
   try {
     gemms();
+    gemms_f8(prop.major * 10 + prop.minor);
     attention();
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());

@@ -12,7 +12,9 @@
 // and lse, 1e-4 for dq, dk, dv (sums over up to T keys or queries in other orders); 0 for
 // Float8's scales, codes and dequantized values (maxima, the CPU's scale function, the
 // shared casts); the sum of squares to 1e-12 relative (double, another order), 0 for the
-// clipping scale.
+// clipping scale; 2e-3 for the FP8 GEMMs against the CPU's f32 GEMM of the dequantized
+// values (the same products, accumulated by FP8 tensor cores in another order; the
+// reciprocal scales round once more). On a GPU older than sm_89 the FP8 cases are skipped.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -299,6 +301,46 @@ void float8() {
         expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
       }
 }
+void gemm_f8(int sm) {
+  if (sm < 89) {
+    std::printf("%-40s skipped (sm_%d: FP8 GEMMs need sm_89 or newer)\n", "cuBLASLt FP8 GEMMs", sm);
+    return;
+  }
+  const std::int64_t N = 64, C = 128, OC = 96;  // multiples of 16, as cuBLASLt's FP8 needs
+  const auto x = randn(static_cast<std::size_t>(N * C), 50), w = randn(static_cast<std::size_t>(OC * C), 51, 0.1f);
+  cuda::blas b;
+  for (const bool rowwise : {false, true}) {
+    const cpu::f8_cast c{dtype::f8_e4m3fn, rowwise ? cpu::f8_granularity::per_row : cpu::f8_granularity::tensorwise,
+                         cpu::f8_scale_rounding::none};
+    // the CPU's emulation: quantize, dequantize, f32 GEMM
+    std::vector<float> sx(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, N, C))),
+        sw(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, OC, C))), xd(x.size()), wd(w.size()),
+        want(static_cast<std::size_t>(N * OC));
+    std::vector<std::uint8_t> xb(x.size()), wb(w.size());
+    cpu::f8_scales(sx.data(), x.data(), N, C, c);
+    cpu::f8_scales(sw.data(), w.data(), OC, C, c);
+    cpu::f8_quantize(xb.data(), x.data(), sx.data(), N, C, c);
+    cpu::f8_quantize(wb.data(), w.data(), sw.data(), OC, C, c);
+    cpu::f8_dequantize(xd.data(), xb.data(), sx.data(), N, C, c);
+    cpu::f8_dequantize(wd.data(), wb.data(), sw.data(), OC, C, c);
+    cpu::matmul_forward(want.data(), xd.data(), wd.data(), nullptr, N, C, OC);
+    // the GPU: the same codes, the dequantization scales 1 / scale
+    std::vector<float> ix(sx.size()), iw(sw.size());
+    for (std::size_t i = 0; i < sx.size(); ++i) ix[i] = 1.0f / sx[i];
+    for (std::size_t i = 0; i < sw.size(); ++i) iw[i] = 1.0f / sw[i];
+    tensor<float, cuda_space> codes({(N * C + OC * C + 3) / 4});
+    auto* dxb = reinterpret_cast<std::uint8_t*>(codes.data());
+    std::uint8_t* dwb = dxb + N * C;
+    copy_to_device(dxb, xb.data(), xb.size());
+    copy_to_device(dwb, wb.data(), wb.size());
+    dvec dix(ix), diw(iw), dout{std::vector<float>(want.size())};
+    cuda::matmul_forward_f8(b, dout.get(), dxb, CUDA_R_8F_E4M3, dix.get(), dwb, CUDA_R_8F_E4M3, diw.get(), N, C, OC,
+                            rowwise);
+    expect_close(rowwise ? "cuBLASLt FP8 GEMM (rowwise scales)" : "cuBLASLt FP8 GEMM (tensorwise scales)", dout.host(),
+                 want, 2e-3);
+  }
+}
+
 void grad_norm() {
   const auto g = randn(1000003, 40);
   const double want = cpu::sum_of_squares(g.data(), g.size());
@@ -339,6 +381,7 @@ int main() {
     attention();
     float8();
     grad_norm();
+    gemm_f8(prop.major * 10 + prop.minor);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

@@ -8,12 +8,22 @@
 //   cuda::matmul_forward(b, out, inp, w, N, C, OC)       out[N, OC] = inp[N, C] w[OC, C]^T
 //   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC)
 //                                               ACCUMULATES dinp[N, C] and dw[OC, C]
+//   b.gemm_f8(m, n, k, A, ta, a_scale, B, tb, b_scale, rowwise, C)
+//                                               FP8 codes (e4m3 / e5m2) in cuBLASLt's "TN"
+//                                               layout with dequantization scales
+//   cuda::matmul_forward_f8(b, out, x, x_type, x_scale, w, w_type, w_scale, N, C, OC, rowwise)
+//                                               out = (x / sx) (w / sw)^T from FP8 codes
 // Row-major data are column-major transposes, so the row-major products map onto cuBLASLt
 // without copies: out^T = w . inp^T is (A = w stored [C, OC] col-major, op T) x (B = inp
 // stored [C, N], op N), the "TN" layout that Hopper's FP8 GEMMs also need; dinp^T = w^T .
 // dout^T (N, N); dw^T = inp^T . dout (N, T). Compute type CUBLAS_COMPUTE_32F (no TF32: the
 // CPU path's f32 products), scale type f32. Operands are float or bf16 (tessera::bf16 has
 // __nv_bfloat16's bits); the output is f32. Llama's linears have no bias: a bias is refused.
+// FP8 (sm_89 and newer): A and B are codes (kernels/cuda/float8.cuh's f8_quantize) in the
+// TN layout cuBLASLt's FP8 GEMMs take, each with its dequantization scales 1 / scale on the
+// device -- one float (tensorwise) or, `rowwise`, a vector per operand of m and n floats
+// (CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F): torchao's tensorwise and rowwise recipes;
+// accumulation in f32 without FAST_ACCUM.
 // Host C++ against the cuBLASLt API: compiles with the host compiler.
 #pragma once
 
@@ -57,10 +67,49 @@ class blas {
 
   /// Column-major C[m, n] = alpha op(A) op(B) + beta C, A and B of element type T (float or
   /// bf16), C float; op(A) is m x k, op(B) k x n.
+  /// Column-major C[m, n] = op(A) op(B) with A, B FP8 codes of types a_type, b_type
+  /// (CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2), A stored k x m (transposed) and B k x n (the TN
+  /// layout), each multiplied by its dequantization scales (device floats: 1, or m and n
+  /// under `rowwise`); C float.
+  void gemm_f8(std::int64_t m, std::int64_t n, std::int64_t k, const void* A, cudaDataType_t a_type,
+               const float* a_scale, const void* B, cudaDataType_t b_type, const float* b_scale, bool rowwise,
+               float* C) {
+    matmul(true, false, m, n, k, 1.0f, A, a_type, k, B, b_type, k, 0.0f, C, m,
+           [&](cublasLtMatmulDesc_t op, const std::string& what) {
+             blas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale),
+                        what + ": A scale");
+             blas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof b_scale),
+                        what + ": B scale");
+             if (rowwise) {
+               const cublasLtMatmulMatrixScale_t mode = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+               blas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof mode),
+                          what + ": A scale mode (rowwise)");
+               blas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof mode),
+                          what + ": B scale mode (rowwise)");
+             }
+           });
+  }
+
   template <class T>
   void gemm(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const T* A,
             std::int64_t lda, const T* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, bf16>, "cuda::blas::gemm: float or bf16 operands");
+    matmul(ta, tb, m, n, k, alpha, A, cuda_type_of<T>, lda, B, cuda_type_of<T>, ldb, beta, C, ldc,
+           [](cublasLtMatmulDesc_t, const std::string&) {});
+  }
+
+ private:
+  cublasLtHandle_t h_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::size_t ws_bytes_ = 0;
+  void* ws_ = nullptr;
+
+  /// The one cuBLASLt call of gemm and gemm_f8: descriptors, `extra(op, what)` for the
+  /// FP8 scales, the heuristic's best algorithm, the matmul.
+  template <class Extra>
+  void matmul(bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const void* A,
+              cudaDataType_t a_type, std::int64_t lda, const void* B, cudaDataType_t b_type, std::int64_t ldb,
+              float beta, float* C, std::int64_t ldc, Extra&& extra) {
     if (m == 0 || n == 0) return;
     const std::string what = "cuda::blas::gemm (" + std::to_string(m) + " x " + std::to_string(n) + " x " +
                              std::to_string(k) + ")";
@@ -81,10 +130,11 @@ class blas {
     blas_check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa), what + ": TRANSA");
     blas_check(cublasLtMatmulDescSetAttribute(d.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb), what + ": TRANSB");
     // the stored matrices: A is m x k (k x m when transposed), B k x n (n x k)
-    blas_check(cublasLtMatrixLayoutCreate(&d.a, cuda_type_of<T>, static_cast<std::uint64_t>(ta ? k : m),
+    extra(d.op, what);
+    blas_check(cublasLtMatrixLayoutCreate(&d.a, a_type, static_cast<std::uint64_t>(ta ? k : m),
                                           static_cast<std::uint64_t>(ta ? m : k), lda),
                what + ": layout of A");
-    blas_check(cublasLtMatrixLayoutCreate(&d.b, cuda_type_of<T>, static_cast<std::uint64_t>(tb ? n : k),
+    blas_check(cublasLtMatrixLayoutCreate(&d.b, b_type, static_cast<std::uint64_t>(tb ? n : k),
                                           static_cast<std::uint64_t>(tb ? k : n), ldb),
                what + ": layout of B");
     blas_check(cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, static_cast<std::uint64_t>(m), static_cast<std::uint64_t>(n), ldc),
@@ -101,12 +151,6 @@ class blas {
     blas_check(cublasLtMatmul(h_, d.op, &alpha, A, d.a, B, d.b, &beta, C, d.c, C, d.c, &best.algo, ws_, ws_bytes_, stream_),
                what + ": cublasLtMatmul");
   }
-
- private:
-  cublasLtHandle_t h_ = nullptr;
-  cudaStream_t stream_ = nullptr;
-  std::size_t ws_bytes_ = 0;
-  void* ws_ = nullptr;
 };
 
 /// out[N, OC] = inp[N, C] . w[OC, C]^T (written), as cpu::matmul_forward without a bias.
@@ -122,6 +166,15 @@ void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* in
                      std::int64_t C, std::int64_t OC) {
   if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, 1.0f, dinp, C);
   if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
+}
+
+/// out[N, OC] = (x / sx)[N, C] . (w / sw)[OC, C]^T (written) from FP8 codes x, w of types
+/// x_type, w_type with dequantization scales x_scale, w_scale (device; 1 float each, or
+/// rowwise N and OC floats: per token and per output feature, torchao's rowwise recipe).
+inline void matmul_forward_f8(blas& b, float* out, const std::uint8_t* x, cudaDataType_t x_type, const float* x_scale,
+                              const std::uint8_t* w, cudaDataType_t w_type, const float* w_scale, std::int64_t N,
+                              std::int64_t C, std::int64_t OC, bool rowwise) {
+  b.gemm_f8(OC, N, C, w, w_type, w_scale, x, x_type, x_scale, rowwise, out);
 }
 
 }  // namespace tessera::cuda

@@ -118,6 +118,13 @@ class cp_attention {
   /// sequence, or balanced per document those of each of set_documents' rows in turn.
   const std::vector<std::int64_t>& positions() const { return pos_.at(static_cast<std::size_t>(rank())); }
   const std::vector<std::int64_t>& positions(int r) const { return pos_.at(static_cast<std::size_t>(r)); }
+  /// The tokens of each sequence a rank holds: T / cp.
+  std::int64_t local_length() const noexcept { return T_ / size(); }
+  /// The positions of rank r's local_length() tokens of set_documents' row b -- every row's
+  /// the same unless balanced per document.
+  const std::int64_t* row_positions(int r, std::int64_t b) const {
+    return positions(r).data() + (per_row() ? b * local_length() : 0);
+  }
   const cp_attention_timing& timing() const noexcept { return timing_; }
   void reset_timing() noexcept { timing_ = {}; }
   /// Bytes of the buffers held (0 before the first attention).
@@ -222,22 +229,17 @@ class cp_attention {
   float* blocks() { return delta() + B_ * NH_ * Tl_; }
 
   void prepare(const llama_dims& d) {
-    check(T_ > 0 && T_ / size() == d.T && (!per_row() || doc_rows_ > 0),
+    check(T_ > 0 && local_length() == d.T && (!per_row() || doc_rows_ > 0),
           "cp_attention: the local sequence (" + std::to_string(d.T) + " tokens) does not match the " +
               std::to_string(T_) + " / " + std::to_string(size()) + " of set_sequence()");
     if (d.B == B_ && d.T == Tl_ && d.heads == NH_ && d.kv_heads == NKV_ && d.hd == HD_) return;
     B_ = d.B, Tl_ = d.T, NH_ = d.heads, NKV_ = d.kv_heads, HD_ = d.hd;
     buf_ = tensor<float>({cp_attention_floats(s_, size(), d)});
   }
-  /// The positions of rank r's tokens of row b (of the rows in use) -- every row's the same
-  /// unless balanced per document.
-  const std::int64_t* row_positions(int r, std::int64_t b) const {
-    return positions(r).data() + (per_row() ? (row0_ + b) * (T_ / size()) : 0);
-  }
-  /// Rank r's tokens (of row b, with its documents, under cp_documents).
+  /// Rank r's tokens (of row b of the rows in use, with its documents, under cp_documents).
   cpu::token_span span_of(int r, std::int64_t b = -1) const {
-    const std::int64_t n = T_ / size();
-    return {row_positions(r, b < 0 ? 0 : b),
+    const std::int64_t n = local_length();
+    return {row_positions(r, b < 0 ? 0 : row0_ + b),
             b < 0 ? nullptr : docs_[static_cast<std::size_t>(r)].data() + (row0_ + b) * n, n};
   }
   bool documents() const { return s_.documents_eos >= 0; }

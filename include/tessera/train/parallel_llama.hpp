@@ -205,11 +205,9 @@ class parallel_llama {
   void attention_rows(std::int64_t first, std::int64_t n) {
     if constexpr (ps.cp >= 0) {
       cp_->use_rows(first, n);
-      if constexpr (ps.context.balance == cp_balance_kind::per_document) {  // the rows' own RoPE positions
-        const std::vector<std::int64_t>& p = cp_->positions();
-        const auto Tl = static_cast<std::ptrdiff_t>(p.size()) / static_cast<std::ptrdiff_t>(cp_rows_);
-        model_.set_positions(std::vector<std::int64_t>(p.begin() + first * Tl, p.begin() + (first + n) * Tl));
-      }
+      if constexpr (ps.context.balance == cp_balance_kind::per_document)  // the rows' own RoPE positions
+        model_.set_positions(std::vector<std::int64_t>(cp_->row_positions(cp_->rank(), first),
+                                                       cp_->row_positions(cp_->rank(), first + n)));
     }
   }
 
@@ -291,7 +289,6 @@ class parallel_llama {
   parallel::tp_activations<stage_mesh_type, ps> tp_;
   std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
   std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
-  std::int64_t cp_rows_ = 1;  // rows of the last my_tokens (their positions, balanced per document)
   hooks hooks_;
   pipeline_stages<parallel_llama> stages_{*this};
 
@@ -390,21 +387,21 @@ class parallel_llama {
     } else {
       cp_->set_sequence(T, parallel::cp_tp_split(ps, sdm_.shape()));
       cp_->set_documents(inputs.subspan(lo, n), rows);
-      cp_rows_ = rows;
-      // balanced per document every row has its own positions (p holds them row after row)
+      // balanced per document every row has its own positions (positions() holds them row after
+      // row); under a pipeline each microbatch sets its rows' (attention_rows)
       constexpr bool per_row = ps.context.balance == cp_balance_kind::per_document;
-      const std::vector<std::int64_t>& p = cp_->positions();
-      if constexpr (!per_row || ps.pp < 0) model_.set_positions(p);  // a pipeline's microbatches: attention_rows
-      const std::int64_t Tm = T / context_parallel_size();
+      if constexpr (!per_row || ps.pp < 0) model_.set_positions(cp_->positions());
+      const std::int64_t Tm = cp_->local_length();
       cp_inputs_.resize(static_cast<std::size_t>(rows * Tm));
       cp_targets_.resize(cp_inputs_.size());
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const std::int64_t* p = cp_->row_positions(cp_->rank(), r);
         for (std::int64_t j = 0; j < Tm; ++j) {
-          const auto at = static_cast<std::size_t>((per_row ? r * Tm : 0) + j);
-          const auto from = static_cast<std::size_t>((row0 + r) * T + p[at]);
+          const auto from = static_cast<std::size_t>((row0 + r) * T + p[j]);
           cp_inputs_[static_cast<std::size_t>(r * Tm + j)] = inputs[from];
           cp_targets_[static_cast<std::size_t>(r * Tm + j)] = targets[from];
         }
+      }
       return {cp_inputs_, cp_targets_, Tm};
     }
   }

@@ -22,6 +22,8 @@
 #include <tessera/train/traffic_estimator.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include "step_loop.hpp"
+
 namespace train_llama_cli {
 using namespace tessera;
 
@@ -43,15 +45,6 @@ struct run_inputs {
   /// folder, save every interval steps and after the last step.
   train::checkpoint_options checkpoint;
 };
-
-/// Names the tracks of `ranks` ranks: a process per rank, its compute and its collectives.
-inline void name_tracks(trace::recorder& t, int ranks) {
-  for (int r = 0; r < ranks; ++r) {
-    t.name_track(r, -1, "rank " + std::to_string(r));
-    t.name_track(r, 0, "compute");
-    t.name_track(r, 1, "collectives");
-  }
-}
 
 /// Rank 0 writes the trace of every rank of `c` (each rank's events gathered as text).
 template <class C>

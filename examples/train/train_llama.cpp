@@ -1,5 +1,6 @@
 // train_llama: train a Llama 3 model, as TorchTitan's train.py does: on one rank (the CPU),
-// or with a recipe's parallelism on in-process ranks (threads) or MPI ranks.
+// or with a recipe's parallelism on in-process ranks (threads) or MPI ranks; one rank on a
+// GPU with --device cuda (built when the CUDA toolkit is found: train_llama_cuda.cu).
 //
 //   train_llama --model debugmodel --steps 20 --batch 8 --seq-len 256 --metrics m.jsonl
 //   train_llama --recipe debug_2d --ranks 4 --steps 20          (4 threads: FSDP x TP)
@@ -40,6 +41,7 @@
 #include <tessera/train/tokenizer.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include "cuda_run.hpp"
 #include "parallel_run.hpp"
 #ifdef TESSERA_HAS_MPI
 #include <tessera/comm/mpi.hpp>
@@ -71,6 +73,7 @@ struct options {
   int threads = 0;
   bool no_shuffle = false;
   std::string recipe, backend = "threads";
+  std::string device = "cpu";  // --device / job.device
   std::int64_t ranks = 0;
 };
 
@@ -135,6 +138,25 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
 }
 
 int run_recipe(const options& o, int& argc, char**& argv);
+train::optimizer_options optimizer_of(const options& o);
+
+/// --device cuda: the tokens as for the CPU, the run in train_llama_cuda.cu.
+int run_cuda(options& o, const llama_config& cfg) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  const auto tokens = load_tokens(o, cfg);
+  if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
+  train_llama_cli::cuda_inputs in;
+  in.cfg = &cfg, in.tokens = &tokens;
+  in.steps = o.steps, in.batch = o.global_batch > 0 ? o.global_batch : o.batch, in.seq_len = o.seq_len;
+  in.accum = o.accum, in.seed = o.seed, in.shuffle = !o.no_shuffle, in.opt = optimizer_of(o);
+  in.init_from = o.init_from, in.save_weights = o.save_weights, in.save_dtype = o.save_dtype;
+  in.metrics = o.metrics, in.trace_file = o.trace;
+  return train_llama_cli::run_on_cuda(in);
+#else
+  (void)o, (void)cfg;
+  throw error("--device cuda: this train_llama was built without CUDA");
+#endif
+}
 
 /// The run's options from the configuration (defaults < TOML file < command line).
 void from_config(options& o, const train::run_config& c) {
@@ -148,7 +170,7 @@ void from_config(options& o, const train::run_config& c) {
   o.cache_dir = c.model.tokenizer_cache_dir, o.init_from = c.checkpoint.initial_load_path;
   o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
   o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
-  o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle;
+  o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle, o.device = c.job.device;
   o.trace = c.trace_path();
   o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
@@ -198,6 +220,17 @@ int run(int argc, char** argv) {
     check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
           "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
           "for one rank use --recipe debug_fsdp --ranks 1)");
+    check(o.device == "cpu" || o.recipe.empty(),
+          "--device cuda trains one rank on one GPU; a --recipe's ranks on GPUs need the NCCL runtime on device "
+          "buffers, which is not built yet (docs/cuda.md)");
+#ifdef TESSERA_HAS_CUDA_TRAINER
+    if (o.device == "cuda")
+      if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);
+#else
+    check(o.device == "cpu", "--device cuda: this train_llama was built without CUDA (nvcc was not found when it "
+                             "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "
+                             "train on --device cpu");
+#endif
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;
@@ -210,6 +243,7 @@ int run(int argc, char** argv) {
   if (o.threads > 0) cpu::set_num_threads(o.threads);
   if (!o.recipe.empty()) return run_recipe(o, argc, argv);
   if (!has_token_source(o, *cfg)) return 2;
+  if (o.device == "cuda") return run_cuda(o, *cfg);
 
   // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
   const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
@@ -249,27 +283,8 @@ int run(int argc, char** argv) {
               "%.1f MFLOP per token\n",
               peak / 1e9, cpu::blas_core().c_str(), train::usable_cores(), flops_per_token(*cfg, o.seq_len) / 1e6);
 
-  train::optimizer_options opt;
-  opt.lr = o.lr;
-  opt.beta1 = o.beta1, opt.beta2 = o.beta2, opt.eps = o.eps;
-  opt.weight_decay = o.weight_decay;
-  opt.max_norm = o.max_norm;
-  opt.warmup = o.warmup;
-  opt.schedule = o.lr_schedule;
-  train::trainer tr(model, loader, o.steps, o.accum, opt, peak);
-  trace::recorder events;
-  trace::bind traced(o.trace.empty() ? nullptr : &events, 0, 0);
-  train_llama_cli::name_tracks(events, 1);
-  for (std::int64_t s = 0; s < o.steps; ++s) {
-    const auto m = tr.train_step();
-    std::printf("%s\n", train::progress_line(m).c_str());
-    std::fflush(stdout);
-    jsonl.write(m);
-  }
-  if (!o.trace.empty()) {
-    events.write(o.trace);
-    std::printf("wrote the trace (%zu events) to %s\n", events.size(), o.trace.c_str());
-  }
+  train::trainer tr(model, loader, o.steps, o.accum, optimizer_of(o), peak);
+  train_llama_cli::run_steps(tr, o.steps, jsonl, o.trace);
   if (!o.save_weights.empty()) {
     train::save_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.save_weights,
                               o.save_dtype == "bf16" ? train::safetensors::dtype::bf16
@@ -278,13 +293,22 @@ int run(int argc, char** argv) {
   }
   return 0;
 }
+train::optimizer_options optimizer_of(const options& o) {
+  train::optimizer_options opt;
+  opt.lr = o.lr;
+  opt.beta1 = o.beta1, opt.beta2 = o.beta2, opt.eps = o.eps;
+  opt.weight_decay = o.weight_decay;
+  opt.max_norm = o.max_norm;
+  opt.warmup = o.warmup;
+  opt.schedule = o.lr_schedule;
+  return opt;
+}
+
 train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::int32_t>& tokens) {
   train_llama_cli::run_inputs in;
   in.steps = o.steps, in.batch = o.batch, in.seq_len = o.seq_len, in.accum = o.accum, in.seed = o.seed;
   in.shuffle = !o.no_shuffle;
-  in.opt.lr = o.lr, in.opt.weight_decay = o.weight_decay, in.opt.max_norm = o.max_norm, in.opt.warmup = o.warmup;
-  in.opt.schedule = o.lr_schedule;
-  in.opt.beta1 = o.beta1, in.opt.beta2 = o.beta2, in.opt.eps = o.eps;
+  in.opt = optimizer_of(o);
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
   in.tokens = &tokens;
   in.trace_file = o.trace;

@@ -65,6 +65,7 @@
 
 // model (model/llama.hpp needs OpenBLAS)
 #include <tessera/model/llama_ac.hpp>
+#include <tessera/model/llama_arena.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/activation_checkpoint.hpp>

@@ -30,6 +30,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/model/llama_arena.hpp>
 #include <tessera/model/llama_block.hpp>
 #include <tessera/model/llama_checkpointing.hpp>
 #include <tessera/model/llama_config.hpp>
@@ -79,13 +80,7 @@ class llama_model {
     pptr_.assign(static_cast<std::size_t>(n_tensors()), nullptr);
     gptr_.assign(static_cast<std::size_t>(n_tensors()), nullptr);
     if (!allocate) return;
-    arena_layout layout;
-    for (std::int64_t i = 0; i < n_tensors(); ++i) {
-      const param_shape ls = local_shape(i);
-      const std::int64_t shape[2] = {ls.rows, ls.cols};
-      layout.add(titan_name(entry(i)), ls.is_vector() ? std::span<const std::int64_t>(shape + 1, 1)
-                                                      : std::span<const std::int64_t>(shape, 2));
-    }
+    const arena_layout layout = param_arena_layout(c, s);
     params_ = arena<float>(layout);
     grads_ = arena<float>(layout);
     for (std::int64_t i = 0; i < n_tensors(); ++i) bind(i, params_.data() + offset(i), grads_.data() + offset(i));
@@ -128,18 +123,7 @@ class llama_model {
   /// TorchTitan's initialization (init_param) of this shard's parameters.
   void init_weights(std::uint64_t seed) {
     std::vector<float> full;
-    for (std::int64_t i = 0; i < n_tensors(); ++i) {
-      const param_shape g = entry(i).shape, l = local_shape(i);
-      if (g.numel() == l.numel()) {
-        init_param(cfg_, i, seed, param(i));
-        continue;
-      }
-      full.resize(static_cast<std::size_t>(g.numel()));
-      init_param(cfg_, i, seed, full.data());
-      const auto [d, off] = local_param_offset(cfg_, shard_, entry(i));
-      for (std::int64_t r = 0; r < l.rows; ++r)
-        std::copy_n(full.data() + (d == 0 ? (off + r) * g.cols : r * g.cols + off), l.cols, param(i) + r * l.cols);
-    }
+    for (std::int64_t i = 0; i < n_tensors(); ++i) init_shard_param(cfg_, shard_, i, seed, param(i), full);
   }
 
   void zero_grad() { grads().zero(); }
@@ -164,6 +148,7 @@ class llama_model {
                 std::int64_t T, bool need_backward, float loss_scale, Hooks& h) {
     check(static_cast<std::int64_t>(targets.size()) == B * T,
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
+    act_->have_dlogits = false;  // a forward that throws (bad ids) leaves nothing for backward()
     h.forward_begin(ends_part());
     {
       trace::scope s("forward embedding", "part", ends_part());

@@ -12,7 +12,9 @@
 //   gather(in, out)   residual rows -> every token, in front of a column-parallel region;
 //   reduce(in, out)   partial sums -> residual rows, after a row-parallel region;
 //   attention_forward / attention_backward: the attention itself (context parallel swaps
-//                     it; local_attention calls the CPU kernels).
+//                     it; local_attention calls the backend's kernels).
+// The kernels are a backend's (kernels/backend.hpp): block_forward<K> calls K's on memory of
+// K::space; K is cpu_kernels unless named (model/device_llama.hpp runs them on CUDA).
 // Both return the buffer holding the result (their input when nothing moves).
 //
 // Gradients follow one rule (docs/kernels.md): parameter gradients accumulate (+=);
@@ -26,6 +28,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/float8_linear.hpp>
 #include <tessera/model/llama_float8.hpp>
@@ -63,47 +66,54 @@ constexpr block_weights<T> block_weights_from(T* const* p) {
   return {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7], p[8]};
 }
 
-/// What block_forward keeps for block_backward (sizes: block_saved_sizes, same order).
-struct block_saved {
-  tensor<float> an;       ///< attention_norm(x)          [Nr, D]
-  tensor<float> rstd1;    ///< its 1 / rms                 [Nr]
-  tensor<float> an_full;  ///< every token's an (seq split) [N, D]
-  tensor<float> q, k, v;  ///< after RoPE (q, k)          [N, h hd], [N, k hd]
-  tensor<float> att;      ///< attention output           [N, h hd]
-  tensor<float> lse;      ///< its log-sum-exp            [B, h, T]
-  tensor<float> mid;      ///< x + attention branch       [Nr, D]
-  tensor<float> fn;       ///< ffn_norm(mid)              [Nr, D]
-  tensor<float> rstd2;    ///< [Nr]
-  tensor<float> fn_full;  ///< [N, D] (seq split)
-  tensor<float> h1, h3, act;  ///< w1 n2, w3 n2, silu(h1) h3 [N, f]
+/// What block_forward keeps for block_backward (sizes: block_saved_sizes, same order), in
+/// memory of `Space`.
+template <class Space = host_space>
+struct basic_block_saved {
+  using buffer = tensor<float, Space>;
+  buffer an;       ///< attention_norm(x)          [Nr, D]
+  buffer rstd1;    ///< its 1 / rms                 [Nr]
+  buffer an_full;  ///< every token's an (seq split) [N, D]
+  buffer q, k, v;  ///< after RoPE (q, k)          [N, h hd], [N, k hd]
+  buffer att;      ///< attention output           [N, h hd]
+  buffer lse;      ///< its log-sum-exp            [B, h, T]
+  buffer mid;      ///< x + attention branch       [Nr, D]
+  buffer fn;       ///< ffn_norm(mid)              [Nr, D]
+  buffer rstd2;    ///< [Nr]
+  buffer fn_full;  ///< [N, D] (seq split)
+  buffer h1, h3, act;  ///< w1 n2, w3 n2, silu(h1) h3 [N, f]
   const float* an_seen = nullptr;  ///< the norm output as the column-parallel GEMMs saw it
   const float* fn_seen = nullptr;
 
   void allocate(const llama_dims& d) {
     const auto n = block_saved_sizes(d);
-    tensor<float>* f[] = {&an, &rstd1, &an_full, &q, &k, &v, &att, &lse, &mid, &fn, &rstd2, &fn_full, &h1, &h3, &act};
-    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = tensor<float>({n[i]});
+    buffer* f[] = {&an, &rstd1, &an_full, &q, &k, &v, &att, &lse, &mid, &fn, &rstd2, &fn_full, &h1, &h3, &act};
+    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = buffer({n[i]});
   }
 };
+using block_saved = basic_block_saved<>;
 
 /// Scratch every block uses in turn (sizes: block_scratch_sizes, same order), and the RoPE
 /// tables of the current sequence length.
-struct block_scratch {
-  tensor<float> proj;   ///< a row-parallel GEMM's output (partial under a split)  [N, D]
-  tensor<float> dres;   ///< gradient of the residual stream                       [Nr, D]
-  tensor<float> dtmp;   ///< a reduced gradient                                    [Nr, D]
-  tensor<float> dfull;  ///< every token's input gradient (partial under a split)  [N, D]
-  tensor<float> dgath;  ///< dres gathered to every token (seq split)             [N, D]
-  tensor<float> datt, dq, dk, dv, ffn;
-  tensor<float> cos, sin;  ///< RoPE tables [T, hd / 2] ([B, T, hd / 2] per row: llama_dims::rope_rows)
-  tensor<float> f8a, f8b;  ///< Float8 linears' quantized operands (empty without them)
+template <class Space = host_space>
+struct basic_block_scratch {
+  using buffer = tensor<float, Space>;
+  buffer proj;   ///< a row-parallel GEMM's output (partial under a split)  [N, D]
+  buffer dres;   ///< gradient of the residual stream                       [Nr, D]
+  buffer dtmp;   ///< a reduced gradient                                    [Nr, D]
+  buffer dfull;  ///< every token's input gradient (partial under a split)  [N, D]
+  buffer dgath;  ///< dres gathered to every token (seq split)             [N, D]
+  buffer datt, dq, dk, dv, ffn;
+  buffer cos, sin;  ///< RoPE tables [T, hd / 2] ([B, T, hd / 2] per row: llama_dims::rope_rows)
+  buffer f8a, f8b;  ///< Float8 linears' quantized operands (empty without them)
 
   void allocate(const llama_dims& d) {
     const auto n = block_scratch_sizes(d);
-    tensor<float>* f[] = {&proj, &dres, &dtmp, &dfull, &dgath, &datt, &dq, &dk, &dv, &ffn, &cos, &sin, &f8a, &f8b};
-    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = tensor<float>({n[i]});
+    buffer* f[] = {&proj, &dres, &dtmp, &dfull, &dgath, &datt, &dq, &dk, &dv, &ffn, &cos, &sin, &f8a, &f8b};
+    for (std::size_t i = 0; i < n.size(); ++i) *f[i] = buffer({n[i]});
   }
 };
+using block_scratch = basic_block_scratch<>;
 
 /// The RoPE settings of a model config (the tables block_scratch holds).
 inline cpu::rope_config rope_config_of(const llama_config& c) {
@@ -123,19 +133,22 @@ inline void rope_tables(block_scratch& k, const llama_dims& d, const llama_confi
                   positions.empty() ? nullptr : positions.data());
 }
 
-/// Attention on this rank's heads of whole sequences: the CPU kernels.
-struct local_attention {
+/// Attention on this rank's heads of whole sequences: backend K's kernels.
+template <class K = cpu_kernels>
+struct basic_local_attention {
   void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {
-    cpu::attention_forward(out, lse, q, k, v, d.B, d.T, d.heads, d.kv_heads, d.hd);
+    K::attention_forward(out, lse, q, k, v, d.B, d.T, d.heads, d.kv_heads, d.hd);
   }
   void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                           const float* v, const float* out, const float* lse, const llama_dims& d) {
-    cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d.B, d.T, d.heads, d.kv_heads, d.hd);
+    K::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d.B, d.T, d.heads, d.kv_heads, d.hd);
   }
 };
+using local_attention = basic_local_attention<>;
 
 /// The hooks of a single rank: every layout change is the identity.
-struct serial_hooks : local_attention {
+template <class K = cpu_kernels>
+struct basic_serial_hooks : basic_local_attention<K> {
   void forward_begin(std::int64_t) {}
   void forward_end(std::int64_t) {}
   void backward_begin(std::int64_t) {}
@@ -151,14 +164,17 @@ struct serial_hooks : local_attention {
   /// Float8 scales: the amaxes [n] of groups other ranks hold parts of, max-reduced in place.
   void reduce_amax(float*, std::int64_t) {}
 };
+using serial_hooks = basic_serial_hooks<>;
 
 namespace detail {
-inline void zero(float* p, std::int64_t n) { std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(float)); }
+inline void zero(float* p, std::int64_t n) { cpu_kernels::zero(p, n); }
 /// y = a + b elementwise (b may alias y).
-inline void add(float* y, const float* a, const float* b, std::int64_t n) {
-  cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
-    for (std::int64_t i = lo; i < hi; ++i) y[i] = a[i] + b[i];
-  }, 4096);
+inline void add(float* y, const float* a, const float* b, std::int64_t n) { cpu_kernels::add(y, a, b, n); }
+/// Refuses what backend K has not built (its flags, kernels/backend.hpp).
+template <class K>
+void need(bool has, const char* what) {
+  check(has, std::string("llama: ") + what + " on the " + std::string(K::name) +
+                 " kernel backend is not built (docs/cuda.md); run it on cpu_kernels");
 }
 
 /// The Float8 casts' amax reduction across the ranks that share a scale group (the hooks').
@@ -168,106 +184,108 @@ auto amax_reduce(Hooks& h) {
 }
 /// out [N, OC] = in [N, C] . W [OC, C]^T: the block's linear `r`, with Float8 operands when
 /// d.f8 covers it.
-template <class Hooks>
+template <class K = cpu_kernels, class Hooks>
 void linear_forward(float* out, const float* in, const float* W, std::int64_t N, std::int64_t C, std::int64_t OC,
-                    param_role r, const llama_dims& d, block_scratch& k, Hooks& h) {
-  if (d.f8.covers(r))
+                    param_role r, const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h) {
+  if (!d.f8.covers(r)) return K::matmul_forward(out, in, W, N, C, OC);
+  need<K>(K::float8, "a Float8 linear");
+  if constexpr (K::float8)
     cpu::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
                            amax_reduce(h));
-  else
-    cpu::matmul_forward(out, in, W, nullptr, N, C, OC);
 }
 /// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
-template <class Hooks>
+template <class K = cpu_kernels, class Hooks>
 void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
-                     std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d, block_scratch& k, Hooks& h) {
-  if (d.f8.covers(r))
+                     std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d,
+                     basic_block_scratch<typename K::space>& k, Hooks& h) {
+  if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC);
+  need<K>(K::float8, "a Float8 linear");
+  if constexpr (K::float8)
     cpu::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
                             f8_split_of(r, d), amax_reduce(h));
-  else
-    cpu::matmul_backward(din, dW, nullptr, dout, in, W, N, C, OC);
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).
-template <class Hooks>
+template <class K = cpu_kernels, class Hooks>
 void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* in, const block_params& w,
-                          const llama_dims& d, block_scratch& k, Hooks& h) {
+                          const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
-  if (!d.f8.any()) return cpu::feed_forward_forward(out, h1, h3, act, in, w.w1, w.w3, w.w2, N, D, F);
-  linear_forward(h1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
-  linear_forward(h3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
-  cpu::swiglu_forward(act, h1, h3, N * F);
-  linear_forward(out, act, w.w2, N, F, D, param_role::ffn_w2, d, k, h);
+  if (!d.f8.any()) return K::feed_forward_forward(out, h1, h3, act, in, w.w1, w.w3, w.w2, N, D, F);
+  linear_forward<K>(h1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
+  linear_forward<K>(h3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
+  K::swiglu_forward(act, h1, h3, N * F);
+  linear_forward<K>(out, act, w.w2, N, F, D, param_role::ffn_w2, d, k, h);
 }
 /// Accumulates din [N, D] and the weight gradients of g that are not nullptr; leaves dh1, dh3
 /// in k.ffn.
-template <class Hooks>
+template <class K = cpu_kernels, class Hooks>
 void feed_forward_backward(float* din, float* dw1, float* dw3, float* dw2, const float* dout, const float* in,
-                           const block_saved& s, const block_params& w, const llama_dims& d, block_scratch& k,
-                           Hooks& h) {
+                           const basic_block_saved<typename K::space>& s, const block_params& w, const llama_dims& d,
+                           basic_block_scratch<typename K::space>& k, Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
   if (!d.f8.any())
-    return cpu::feed_forward_backward(din, dw1, dw3, dw2, dout, in, s.h1.data(), s.h3.data(), s.act.data(), w.w1,
-                                      w.w3, w.w2, N, D, F, k.ffn.data());
+    return K::feed_forward_backward(din, dw1, dw3, dw2, dout, in, s.h1.data(), s.h3.data(), s.act.data(), w.w1,
+                                    w.w3, w.w2, N, D, F, k.ffn.data());
   float* dh1 = k.ffn.data();  // dact, then dh1 in place
   float* dh3 = dh1 + N * F;
-  zero(dh1, N * F);
-  linear_backward(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
-  cpu::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
-  linear_backward(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
-  linear_backward(din, dw3, dh3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
+  K::zero(dh1, N * F);
+  linear_backward<K>(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
+  K::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
+  linear_backward<K>(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
+  linear_backward<K>(din, dw3, dh3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
 }
 }  // namespace detail
 
 /// out [Nr, D] = the block applied to x [Nr, D] (this shard's residual rows).
-template <class Hooks>
-void block_forward(float* out, const float* x, const block_params& w, block_saved& s, block_scratch& k,
-                   const llama_dims& d, Hooks& h) {
+template <class K = cpu_kernels, class Hooks>
+void block_forward(float* out, const float* x, const block_params& w, basic_block_saved<typename K::space>& s,
+                   basic_block_scratch<typename K::space>& k, const llama_dims& d, Hooks& h) {
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
   // attention branch: mid = x + R(wo(attention(rope(q), rope(k), v))), q, k, v = w{q,k,v}(G(norm(x)))
-  cpu::rmsnorm_forward(s.an.data(), s.rstd1.data(), x, w.attention_norm, Nr, D, d.eps);
+  K::rmsnorm_forward(s.an.data(), s.rstd1.data(), x, w.attention_norm, Nr, D, d.eps);
   s.an_seen = h.gather(s.an.data(), s.an_full.data());
-  detail::linear_forward(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
-  detail::linear_forward(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
-  detail::linear_forward(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
-  cpu::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
-  cpu::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
+  detail::linear_forward<K>(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
+  detail::linear_forward<K>(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
+  detail::linear_forward<K>(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
+  K::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
+  K::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
   h.attention_forward(s.att.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), d);
-  detail::linear_forward(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
-  detail::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
+  detail::linear_forward<K>(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
+  K::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
   // feed-forward branch: out = mid + R(w2(silu(w1 n2) * w3 n2)), n2 = G(norm(mid))
-  cpu::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
+  K::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
   s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
-  detail::feed_forward_forward(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w, d, k, h);
-  detail::add(out, s.mid.data(), h.reduce(k.proj.data(), out), Nr * D);
+  detail::feed_forward_forward<K>(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w, d, k, h);
+  K::add(out, s.mid.data(), h.reduce(k.proj.data(), out), Nr * D);
 }
 
 /// dres [Nr, D]: in, the gradient of the block's output; out, of its input x. Parameter
 /// gradients accumulate into g. The gather (G) of forward has the reduce (R) as its
 /// backward and the other way round.
-template <class Hooks>
-void block_backward(float* dres, const block_grads& g, const float* x, const block_params& w, const block_saved& s,
-                    block_scratch& k, const llama_dims& d, Hooks& h) {
+template <class K = cpu_kernels, class Hooks>
+void block_backward(float* dres, const block_grads& g, const float* x, const block_params& w,
+                    const basic_block_saved<typename K::space>& s, basic_block_scratch<typename K::space>& k,
+                    const llama_dims& d, Hooks& h) {
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
   float* dfull = k.dfull.data();
   // feed-forward branch
-  detail::zero(dfull, N * D);
-  detail::feed_forward_backward(dfull, g.w1, g.w3, g.w2, h.gather(dres, k.dgath.data()), s.fn_seen, s, w, d, k, h);
-  cpu::rmsnorm_backward(dres, g.ffn_norm, h.reduce(dfull, k.dtmp.data()), s.mid.data(), w.ffn_norm, s.rstd2.data(),
+  K::zero(dfull, N * D);
+  detail::feed_forward_backward<K>(dfull, g.w1, g.w3, g.w2, h.gather(dres, k.dgath.data()), s.fn_seen, s, w, d, k, h);
+  K::rmsnorm_backward(dres, g.ffn_norm, h.reduce(dfull, k.dtmp.data()), s.mid.data(), w.ffn_norm, s.rstd2.data(),
                         Nr, D);
   // attention branch
-  detail::zero(k.datt.data(), N * Hq);
-  detail::linear_backward(k.datt.data(), g.wo, h.gather(dres, k.dgath.data()), s.att.data(), w.wo, N, Hq, D,
+  K::zero(k.datt.data(), N * Hq);
+  detail::linear_backward<K>(k.datt.data(), g.wo, h.gather(dres, k.dgath.data()), s.att.data(), w.wo, N, Hq, D,
                           param_role::attention_o, d, k, h);
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
-  cpu::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
-  cpu::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
-  detail::zero(dfull, N * D);
-  detail::linear_backward(dfull, g.wq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
-  detail::linear_backward(dfull, g.wk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
-  detail::linear_backward(dfull, g.wv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
-  cpu::rmsnorm_backward(dres, g.attention_norm, h.reduce(dfull, k.dtmp.data()), x, w.attention_norm, s.rstd1.data(),
+  K::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
+  K::rope_backward(k.dk.data(), k.dk.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
+  K::zero(dfull, N * D);
+  detail::linear_backward<K>(dfull, g.wq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
+  detail::linear_backward<K>(dfull, g.wk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
+  detail::linear_backward<K>(dfull, g.wv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
+  K::rmsnorm_backward(dres, g.attention_norm, h.reduce(dfull, k.dtmp.data()), x, w.attention_norm, s.rstd1.data(),
                         Nr, D);
 }
 

@@ -14,8 +14,8 @@
 //                        for e4m3fn (it has no inf); inf stays inf (NaN for e4m3fn).
 // The default constructor from float is non-saturating for bf16 (as torch's .to(bfloat16))
 // and saturating for the f8 types (as Float8 training casts after scaling).
-// Every conversion is constexpr (std::bit_cast), so the tables in tests are checked against
-// a definition that does not share this code.
+// Every conversion is constexpr (a bit cast: core/float8.hpp's detail::bit_cast), so the
+// tables in tests are checked against a definition that does not share this code.
 #pragma once
 
 #include <bit>
@@ -36,35 +36,36 @@ namespace tessera {
 
 // ---- bf16 ---------------------------------------------------------------------------------
 
-/// bfloat16. `bits` is the raw encoding; arithmetic goes through float.
+/// bfloat16. `bits` is the raw encoding; arithmetic goes through float. The conversions are
+/// TESSERA_HOST_DEVICE: CUDA kernels round to bf16 with this code (kernels/cuda/pointwise.cuh).
 struct bf16 {
   std::uint16_t bits = 0;
 
-  static constexpr bf16 from_bits(std::uint16_t b) noexcept { return bf16{b, 0}; }
+  TESSERA_HOST_DEVICE static constexpr bf16 from_bits(std::uint16_t b) noexcept { return bf16{b, 0}; }
   constexpr bf16() noexcept = default;
   /// Round to nearest even; overflow gives inf (non-saturating, as torch).
-  constexpr explicit bf16(float f) noexcept : bits(from_f32(f)) {}
-  constexpr explicit operator float() const noexcept { return to_f32(bits); }
+  TESSERA_HOST_DEVICE constexpr explicit bf16(float f) noexcept : bits(from_f32(f)) {}
+  TESSERA_HOST_DEVICE constexpr explicit operator float() const noexcept { return to_f32(bits); }
 
-  static constexpr std::uint16_t from_f32(float f) noexcept {
-    std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  TESSERA_HOST_DEVICE static constexpr std::uint16_t from_f32(float f) noexcept {
+    std::uint32_t u = detail::bit_cast<std::uint32_t>(f);
     if ((u & 0x7FFFFFFFu) > 0x7F800000u)  // NaN: keep sign and payload top, force quiet
       return static_cast<std::uint16_t>((u >> 16) | 0x0040u);
     u += 0x7FFFu + ((u >> 16) & 1u);
     return static_cast<std::uint16_t>(u >> 16);
   }
-  static constexpr std::uint16_t from_f32_sat(float f) noexcept {
+  TESSERA_HOST_DEVICE static constexpr std::uint16_t from_f32_sat(float f) noexcept {
     const std::uint16_t b = from_f32(f);
     if ((b & 0x7FFFu) == 0x7F80u) return static_cast<std::uint16_t>((b & 0x8000u) | 0x7F7Fu);
     return b;
   }
-  static constexpr float to_f32(std::uint16_t b) noexcept {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+  TESSERA_HOST_DEVICE static constexpr float to_f32(std::uint16_t b) noexcept {
+    return detail::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
   }
   friend constexpr bool operator==(bf16 a, bf16 b) noexcept { return a.bits == b.bits; }
 
  private:
-  constexpr bf16(std::uint16_t b, int) noexcept : bits(b) {}
+  TESSERA_HOST_DEVICE constexpr bf16(std::uint16_t b, int) noexcept : bits(b) {}
 };
 
 /// Saturating f32 -> bf16 (+-inf and overflow become +-max finite; NaN stays NaN).

@@ -47,6 +47,7 @@ struct run_config {
     std::string dump_folder;  ///< job.dump_folder: relative output paths go under it
     std::string description;  ///< job.description: a line printed at start-up
     int threads = 0;          ///< job.threads: CPU threads (0: TESSERA_NUM_THREADS or all)
+    std::string device = "cpu";  ///< job.device: cpu, or cuda (one GPU; docs/cuda.md)
   } job;
   struct model_section {
     std::string flavor = "debugmodel";  ///< model.flavor: a name of named_configs
@@ -171,6 +172,8 @@ inline void bind(option_set& options, run_config& c) {
       .add("job.dump_folder", &c.job.dump_folder, "folder for relative output paths (metrics, weights)")
       .add("job.description", &c.job.description, "a line printed at start-up")
       .add("job.threads", &c.job.threads, "CPU threads (0: TESSERA_NUM_THREADS or all cores)")
+      .add_choice("job.device", &c.job.device, {"cpu", "cuda"},
+                  "where one rank trains: the CPU, or the current CUDA device (no --recipe yet)")
       .add("model.flavor", &c.model.flavor, "model configuration: " + models)
       .add("model.tokenizer_path", &c.model.tokenizer_path, "SentencePiece .model file (default: train a BPE once)")
       .add("model.tokenizer_cache_dir", &c.model.tokenizer_cache_dir,
@@ -223,6 +226,7 @@ inline void bind(option_set& options, run_config& c) {
   // train_llama's flags before config files existed.
   options.alias("config", "job.config_file")
       .alias("threads", "job.threads")
+      .alias("device", "job.device")
       .alias("model", "model.flavor")
       .alias("tokenizer", "model.tokenizer_path")
       .alias("cache-dir", "model.tokenizer_cache_dir")

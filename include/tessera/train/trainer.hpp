@@ -2,6 +2,9 @@
 // (`trainer`, over a llama_model) or a recipe on a mesh (`basic_trainer<parallel_llama<R>>`).
 // tessera-requires: openblas
 //
+// The model's kernel backend (Model::kernels, else cpu_kernels; kernels/backend.hpp) holds the
+// AdamW moments and runs the norm, the clipping and AdamW: a device_llama trains on its GPU.
+//
 // One step: zero the gradients; for each of `accum` micro-batches take the next llm.c
 // window, forward and backward with loss scale 1/accum (so the gradient is that of the mean
 // loss over the whole step); global gradient norm, clipping to max_norm (0 = off); the
@@ -26,8 +29,8 @@
 
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
-#include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/tensor/memory.hpp>
 #include <tessera/train/data.hpp>
@@ -49,8 +52,22 @@ struct optimizer_options {
 /// `basic_trainer`'s peak argument that asks it to measure the peak itself.
 inline constexpr double measure_peak = -1;
 
+/// The kernel backend a model's parameters live on: Model::kernels, else the CPU's.
+template <class Model>
+struct kernels_of {
+  using type = cpu_kernels;
+};
+template <class Model>
+  requires requires { typename Model::kernels; }
+struct kernels_of<Model> {
+  using type = typename Model::kernels;
+};
+
 template <class Model>
 class basic_trainer {
+  using K = typename kernels_of<Model>::type;
+  using space = typename K::space;
+
  public:
   /// `loader` gives the global batch of each micro-batch (a parallel model keeps its
   /// rows). `peak_flops` is the MFU denominator: the peak FLOP/s of the hardware the job
@@ -84,8 +101,8 @@ class basic_trainer {
   std::int64_t steps() const { return steps_; }
   const lr_schedule& schedule() const { return sched_; }
   /// AdamW's first and second moments, laid out as params() (checkpoints save them).
-  arena<float>& exp_avg() noexcept { return m_; }
-  arena<float>& exp_avg_sq() noexcept { return v_; }
+  arena<float, space>& exp_avg() noexcept { return m_; }
+  arena<float, space>& exp_avg_sq() noexcept { return v_; }
   /// Continues from step `s` (steps done), as a resumed run does after loading a checkpoint.
   void restore_step(std::int64_t s) {
     check(s >= 0 && s <= steps_, "trainer: cannot resume at step " + std::to_string(s) + " of a run of " +
@@ -121,8 +138,8 @@ class basic_trainer {
     if constexpr (requires { model_.grad_norm(); })  // across ranks, each element counted once
       norm = static_cast<float>(model_.grad_norm());
     else
-      norm = cpu::global_norm(g.data(), g.size());
-    if (opt_.max_norm > 0) cpu::clip_by_norm(g.data(), g.size(), norm, static_cast<float>(opt_.max_norm));
+      norm = static_cast<float>(std::sqrt(K::sum_of_squares(g.data(), n_)));
+    if (opt_.max_norm > 0) clip_by_norm<K>(g.data(), n_, norm, static_cast<float>(opt_.max_norm));
     const double lr = sched_.at(step_);
     cpu::adamw_config ac;
     ac.lr = static_cast<float>(lr);
@@ -130,7 +147,7 @@ class basic_trainer {
     ac.beta2 = static_cast<float>(opt_.beta2);
     ac.eps = static_cast<float>(opt_.eps);
     ac.weight_decay = static_cast<float>(opt_.weight_decay);
-    cpu::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), g.size(), step1, ac);
+    K::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), n_, step1, ac);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_ = step1;
     step_metrics m;
@@ -141,7 +158,7 @@ class basic_trainer {
     m.tokens_per_s = static_cast<double>(B * T * accum_) / secs;
     if (peak_flops_ > 0)
       m.mfu = m.tokens_per_s * flops_per_token(model_.config(), T) / peak_flops_;
-    m.peak_memory_bytes = memory_tracker<host_space>::peak_bytes();
+    m.peak_memory_bytes = memory_tracker<space>::peak_bytes();
     return m;
   }
 
@@ -151,7 +168,8 @@ class basic_trainer {
   std::int64_t steps_, accum_;
   optimizer_options opt_;
   double peak_flops_;
-  arena<float> m_, v_;
+  arena<float, space> m_, v_;
+  std::int64_t n_ = static_cast<std::int64_t>(m_.size());  ///< floats of the arenas
   lr_schedule sched_;
   std::int64_t step_ = 0;
   std::vector<std::int32_t> inputs_, targets_;

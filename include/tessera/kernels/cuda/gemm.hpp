@@ -38,6 +38,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
 
@@ -166,6 +167,23 @@ void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* in
                      std::int64_t C, std::int64_t OC) {
   if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, 1.0f, dinp, C);
   if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
+}
+
+/// The FLOP/s of f32 GEMMs of n x n x n through `b` (10 timed after 2 untimed): the MFU
+/// denominator of a device run, measured as the CPU run measures its sgemm peak.
+inline double gemm_peak_flops(blas& b, std::int64_t n = 4096) {
+  tensor<float, cuda_space> A({n * n}), B({n * n}), C({n * n});
+  const auto run = [&] { b.gemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); };
+  run();
+  run();
+  cuda_event start, stop;
+  start.record(b.stream());
+  constexpr int reps = 10;
+  for (int i = 0; i < reps; ++i) run();
+  stop.record(b.stream());
+  stop.synchronize();
+  const double secs = static_cast<double>(stop.since(start)) / 1e3;
+  return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) * reps / secs;
 }
 
 /// out[N, OC] = (x / sx)[N, C] . (w / sw)[OC, C]^T (written) from FP8 codes x, w of types

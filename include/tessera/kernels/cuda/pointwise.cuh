@@ -24,6 +24,7 @@
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/dtype.hpp>
 
 namespace tessera::cuda {
 
@@ -51,6 +52,12 @@ __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, con
     dh1[i] = d.first;
     dh3[i] = d.second;
   }
+}
+__global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
+}
+__global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) y[i] = bf16(x[i]);
 }
 __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
   TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
@@ -187,6 +194,16 @@ inline void scale_inplace(float* g, std::int64_t n, float s, cudaStream_t st = n
   detail::launched("cuda::scale_inplace");
 }
 
+/// y = a + b (n elements; b may alias y): the residual connections.
+inline void add(float* y, const float* a, const float* b, std::int64_t n, cudaStream_t s = nullptr) {
+  detail::add_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, a, b, n);
+  detail::launched("cuda::add");
+}
+/// y = x rounded to bf16 (nearest even; n elements): a bf16 GEMM's operands.
+inline void to_bf16(bf16* y, const float* x, std::int64_t n, cudaStream_t s = nullptr) {
+  detail::to_bf16_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, x, n);
+  detail::launched("cuda::to_bf16");
+}
 /// out = silu(h1) * h3 (n elements).
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {
   detail::swiglu_forward_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(out, h1, h3, n);

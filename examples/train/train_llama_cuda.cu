@@ -1,0 +1,85 @@
+// train_llama --device cuda: one rank's training on the current CUDA device, the model's
+// parameters, gradients, AdamW moments and activations in device memory
+// (model/device_llama.hpp with kernels/cuda/backend.cuh), the loop train::basic_trainer's.
+// Compiled by nvcc; see cuda_run.hpp.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <tessera/core/error.hpp>
+#include <tessera/kernels/cuda/backend.cuh>
+#include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/model/device_llama.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/metrics.hpp>
+#include <tessera/train/trainer.hpp>
+
+#include "cuda_run.hpp"
+#include "step_loop.hpp"
+
+namespace train_llama_cli {
+using namespace tessera;
+
+std::string cuda_unavailable() {
+  if (cuda_device_count() > 0) return "";
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  return std::string("--device cuda: no CUDA device (cudaGetDeviceCount: ") +
+         (e == cudaSuccess ? "0 devices" : cudaGetErrorString(e)) +
+         "); train on the CPU (--device cpu) or run where a GPU is visible (CUDA_VISIBLE_DEVICES)";
+}
+
+int run_on_cuda(const cuda_inputs& in) {
+  const llama_config& c = *in.cfg;
+  if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  const double state = 16.0 * static_cast<double>(param_count(c));  // f32 params, grads, two moments
+  if (state > static_cast<double>(free_bytes)) {
+    char msg[320];
+    std::snprintf(msg, sizeof msg,
+                  "%s needs %.1f GiB of GPU memory for f32 parameters, gradients and AdamW moments alone; %s has "
+                  "%.1f GiB free (one GPU runs models up to its memory: a smaller --model, or --device cpu)",
+                  std::string(c.name).c_str(), state / (1 << 30), prop.name,
+                  static_cast<double>(free_bytes) / (1 << 30));
+    throw error(msg);
+  }
+
+  device_llama<cuda_kernels> model(c);
+  std::vector<float> host(static_cast<std::size_t>(model.arena_size()));
+  const auto slot = [&](std::int64_t i) {
+    return host.data() + model.params().layout().slots()[static_cast<std::size_t>(i)].offset;
+  };
+  if (in.init_from.empty()) {
+    model.init_weights(in.seed);
+  } else {
+    train::load_hf_checkpoint(c, slot, in.init_from);
+    model.load_params(host);
+  }
+  train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
+  train::jsonl_writer jsonl;
+  if (!in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
+  const double peak = cuda::gemm_peak_flops(cuda_kernels::blas());
+  std::printf("model %s: %s parameters, %lld layers, dim %lld; on %s (sm_%d%d, %.1f GiB)\n",
+              std::string(c.name).c_str(), train::group_thousands(std::to_string(model.num_params())).c_str(),
+              static_cast<long long>(c.n_layers), static_cast<long long>(c.dim), prop.name, prop.major, prop.minor,
+              static_cast<double>(total_bytes) / (1 << 30));
+  std::printf("measured f32 GEMM peak (cuBLASLt, no TF32): %.1f TFLOP/s (MFU denominator); %.1f MFLOP per token\n",
+              peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
+
+  train::basic_trainer<device_llama<cuda_kernels>> tr(model, loader, in.steps, in.accum, in.opt, peak);
+  run_steps(tr, in.steps, jsonl, in.trace_file);
+  if (!in.save_weights.empty()) {
+    model.store_params(host);
+    train::save_hf_checkpoint(c, slot, in.save_weights,
+                              in.save_dtype == "bf16" ? train::safetensors::dtype::bf16 : train::safetensors::dtype::f32);
+    std::printf("saved weights to %s\n", in.save_weights.c_str());
+  }
+  return 0;
+}
+
+}  // namespace train_llama_cli

@@ -1,0 +1,233 @@
+// tessera/kernels/backend.hpp: kernel backends -- the memory space and the kernels a model's
+// parts run on, as one type.
+// tessera-requires: openblas
+//
+// The Llama's parts (model/llama_block.hpp, llama_ends.hpp) are templates on a backend K and
+// call K::rmsnorm_forward, K::matmul_forward, ... on pointers into K::space; `cpu_kernels`
+// (here, the default everywhere) forwards to the CPU kernels, `cuda_kernels`
+// (kernels/cuda/backend.cuh, nvcc) to the CUDA ones on device memory. The signatures are the
+// CPU kernels' (docs/kernels.md: gradients accumulate where the CPU kernel accumulates).
+// Two flags say which optional paths a backend has; a part that needs one it lacks refuses
+// at run time with a message naming the backend (the model checks them first):
+//   float8          the Float8 linears (cpu::f8_matmul_forward / _backward),
+//   vocab_parallel  cross-entropy's vocab-parallel finish (cpu::ce_shard_*).
+// `cpu_bf16_kernels` and `cuda_bf16_kernels` are the same backends with bf16 GEMM operands:
+// every linear's inputs rounded to bf16 (nearest even), products and sums in f32 -- what a
+// bf16 tensor-core GEMM computes; the rest (norms, attention, softmax, AdamW on f32 master
+// weights) stays f32. The CPU one is the GPU one's reference (tests/gpu/test_cuda_llama.cu).
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/attention.hpp>
+#include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
+#include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/cpu/rmsnorm.hpp>
+#include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/memory.hpp>
+
+namespace tessera {
+
+/// What every kernel backend has besides its kernels: a memory space, a name, the flags, and
+/// copies between the host and its space.
+template <class K>
+concept kernel_backend = memory_space<typename K::space> && requires(float* p, const float* c, std::int64_t n) {
+  { K::name } -> std::convertible_to<std::string_view>;
+  { K::float8 } -> std::convertible_to<bool>;
+  { K::vocab_parallel } -> std::convertible_to<bool>;
+  K::zero(p, n);
+  K::copy(p, c, n);
+  K::to_device(p, c, n);
+  K::to_host(p, c, n);
+  K::synchronize();
+};
+
+/// The feed-forward branch from backend K's own GEMMs and SwiGLU, in cpu::feed_forward_forward
+/// / _backward's order: the feed_forward_* of a backend with no fused one (K derives from
+/// composed_feed_forward<K>).
+template <class K>
+struct composed_feed_forward {
+  /// h1 = inp w1^T, h3 = inp w3^T, act = silu(h1) h3, out = act w2^T.
+  static void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* inp, const float* w1,
+                                   const float* w3, const float* w2, std::int64_t N, std::int64_t C, std::int64_t H) {
+    K::matmul_forward(h1, inp, w1, N, C, H);
+    K::matmul_forward(h3, inp, w3, N, C, H);
+    K::swiglu_forward(act, h1, h3, N * H);
+    K::matmul_forward(out, act, w2, N, H, C);
+  }
+  /// dinp and the weight gradients accumulate; `scratch` 2 N H floats.
+  static void feed_forward_backward(float* dinp, float* dw1, float* dw3, float* dw2, const float* dout,
+                                    const float* inp, const float* h1, const float* h3, const float* act,
+                                    const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
+                                    std::int64_t H, float* scratch) {
+    float* dh1 = scratch;  // dact first, dh1 over it
+    float* dh3 = scratch + N * H;
+    K::zero(dh1, N * H);
+    K::matmul_backward(dh1, dw2, dout, act, w2, N, H, C);
+    K::swiglu_backward(dh1, dh3, dh1, h1, h3, N * H);
+    K::matmul_backward(dinp, dw1, dh1, inp, w1, N, C, H);
+    K::matmul_backward(dinp, dw3, dh3, inp, w3, N, C, H);
+  }
+};
+
+/// The CPU kernels on host memory.
+struct cpu_kernels {
+  using space = host_space;
+  static constexpr std::string_view name = "cpu";
+  static constexpr bool float8 = true;
+  static constexpr bool vocab_parallel = true;
+
+  static void zero(float* p, std::int64_t n) { std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(float)); }
+  /// y = a + b elementwise (b may alias y).
+  static void add(float* y, const float* a, const float* b, std::int64_t n) {
+    cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t i = lo; i < hi; ++i) y[i] = a[i] + b[i];
+    }, 4096);
+  }
+  template <class T>
+  static void copy(T* dst, const T* src, std::int64_t n) {
+    if (n > 0 && dst != src) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  /// Host <-> this space (the same memory here).
+  template <class T>
+  static void to_device(T* dst, const T* src, std::int64_t n) { copy(dst, src, n); }
+  template <class T>
+  static void to_host(T* dst, const T* src, std::int64_t n) { copy(dst, src, n); }
+  static void synchronize() {}
+
+  static void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                              float eps) {
+    cpu::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  }
+  static void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                               const float* rstd, std::int64_t N, std::int64_t C) {
+    cpu::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                             std::int64_t OC) {
+    cpu::matmul_forward(out, inp, w, nullptr, N, C, OC);
+  }
+  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+    cpu::matmul_backward(dinp, dw, nullptr, dout, inp, w, N, C, OC);
+  }
+  static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
+                           std::int64_t T, std::int64_t NH, std::int64_t HD) {
+    cpu::rope_forward(out, inp, cos, sin, B, T, NH, HD);
+  }
+  static void rope_backward(float* dinp, const float* dout, const float* cos, const float* sin, std::int64_t B,
+                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
+    cpu::rope_backward(dinp, dout, cos, sin, B, T, NH, HD);
+  }
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu::attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+  }
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+  }
+  static void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n) {
+    cpu::swiglu_forward(out, h1, h3, n);
+  }
+  static void swiglu_backward(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
+                              std::int64_t n) {
+    cpu::swiglu_backward(dh1, dh3, dout, h1, h3, n);
+  }
+  static void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* inp, const float* w1,
+                                   const float* w3, const float* w2, std::int64_t N, std::int64_t C, std::int64_t H) {
+    cpu::feed_forward_forward(out, h1, h3, act, inp, w1, w3, w2, N, C, H);
+  }
+  static void feed_forward_backward(float* dinp, float* dw1, float* dw3, float* dw2, const float* dout,
+                                    const float* inp, const float* h1, const float* h3, const float* act,
+                                    const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
+                                    std::int64_t H, float* scratch) {
+    cpu::feed_forward_backward(dinp, dw1, dw3, dw2, dout, inp, h1, h3, act, w1, w3, w2, N, C, H, scratch);
+  }
+  static void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
+                                std::int64_t V, std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+    cpu::embedding_shard_forward(out, ids, table, N, V, v0, Vl, C);
+  }
+  static void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                                 std::int64_t V, std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+    cpu::embedding_shard_backward(dtable, dout, ids, N, V, v0, Vl, C);
+  }
+  /// The targets that count (>= 0); refuses an id >= V.
+  static std::int64_t count_targets(const std::int32_t* targets, std::int64_t N, std::int64_t V) {
+    return cpu::count_targets(targets, N, V);
+  }
+  /// The mean loss over the counted targets; with the gradient (grad_scale times it, in place).
+  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N,
+                                     std::int64_t V) {
+    return cpu::cross_entropy_forward(nullptr, logits, targets, N, V);
+  }
+  static float cross_entropy_forward_backward(float* dlogits, const float* logits, const std::int32_t* targets,
+                                              std::int64_t N, std::int64_t V, float grad_scale) {
+    return cpu::cross_entropy_forward_backward(dlogits, nullptr, logits, targets, N, V, grad_scale);
+  }
+  static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                           const cpu::adamw_config& cfg) {
+    cpu::adamw_update(p, g, m, v, static_cast<std::size_t>(n), step, cfg);
+  }
+  static double sum_of_squares(const float* g, std::int64_t n) {
+    return cpu::sum_of_squares(g, static_cast<std::size_t>(n));
+  }
+  static void scale_inplace(float* g, std::int64_t n, float s) { cpu::scale_inplace(g, static_cast<std::size_t>(n), s); }
+};
+static_assert(kernel_backend<cpu_kernels>);
+
+/// The CPU kernels with bf16 GEMM operands (see the top of this file).
+struct cpu_bf16_kernels : cpu_kernels, composed_feed_forward<cpu_bf16_kernels> {
+  static constexpr std::string_view name = "cpu-bf16";
+  static constexpr bool float8 = false;
+  using composed_feed_forward<cpu_bf16_kernels>::feed_forward_forward;
+  using composed_feed_forward<cpu_bf16_kernels>::feed_forward_backward;
+
+  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                             std::int64_t OC) {
+    cpu_kernels::matmul_forward(out, rounded(inp, N * C, 0), rounded(w, OC * C, 1), N, C, OC);
+  }
+  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+    const float* d = rounded(dout, N * OC, 0);
+    cpu_kernels::matmul_backward(dinp, dw, d, dw ? rounded(inp, N * C, 1) : nullptr,
+                                 dinp ? rounded(w, OC * C, 2) : nullptr, N, C, OC);
+  }
+
+  /// x rounded to bf16 and widened back, in this thread's scratch slot i (a GEMM's operands).
+  static const float* rounded(const float* x, std::int64_t n, int i) {
+    thread_local std::vector<float> slots[3];
+    std::vector<float>& v = slots[i];
+    v.resize(static_cast<std::size_t>(n));
+    float* y = v.data();
+    cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
+      for (std::int64_t k = lo; k < hi; ++k) y[k] = static_cast<float>(bf16(x[k]));
+    }, 4096);
+    return y;
+  }
+};
+static_assert(kernel_backend<cpu_bf16_kernels>);
+
+/// Clipping to max_norm given the global norm (computed, possibly across ranks, by the
+/// caller), on backend K, by cpu::clip_by_norm's rule. Returns the coefficient applied (1
+/// when no clipping happened).
+template <kernel_backend K>
+float clip_by_norm(float* g, std::int64_t n, float norm, float max_norm) {
+  const float coef = max_norm / (norm + 1e-6f);
+  if (coef >= 1.0f) return 1.0f;
+  K::scale_inplace(g, n, coef);
+  return coef;
+}
+
+}  // namespace tessera

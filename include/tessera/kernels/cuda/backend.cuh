@@ -1,0 +1,180 @@
+// tessera/kernels/cuda/backend.cuh: `cuda_kernels`, the kernel backend (kernels/backend.hpp)
+// of the current CUDA device: device memory (cuda_space) and the CUDA kernels, with the CPU
+// kernels' signatures, so that the Llama's parts run on a GPU unchanged (model/device_llama.hpp).
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+// Everything is queued on the legacy default stream, in order; the host waits where it
+// reads a result (a loss, a count, a norm) and in synchronize(). The GEMMs go through one
+// cuBLASLt handle per host thread (cuda::blas, f32 operands and accumulation). Attention's
+// backward and the per-token losses use scratch that grows to the largest batch seen, per
+// host thread. What the CPU backend has and this one has not built yet: the Float8 linears
+// and cross-entropy's vocab-parallel finish (float8 = vocab_parallel = false; docs/cuda.md).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include <tessera/kernels/backend.hpp>
+#include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/cross_entropy.cuh>
+#include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/tensor.hpp>
+
+namespace tessera {
+
+struct cuda_kernels : composed_feed_forward<cuda_kernels> {
+  using space = cuda_space;
+  static constexpr std::string_view name = "cuda";
+  static constexpr bool float8 = false;
+  static constexpr bool vocab_parallel = false;
+
+  static void zero(float* p, std::int64_t n) {
+    if (n > 0) cuda_check(cudaMemsetAsync(p, 0, static_cast<std::size_t>(n) * sizeof(float)), "cuda_kernels::zero");
+  }
+  static void add(float* y, const float* a, const float* b, std::int64_t n) { cuda::add(y, a, b, n); }
+  template <class T>
+  static void copy(T* dst, const T* src, std::int64_t n) {
+    if (n > 0 && dst != src)
+      cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice),
+                 "cuda_kernels::copy");
+  }
+  template <class T>
+  static void to_device(T* dst, const T* src, std::int64_t n) {
+    copy_to_device(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  template <class T>
+  static void to_host(T* dst, const T* src, std::int64_t n) {
+    copy_to_host(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  static void synchronize() { cuda_check(cudaDeviceSynchronize(), "cuda_kernels::synchronize"); }
+
+  static void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                              float eps) {
+    cuda::rmsnorm_forward(out, rstd, inp, w, N, C, eps);
+  }
+  static void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                               const float* rstd, std::int64_t N, std::int64_t C) {
+    cuda::rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C);
+  }
+  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                             std::int64_t OC) {
+    cuda::matmul_forward(blas(), out, inp, w, N, C, OC);
+  }
+  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+    cuda::matmul_backward(blas(), dinp, dw, dout, inp, w, N, C, OC);
+  }
+  static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
+                           std::int64_t T, std::int64_t NH, std::int64_t HD) {
+    cuda::rope_apply(out, inp, cos, sin, B, T, NH, HD, false);
+  }
+  static void rope_backward(float* dinp, const float* dout, const float* cos, const float* sin, std::int64_t B,
+                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
+    cuda::rope_apply(dinp, dout, cos, sin, B, T, NH, HD, true);
+  }
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD);
+  }
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch<float>(0, B * NH * T), B, T, NH, NKV, HD);
+  }
+  static void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n) {
+    cuda::swiglu_forward(out, h1, h3, n);
+  }
+  static void swiglu_backward(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
+                              std::int64_t n) {
+    cuda::swiglu_backward(dh1, dh3, dout, h1, h3, n);
+  }
+  /// The ids are device memory, checked on the host before they were copied (device_llama).
+  static void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
+                                std::int64_t, std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+    cuda::embedding_forward(out, ids, table, N, v0, Vl, C);
+  }
+  static void embedding_backward(float* dtable, const float* dout, const std::int32_t* ids, std::int64_t N,
+                                 std::int64_t, std::int64_t v0, std::int64_t Vl, std::int64_t C) {
+    cuda::embedding_backward(dtable, dout, ids, N, v0, Vl, C);
+  }
+  /// Copies the targets to the host and counts them there (N ids).
+  static std::int64_t count_targets(const std::int32_t* targets, std::int64_t N, std::int64_t V) {
+    std::vector<std::int32_t> h(static_cast<std::size_t>(N));
+    to_host(h.data(), targets, N);
+    return cpu::count_targets(h.data(), N, V);
+  }
+  /// Without a backward the gradient goes to scratch of N x V floats.
+  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N,
+                                     std::int64_t V) {
+    tensor<float, cuda_space> d({N * V});
+    return cross_entropy_forward_backward(d.data(), logits, targets, N, V, 0.0f);
+  }
+  static float cross_entropy_forward_backward(float* dlogits, const float* logits, const std::int32_t* targets,
+                                              std::int64_t N, std::int64_t V, float grad_scale) {
+    const std::int64_t count = count_targets(targets, N, V);
+    float* losses = scratch<float>(1, N);
+    cuda::cross_entropy_forward_backward(dlogits, losses, logits, targets, N, V, count, grad_scale);
+    return cuda::mean_loss(losses, N, count);
+  }
+  static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                           const cpu::adamw_config& cfg) {
+    cuda::adamw_update(p, g, m, v, n, cpu::adamw_step_scalars(step, cfg));
+  }
+  static double sum_of_squares(const float* g, std::int64_t n) { return cuda::sum_of_squares(g, n); }
+  static void scale_inplace(float* g, std::int64_t n, float s) { cuda::scale_inplace(g, n, s); }
+
+  /// This host thread's cuBLASLt handle (on the default stream).
+  static cuda::blas& blas() {
+    thread_local cuda::blas b;
+    return b;
+  }
+
+ protected:
+  /// Scratch buffer `i` of this host thread, at least n elements of T (grown, never shrunk).
+  template <class T>
+  static T* scratch(int i, std::int64_t n) {
+    thread_local tensor<T, cuda_space> bufs[3];
+    tensor<T, cuda_space>& b = bufs[i];
+    if (static_cast<std::int64_t>(b.numel()) < n) {
+      synchronize();  // the old buffer may still be read by queued kernels
+      b = tensor<T, cuda_space>({n});
+    }
+    return b.data();
+  }
+};
+static_assert(kernel_backend<cuda_kernels>);
+
+/// cuda_kernels with bf16 GEMM operands (kernels/backend.hpp): each linear's f32 inputs are
+/// rounded into bf16 scratch (cuda::to_bf16) and multiplied on the tensor cores with f32
+/// accumulation and output (cuBLASLt). cpu_bf16_kernels computes the same on the host.
+struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels> {
+  static constexpr std::string_view name = "cuda-bf16";
+  using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
+  using composed_feed_forward<cuda_bf16_kernels>::feed_forward_backward;
+
+  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                             std::int64_t OC) {
+    cuda::matmul_forward<bf16>(blas(), out, as_bf16(inp, N * C, 0), as_bf16(w, OC * C, 1), N, C, OC);
+  }
+  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+    const bf16* d = as_bf16(dout, N * OC, 0);
+    cuda::matmul_backward<bf16>(blas(), dinp, dw, d, dw ? as_bf16(inp, N * C, 1) : nullptr,
+                                dinp ? as_bf16(w, OC * C, 2) : nullptr, N, C, OC);
+  }
+ private:
+  /// x rounded to bf16 in this thread's bf16 scratch slot i.
+  static const bf16* as_bf16(const float* x, std::int64_t n, int i) {
+    bf16* y = cuda_kernels::scratch<bf16>(i, n);
+    cuda::to_bf16(y, x, n);
+    return y;
+  }
+};
+static_assert(kernel_backend<cuda_bf16_kernels>);
+
+}  // namespace tessera

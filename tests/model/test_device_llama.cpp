@@ -1,0 +1,124 @@
+// device_llama<cpu_kernels> is llama_model, bit for bit: the driver that runs the Llama's
+// parts on a kernel backend (model/device_llama.hpp) checked on the host; on a GPU,
+// tests/gpu/test_cuda_llama.cu runs the same steps with cuda_kernels.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <device_llama_steps.hpp>
+#include <tessera/model/device_llama.hpp>
+#include <tessera/model/llama.hpp>
+#include <tessera/train/data.hpp>
+#include <tessera/train/trainer.hpp>
+
+using namespace tessera;
+
+namespace {
+struct gqa_tied {  // GQA (4 query heads, 2 KV heads), tied embeddings
+  static constexpr llama_config config{.name = "gqa_tied", .dim = 64, .n_layers = 2, .n_heads = 4, .n_kv_heads = 2,
+                                       .vocab_size = 96, .multiple_of = 32, .tied_embeddings = true};
+};
+}  // namespace
+
+TEST_CASE("device_llama<cpu_kernels> trains as llama_model, bit for bit (losses, norms, parameters)") {
+  struct run {
+    llama_config c;
+    std::int64_t B, T;
+    int steps;
+  };
+  const cpu::adamw_config opt{.lr = 3e-3f};
+  for (const run& r : {run{debugmodel::config, 2, 32, 20}, run{gqa_tied::config, 3, 24, 8}}) {
+    CAPTURE(r.c.name);
+    const auto host = testing::host_steps(r.c, r.B, r.T, r.steps, opt);
+    const auto dev = testing::device_steps<cpu_kernels>(r.c, r.B, r.T, r.steps, opt);
+    CHECK(host.losses == dev.losses);
+    CHECK(host.norms == dev.norms);
+    CHECK(host.params == dev.params);
+    CHECK(host.losses.back() < host.losses.front());  // it trains: these are not zeros
+  }
+}
+
+TEST_CASE("device_llama: a new batch shape re-sizes the buffers; forward without backward; bad input") {
+  device_llama<cpu_kernels> d(debugmodel::config);
+  llama_model h(debugmodel::config);
+  d.init_weights(3);
+  h.init_weights(3);
+  for (std::int64_t T : {16, 8, 16}) {
+    const testing::step_batch b(T, 2, T, 2048);
+    CHECK(d.forward(b.inputs, b.targets, 2, T, false) == h.forward(b.inputs, b.targets, 2, T, false));
+  }
+  // what was allocated: the host tracker's growth when a new shape's buffers are made
+  const std::int64_t before = memory_tracker<host_space>::current_bytes();
+  const testing::step_batch b3(3, 3, 12, 2048);
+  d.forward(b3.inputs, b3.targets, 3, 12);
+  CHECK(d.activation_bytes() == device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 3, 12));
+  CHECK(memory_tracker<host_space>::current_bytes() - before ==
+        d.activation_bytes() - device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
+  const testing::step_batch b(0, 1, 4, 2048);
+  CHECK_THROWS_WITH_AS(d.forward(b.inputs, b.targets, 2, 4), doctest::Contains("must hold B*T = 8 ids"), error);
+  std::vector<std::int32_t> bad = b.inputs;
+  bad[2] = 5000;
+  CHECK_THROWS_WITH_AS(d.forward(bad, b.targets, 1, 4), doctest::Contains("token id 5000 at position 2"), error);
+  // a forward that throws leaves nothing for backward() (the last good forward's gradient is gone)
+  CHECK_THROWS_WITH_AS(d.backward(), doctest::Contains("call forward(..., need_backward = true) first"), error);
+  h.forward(b3.inputs, b3.targets, 3, 12);
+  CHECK_THROWS_AS(h.forward(bad, b.targets, 1, 4), error);
+  CHECK_THROWS_WITH_AS(h.backward(), doctest::Contains("call forward(..., need_backward = true) first"), error);
+  std::vector<float> wrong(3);
+  CHECK_THROWS_WITH_AS(d.load_params(wrong), doctest::Contains("3 floats for an arena of"), error);
+}
+
+TEST_CASE("train::basic_trainer trains a device_llama as train::trainer trains llama_model (accumulation, clipping)") {
+  std::vector<std::int32_t> tok(4000);
+  for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<std::int32_t>((i * 131 + 7) % 2048);
+  llama_model a(debugmodel::config);
+  device_llama<cpu_kernels> b(debugmodel::config);
+  a.init_weights(5);
+  b.init_weights(5);
+  train::batch_loader la(tok, 2, 32, 1), lb(tok, 2, 32, 1);
+  train::optimizer_options opt;
+  opt.lr = 2e-3, opt.max_norm = 0.5;  // clipped in every step
+  train::trainer ta(a, la, 3, 2, opt, 0);
+  train::basic_trainer<device_llama<cpu_kernels>> tb(b, lb, 3, 2, opt, 0);
+  for (int s = 0; s < 3; ++s) {
+    const auto ma = ta.train_step(), mb = tb.train_step();
+    CHECK(ma.loss == mb.loss);
+    CHECK(ma.grad_norm == mb.grad_norm);
+    CHECK(ma.grad_norm > opt.max_norm);
+  }
+  std::vector<float> pb(static_cast<std::size_t>(b.arena_size()));
+  b.store_params(pb);
+  CHECK(std::vector<float>(a.params().data(), a.params().data() + a.params().size()) == pb);
+}
+
+TEST_CASE("cpu_bf16_kernels: every linear's operands rounded to bf16, the rest f32; it trains near f32") {
+  const std::int64_t N = 5, C = 33, OC = 7;
+  std::vector<float> x(N * C), w(OC * C), rx(x.size()), rw(w.size()), a(N * OC), b(N * OC), f(N * OC);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * static_cast<float>(i)) * 1.7f;
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = std::cos(0.11f * static_cast<float>(i)) * 0.3f;
+  for (std::size_t i = 0; i < x.size(); ++i) rx[i] = static_cast<float>(bf16(x[i]));
+  for (std::size_t i = 0; i < w.size(); ++i) rw[i] = static_cast<float>(bf16(w[i]));
+  cpu_bf16_kernels::matmul_forward(a.data(), x.data(), w.data(), N, C, OC);
+  cpu_kernels::matmul_forward(b.data(), rx.data(), rw.data(), N, C, OC);
+  cpu_kernels::matmul_forward(f.data(), x.data(), w.data(), N, C, OC);
+  CHECK(a == b);  // exactly the f32 GEMM of the rounded operands
+  CHECK(a != f);
+  // backward: dout rounded too; dinp and dw accumulate
+  std::vector<float> dout(N * OC), dx(N * C, 1.0f), dw(OC * C, 1.0f), ex(N * C, 1.0f), ew(OC * C, 1.0f), rd(dout.size());
+  for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = std::sin(1.3f * static_cast<float>(i)), rd[i] = static_cast<float>(bf16(dout[i]));
+  cpu_bf16_kernels::matmul_backward(dx.data(), dw.data(), dout.data(), x.data(), w.data(), N, C, OC);
+  cpu_kernels::matmul_backward(ex.data(), ew.data(), rd.data(), rx.data(), rw.data(), N, C, OC);
+  CHECK(dx == ex);
+  CHECK(dw == ew);
+
+  const cpu::adamw_config opt{.lr = 3e-3f};
+  const auto f32 = testing::device_steps<cpu_kernels>(debugmodel::config, 2, 32, 6, opt);
+  const auto half = testing::device_steps<cpu_bf16_kernels>(debugmodel::config, 2, 32, 6, opt);
+  CHECK(half.losses[0] != f32.losses[0]);  // the rounding happened
+  for (std::size_t s = 0; s < f32.losses.size(); ++s) {  // and stays a rounding: 1% at every step
+    CAPTURE(s);
+    CHECK(std::abs(half.losses[s] - f32.losses[s]) < 1e-2 * f32.losses[s]);
+  }
+}

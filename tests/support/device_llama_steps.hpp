@@ -1,0 +1,84 @@
+// tests/support/device_llama_steps.hpp: the same training steps on llama_model (the host)
+// and on device_llama<K> (any kernel backend): tests/model/test_device_llama.cpp compares
+// them bit for bit with K = cpu_kernels, tests/gpu/test_cuda_llama.cu within tolerances with
+// K = cuda_kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
+#include <tessera/model/device_llama.hpp>
+#include <tessera/model/llama.hpp>
+
+namespace tessera::testing {
+
+/// What a run of `steps` steps gives: the loss and gradient norm of each step, and the
+/// parameter arena after the last.
+struct step_record {
+  std::vector<float> losses, norms, params;
+};
+
+/// Deterministic ids for step s: inputs [B, T] and targets (the next id; every 7th ignored).
+struct step_batch {
+  std::vector<std::int32_t> inputs, targets;
+  step_batch(std::int64_t s, std::int64_t B, std::int64_t T, std::int64_t V) {
+    for (std::int64_t i = 0; i < B * T; ++i) {
+      const auto x = static_cast<std::int32_t>((i * 37 + s * 101 + 11) % V);
+      inputs.push_back(x);
+      targets.push_back(i % 7 == 3 ? -1 : static_cast<std::int32_t>((x * 5 + 3) % V));
+    }
+  }
+};
+
+inline constexpr float test_max_norm = 1.0f;
+
+/// `steps` steps of `m`: zero_grad, forward, backward, then `optimize(step)` (clipping to
+/// test_max_norm, returning the norm, and AdamW); the losses and norms of each step.
+template <class Model, class Optimize>
+step_record run_steps(Model& m, const llama_config& c, std::int64_t B, std::int64_t T, int steps, Optimize&& optimize) {
+  step_record r;
+  for (int s = 0; s < steps; ++s) {
+    const step_batch b(s, B, T, c.vocab_size);
+    m.zero_grad();
+    r.losses.push_back(m.forward(b.inputs, b.targets, B, T));
+    m.backward();
+    r.norms.push_back(optimize(s + 1));
+  }
+  return r;
+}
+
+/// llama_model on the host: forward, backward, clipping, AdamW.
+inline step_record host_steps(const llama_config& c, std::int64_t B, std::int64_t T, int steps,
+                              const cpu::adamw_config& opt) {
+  llama_model m(c);
+  m.init_weights(7);
+  const std::size_t n = m.params().size();
+  std::vector<float> mom(n), var(n);
+  step_record r = run_steps(m, c, B, T, steps, [&](std::int64_t step) {
+    const float norm = cpu::clip_grad_norm(m.grads().data(), n, test_max_norm);
+    cpu::adamw_update(m.params().data(), m.grads().data(), mom.data(), var.data(), n, step, opt);
+    return norm;
+  });
+  r.params.assign(m.params().data(), m.params().data() + n);
+  return r;
+}
+
+/// The same on device_llama<K>.
+template <class K>
+step_record device_steps(const llama_config& c, std::int64_t B, std::int64_t T, int steps,
+                         const cpu::adamw_config& opt) {
+  device_llama<K> m(c);
+  m.init_weights(7);
+  step_record r = run_steps(m, c, B, T, steps, [&](std::int64_t step) {
+    const float norm = m.clip_grad_norm(test_max_norm);
+    m.adamw_step(step, opt);
+    return norm;
+  });
+  r.params.resize(static_cast<std::size_t>(m.arena_size()));
+  m.store_params(r.params);
+  return r;
+}
+
+}  // namespace tessera::testing

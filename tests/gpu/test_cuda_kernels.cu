@@ -14,7 +14,9 @@
 // shared casts); the sum of squares to 1e-12 relative (double, another order), 0 for the
 // clipping scale; 2e-3 for the FP8 GEMMs against the CPU's f32 GEMM of the dequantized
 // values (the same products, accumulated by FP8 tensor cores in another order; the
-// reciprocal scales round once more). On a GPU older than sm_89 the FP8 cases are skipped.
+// reciprocal scales round once more), the same for the backward's FP8 GEMMs (grad_input and
+// grad_weight with each recipe's casts, accumulating), 0 for the transpose of FP8 codes. On a
+// GPU older than sm_89 the FP8 cases are skipped.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -301,6 +303,75 @@ void float8() {
         expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
       }
 }
+/// An operand through an FP8 cast on the CPU: its codes, its dequantized values, and the
+/// inverse scales the GPU's GEMM takes.
+struct f8_host_operand {
+  std::vector<std::uint8_t> codes;
+  std::vector<float> values, inverse_scales;
+  cudaDataType_t type;
+  f8_host_operand(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, const cpu::f8_cast& c)
+      : codes(x.size()), values(x.size()), type(c.target == dtype::f8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3) {
+    std::vector<float> scales(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, rows, cols)));
+    cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
+    cpu::f8_quantize(codes.data(), x.data(), scales.data(), rows, cols, c);
+    cpu::f8_dequantize(values.data(), codes.data(), scales.data(), rows, cols, c);
+    for (float v : scales) inverse_scales.push_back(1.0f / v);
+  }
+};
+
+/// Device bytes.
+struct dbytes {
+  tensor<float, cuda_space> t;
+  explicit dbytes(std::size_t n) : t({static_cast<std::int64_t>((n + 3) / 4)}) {}
+  explicit dbytes(const std::vector<std::uint8_t>& h) : dbytes(h.size()) { copy_to_device(get(), h.data(), h.size()); }
+  std::uint8_t* get() { return reinterpret_cast<std::uint8_t*>(t.data()); }
+};
+
+/// The backward's FP8 GEMMs (grad_input, grad_weight; accumulating onto 0.25) with each
+/// recipe's casts (f8_linear_casts_of), against the CPU's emulation; and f8_transpose (exact).
+void gemm_f8_backward(std::int64_t N, std::int64_t C, std::int64_t OC, const std::vector<float>& x,
+                      const std::vector<float>& w) {
+  const auto dy = randn(static_cast<std::size_t>(N * OC), 52, 0.5f);
+  cuda::blas b;
+  {  // the transpose
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(70 * 45)), want(in.size()), got(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 31 + 7);
+    for (std::int64_t r = 0; r < 70; ++r)
+      for (std::int64_t c = 0; c < 45; ++c) want[static_cast<std::size_t>(c * 70 + r)] = in[static_cast<std::size_t>(r * 45 + c)];
+    dbytes din(in), dout(in.size());
+    cuda::f8_transpose(dout.get(), din.get(), 70, 45);
+    copy_to_host(got.data(), dout.get(), got.size());
+    expect_close("FP8 codes: transpose (70 x 45)", std::vector<float>(got.begin(), got.end()),
+                 std::vector<float>(want.begin(), want.end()), 0);
+  }
+  for (const f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise}) {
+    const bool rowwise = r == f8_recipe::rowwise;
+    const cpu::f8_linear_casts c = cpu::f8_linear_casts_of(r);
+    const std::string name = rowwise ? " (rowwise)" : " (tensorwise)";
+    // grad_input: dinp += q(dy) . q(w)
+    const f8_host_operand gy(dy, N, OC, *c.grad_output), gw(w, OC, C, *c.weight_for_grad_input);
+    std::vector<float> want(static_cast<std::size_t>(N * C), 0.25f);
+    cpu::matmul_backward(want.data(), nullptr, nullptr, gy.values.data(), nullptr, gw.values.data(), N, C, OC);
+    dbytes dgy(gy.codes), dgw(gw.codes), dgw_t(gw.codes.size());
+    cuda::f8_transpose(dgw_t.get(), dgw.get(), OC, C);
+    dvec sy(gy.inverse_scales), sw(gw.inverse_scales), dinp{std::vector<float>(want.size(), 0.25f)};
+    cuda::matmul_grad_input_f8(b, dinp.get(), dgy.get(), gy.type, sy.get(), dgw_t.get(), gw.type, sw.get(), N, C, OC,
+                               rowwise);
+    expect_close(("cuBLASLt FP8 grad_input" + name).c_str(), dinp.host(), want, 2e-3);
+    // grad_weight: dw += q(dy)^T . q(x)
+    const f8_host_operand hy(dy, N, OC, *c.grad_output_for_grad_weight), hx(x, N, C, *c.input_for_grad_weight);
+    std::vector<float> want_w(static_cast<std::size_t>(OC * C), 0.25f);
+    cpu::matmul_backward(nullptr, want_w.data(), nullptr, hy.values.data(), hx.values.data(), nullptr, N, C, OC);
+    dbytes dhy(hy.codes), dhx(hx.codes), dhy_t(hy.codes.size()), dhx_t(hx.codes.size());
+    cuda::f8_transpose(dhy_t.get(), dhy.get(), N, OC);
+    cuda::f8_transpose(dhx_t.get(), dhx.get(), N, C);
+    dvec ty(hy.inverse_scales), tx(hx.inverse_scales), dw{std::vector<float>(want_w.size(), 0.25f)};
+    cuda::matmul_grad_weight_f8(b, dw.get(), dhy_t.get(), hy.type, ty.get(), dhx_t.get(), hx.type, tx.get(), N, C, OC,
+                                rowwise);
+    expect_close(("cuBLASLt FP8 grad_weight" + name).c_str(), dw.host(), want_w, 2e-3);
+  }
+}
+
 void gemm_f8(int sm) {
   if (sm < 89) {
     std::printf("%-40s skipped (sm_%d: FP8 GEMMs need sm_89 or newer)\n", "cuBLASLt FP8 GEMMs", sm);
@@ -339,6 +410,7 @@ void gemm_f8(int sm) {
     expect_close(rowwise ? "cuBLASLt FP8 GEMM (rowwise scales)" : "cuBLASLt FP8 GEMM (tensorwise scales)", dout.host(),
                  want, 2e-3);
   }
+  gemm_f8_backward(N, C, OC, x, w);
 }
 
 void grad_norm() {

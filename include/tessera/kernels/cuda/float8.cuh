@@ -77,7 +77,32 @@ __global__ void f8_dequantize_k(float* out, const std::uint8_t* bits, const floa
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     out[i] = static_cast<float>(F8::from_bits(bits[i])) / scale_at(scales, g, i / cols, i % cols);
 }
+/// out [cols, rows] = in [rows, cols]^T for bytes, through 32 x 32 shared-memory tiles
+/// (coalesced reads and writes; the +1 column keeps the tile's columns in distinct banks).
+__global__ void transpose_bytes_k(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows, std::int64_t cols) {
+  __shared__ std::uint8_t tile[32][33];
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * 32, r0 = static_cast<std::int64_t>(blockIdx.y) * 32;
+  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
+    const std::int64_t r = r0 + dy, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[dy][threadIdx.x] = in[r * cols + c];
+  }
+  __syncthreads();
+  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
+    const std::int64_t c = c0 + dy, r = r0 + threadIdx.x;  // out row c, column r
+    if (c < cols && r < rows) out[c * rows + r] = tile[threadIdx.x][dy];
+  }
+}
 }  // namespace detail
+
+/// out [cols, rows] = the FP8 codes in [rows, cols] transposed: the operands the backward's
+/// FP8 GEMMs need in the TN layout (gemm.hpp, matmul_grad_input_f8 / matmul_grad_weight_f8).
+inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows, std::int64_t cols,
+                         cudaStream_t s = nullptr) {
+  if (rows == 0 || cols == 0) return;
+  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+  detail::transpose_bytes_k<<<grid, dim3(32, 8), 0, s>>>(out, in, rows, cols);
+  detail::launched("cuda::f8_transpose");
+}
 
 /// The amaxes of x [rows, cols] (device) under granularity g into `amax` (device; 1, rows or
 /// cols floats).

@@ -13,6 +13,11 @@
 //                                               layout with dequantization scales
 //   cuda::matmul_forward_f8(b, out, x, x_type, x_scale, w, w_type, w_scale, N, C, OC, rowwise)
 //                                               out = (x / sx) (w / sw)^T from FP8 codes
+//   cuda::matmul_grad_input_f8(b, dinp, dout, ..., w_t, ..., N, C, OC, rowwise)
+//   cuda::matmul_grad_weight_f8(b, dw, dout_t, ..., inp_t, ..., N, C, OC, rowwise)
+//                                               the backward's GEMMs, ACCUMULATING, from codes
+//                                               transposed where the TN layout needs them
+//                                               (cuda::f8_transpose, kernels/cuda/float8.cuh)
 // Row-major data are column-major transposes, so the row-major products map onto cuBLASLt
 // without copies: out^T = w . inp^T is (A = w stored [C, OC] col-major, op T) x (B = inp
 // stored [C, N], op N), the "TN" layout that Hopper's FP8 GEMMs also need; dinp^T = w^T .
@@ -68,14 +73,14 @@ class blas {
 
   /// Column-major C[m, n] = alpha op(A) op(B) + beta C, A and B of element type T (float or
   /// bf16), C float; op(A) is m x k, op(B) k x n.
-  /// Column-major C[m, n] = op(A) op(B) with A, B FP8 codes of types a_type, b_type
-  /// (CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2), A stored k x m (transposed) and B k x n (the TN
-  /// layout), each multiplied by its dequantization scales (device floats: 1, or m and n
-  /// under `rowwise`); C float.
+  /// Column-major C[m, n] = op(A) op(B) + beta C with A, B FP8 codes of types a_type, b_type
+  /// (CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2; not both e5m2), A stored k x m (transposed) and B
+  /// k x n (the TN layout), each multiplied by its dequantization scales (device floats: 1,
+  /// or m and n under `rowwise`); C float (beta 1: accumulate, as the backward does).
   void gemm_f8(std::int64_t m, std::int64_t n, std::int64_t k, const void* A, cudaDataType_t a_type,
                const float* a_scale, const void* B, cudaDataType_t b_type, const float* b_scale, bool rowwise,
-               float* C) {
-    matmul(true, false, m, n, k, 1.0f, A, a_type, k, B, b_type, k, 0.0f, C, m,
+               float* C, float beta = 0.0f) {
+    matmul(true, false, m, n, k, 1.0f, A, a_type, k, B, b_type, k, beta, C, m,
            [&](cublasLtMatmulDesc_t op, const std::string& what) {
              blas_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof a_scale),
                         what + ": A scale");
@@ -193,6 +198,27 @@ inline void matmul_forward_f8(blas& b, float* out, const std::uint8_t* x, cudaDa
                               const std::uint8_t* w, cudaDataType_t w_type, const float* w_scale, std::int64_t N,
                               std::int64_t C, std::int64_t OC, bool rowwise) {
   b.gemm_f8(OC, N, C, w, w_type, w_scale, x, x_type, x_scale, rowwise, out);
+}
+
+/// dinp[N, C] += (dout / sd)[N, OC] . (w / sw)[OC, C] from FP8 codes: dout [N, OC] as stored,
+/// w_t = w's codes transposed, [C, OC] (f8_transpose); dequantization scales dout_scale (1,
+/// or N: per row of dout) and w_scale (1, or C: per column of w) -- torchao's rowwise
+/// grad_input. The column-major product dinp^T = w^T . dout^T is TN with A = w_t, B = dout.
+inline void matmul_grad_input_f8(blas& b, float* dinp, const std::uint8_t* dout, cudaDataType_t dout_type,
+                                 const float* dout_scale, const std::uint8_t* w_t, cudaDataType_t w_type,
+                                 const float* w_scale, std::int64_t N, std::int64_t C, std::int64_t OC, bool rowwise) {
+  b.gemm_f8(C, N, OC, w_t, w_type, w_scale, dout, dout_type, dout_scale, rowwise, dinp, 1.0f);
+}
+
+/// dw[OC, C] += (dout / sd)^T . (inp / si) from transposed FP8 codes: dout_t [OC, N], inp_t
+/// [C, N]; dequantization scales dout_scale (1, or OC: per column of dout) and inp_scale (1,
+/// or C: per column of inp) -- torchao's rowwise grad_weight. dw^T = inp^T . dout is TN with
+/// A = inp_t, B = dout_t.
+inline void matmul_grad_weight_f8(blas& b, float* dw, const std::uint8_t* dout_t, cudaDataType_t dout_type,
+                                  const float* dout_scale, const std::uint8_t* inp_t, cudaDataType_t inp_type,
+                                  const float* inp_scale, std::int64_t N, std::int64_t C, std::int64_t OC,
+                                  bool rowwise) {
+  b.gemm_f8(C, OC, N, inp_t, inp_type, inp_scale, dout_t, dout_type, dout_scale, rowwise, dw, 1.0f);
 }
 
 }  // namespace tessera::cuda

@@ -122,3 +122,21 @@ TEST_CASE("cpu_bf16_kernels: every linear's operands rounded to bf16, the rest f
     CHECK(std::abs(half.losses[s] - f32.losses[s]) < 1e-2 * f32.losses[s]);
   }
 }
+
+TEST_CASE("device_llama with Float8 linears is llama_model with them, bit for bit (each recipe); what it refuses") {
+  std::uint16_t all = 0;
+  for (param_role r : block_linears) all = static_cast<std::uint16_t>(all | (1u << static_cast<unsigned>(r)));
+  const cpu::adamw_config opt{.lr = 3e-3f};
+  const auto f32 = testing::host_steps(gqa_tied::config, 2, 16, 4, opt);
+  for (f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise, f8_recipe::rowwise_with_gw_hp}) {
+    CAPTURE(static_cast<int>(r));
+    const f8_linears f8{.roles = all, .recipe = r};
+    const auto host = testing::host_steps(gqa_tied::config, 2, 16, 4, opt, f8);
+    const auto dev = testing::device_steps<cpu_kernels>(gqa_tied::config, 2, 16, 4, opt, f8);
+    CHECK(host.losses == dev.losses);
+    CHECK(host.params == dev.params);
+    CHECK(host.losses[0] != f32.losses[0]);  // the casts ran
+  }
+  CHECK_THROWS_WITH_AS(device_llama<cpu_kernels>(gqa_tied::config, f8_linears{.roles = all, .weights_cast = true}),
+                       doctest::Contains("weights_cast is the FSDP policy's FP8 all-gather"), error);
+}

@@ -9,7 +9,8 @@
 // CPU kernels' (docs/kernels.md: gradients accumulate where the CPU kernel accumulates).
 // Two flags say which optional paths a backend has; a part that needs one it lacks refuses
 // at run time with a message naming the backend (the model checks them first):
-//   float8          the Float8 linears (cpu::f8_matmul_forward / _backward),
+//   float8          the Float8 linears, K::f8_matmul_forward / _backward with
+//                   cpu::f8_matmul_forward's interface,
 //   vocab_parallel  cross-entropy's vocab-parallel finish (cpu::ce_shard_*).
 // `cpu_bf16_kernels` and `cuda_bf16_kernels` are the same backends with bf16 GEMM operands:
 // every linear's inputs rounded to bf16 (nearest even), products and sums in f32 -- what a
@@ -27,6 +28,7 @@
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/float8_linear.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
@@ -176,6 +178,18 @@ struct cpu_kernels {
                                               std::int64_t N, std::int64_t V, float grad_scale) {
     return cpu::cross_entropy_forward_backward(dlogits, nullptr, logits, targets, N, V, grad_scale);
   }
+  template <class Reduce>
+  static void f8_matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                                std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
+                                Reduce&& reduce) {
+    cpu::f8_matmul_forward(out, inp, w, N, C, OC, c, a, b, split, reduce);
+  }
+  template <class Reduce>
+  static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                                 std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
+                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce) {
+    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce);
+  }
   static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
                            const cpu::adamw_config& cfg) {
     cpu::adamw_update(p, g, m, v, static_cast<std::size_t>(n), step, cfg);
@@ -189,8 +203,7 @@ static_assert(kernel_backend<cpu_kernels>);
 
 /// The CPU kernels with bf16 GEMM operands (see the top of this file).
 struct cpu_bf16_kernels : cpu_kernels, composed_feed_forward<cpu_bf16_kernels> {
-  static constexpr std::string_view name = "cpu-bf16";
-  static constexpr bool float8 = false;
+  static constexpr std::string_view name = "cpu-bf16";  // its Float8 linears are cpu_kernels'
   using composed_feed_forward<cpu_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cpu_bf16_kernels>::feed_forward_backward;
 

@@ -11,9 +11,11 @@
 // With K = cpu_kernels it computes what llama_model computes, bit for bit (the same parts
 // with the same kernels in the same order; tests/model/test_device_llama.cpp), which checks
 // the driver on any machine; with cuda_kernels the same driver runs on the current GPU
-// (tests/gpu/test_cuda_llama.cu). What it does not do (yet): shards -- it is the whole model
-// on one device --, activation checkpointing, Float8 linears, RoPE positions other than
-// 0..T-1 (context parallel), pipeline stages. llama_model has those on the host.
+// (tests/gpu/test_cuda_llama.cu). The block linears may compute with Float8 operands (the
+// f8_linears of the constructor, as the float8 policy sets them; FP8 GEMMs on a GPU). What it
+// does not do (yet): shards -- it is the whole model on one device --, activation
+// checkpointing, RoPE positions other than 0..T-1 (context parallel), pipeline stages.
+// llama_model has those on the host.
 #pragma once
 
 #include <cmath>
@@ -43,8 +45,10 @@ class device_llama {
   using kernels = K;  // train::basic_trainer runs its optimizer with them
   using space = typename K::space;
 
-  explicit device_llama(const llama_config& c)
-      : cfg_(c), shard_(llama_shard::whole(c)), params_(checked_layout(c)), grads_(params_.layout()),
+  /// `float8`: the block linears that compute with Float8 operands, and the recipe (none by
+  /// default; K must have them: K::float8).
+  explicit device_llama(const llama_config& c, const f8_linears& float8 = {})
+      : cfg_(c), shard_(shard_of(c, float8)), params_(checked_layout(c)), grads_(params_.layout()),
         m_(params_.layout()), v_(params_.layout()) {
     for (std::int64_t i = 0; i < n_tensors(); ++i) {
       pptr_.push_back(params_.data() + offset(i));
@@ -132,9 +136,11 @@ class device_llama {
   /// Bytes of activations and scratch held for the current batch: the residual streams, every
   /// block's saved tensors, the scratch, the head's buffers and the ids.
   std::int64_t activation_bytes() const noexcept { return act_bytes_; }
-  /// What activation_bytes() will be for a batch [B, T] of config c.
-  static std::int64_t activation_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T) {
-    const llama_dims d = dims_of(c, llama_shard::whole(c), B, T);
+  /// What activation_bytes() will be for a batch [B, T] of config c (with Float8 linears f8:
+  /// their two operand buffers).
+  static std::int64_t activation_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T,
+                                           const f8_linears& f8 = {}) {
+    const llama_dims d = dims_of(c, shard_of(c, f8), B, T);
     return 4 * ((c.n_layers + 1) * d.Nr() * c.dim + c.n_layers * total_of(block_saved_sizes(d)) +
                 total_of(block_scratch_sizes(d)) + total_of(ends_saved_sizes(d)) + 2 * B * T);
   }
@@ -170,6 +176,13 @@ class device_llama {
   bool have_dlogits_ = false;
   std::int64_t act_bytes_ = 0;
 
+  static llama_shard shard_of(const llama_config& c, const f8_linears& f) {
+    detail::need<K>(K::float8 || !f.any(), "a Float8 linear");
+    check(!f.weights_cast, "device_llama: weights_cast is the FSDP policy's FP8 all-gather; one device casts its own");
+    llama_shard s = llama_shard::whole(c);
+    s.float8 = f;
+    return s;
+  }
   static arena_layout checked_layout(const llama_config& c) {
     check_config(c);
     return param_arena_layout(c, llama_shard::whole(c));
@@ -212,7 +225,7 @@ class device_llama {
     cpu::rope_table(cos.data(), sin.data(), d.rope_T(), d.hd, rope_config_of(cfg_));
     K::to_device(scratch_.cos.data(), cos.data(), static_cast<std::int64_t>(cos.size()));
     K::to_device(scratch_.sin.data(), sin.data(), static_cast<std::int64_t>(sin.size()));
-    act_bytes_ = activation_bytes_for(cfg_, B, T);
+    act_bytes_ = activation_bytes_for(cfg_, B, T, shard_.float8);
   }
 };
 

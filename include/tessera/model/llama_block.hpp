@@ -190,8 +190,8 @@ void linear_forward(float* out, const float* in, const float* W, std::int64_t N,
   if (!d.f8.covers(r)) return K::matmul_forward(out, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8)
-    cpu::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
-                           amax_reduce(h));
+    K::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
+                         amax_reduce(h));
 }
 /// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
 template <class K = cpu_kernels, class Hooks>
@@ -201,8 +201,8 @@ void linear_backward(float* din, float* dW, const float* dout, const float* in, 
   if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8)
-    cpu::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
-                            f8_split_of(r, d), amax_reduce(h));
+    K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
+                          f8_split_of(r, d), amax_reduce(h));
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).

@@ -6,13 +6,15 @@
 // Everything is queued on the legacy default stream, in order; the host waits where it
 // reads a result (a loss, a count, a norm) and in synchronize(). The GEMMs go through one
 // cuBLASLt handle per host thread (cuda::blas, f32 operands and accumulation). Attention's
-// backward and the per-token losses use scratch that grows to the largest batch seen, per
-// host thread. What the CPU backend has and this one has not built yet: the Float8 linears
-// and cross-entropy's vocab-parallel finish (float8 = vocab_parallel = false; docs/cuda.md).
+// backward, the per-token losses and the Float8 linears' scales use scratch that grows to the
+// largest batch seen, per host thread. The Float8 linears run on the FP8 tensor cores where
+// cuBLASLt can (kernels/cuda/float8_linear.cuh). What the CPU backend has and this one has
+// not built yet: cross-entropy's vocab-parallel finish (vocab_parallel = false; docs/cuda.md).
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -20,6 +22,7 @@
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
+#include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -30,7 +33,7 @@ namespace tessera {
 struct cuda_kernels : composed_feed_forward<cuda_kernels> {
   using space = cuda_space;
   static constexpr std::string_view name = "cuda";
-  static constexpr bool float8 = false;
+  static constexpr bool float8 = true;
   static constexpr bool vocab_parallel = false;
 
   static void zero(float* p, std::int64_t n) {
@@ -121,6 +124,19 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
     cuda::cross_entropy_forward_backward(dlogits, losses, logits, targets, N, V, count, grad_scale);
     return cuda::mean_loss(losses, N, count);
   }
+  template <class Reduce>
+  static void f8_matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                                std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
+                                Reduce&& reduce) {
+    cuda::f8_matmul_forward<cuda_kernels>(f8_workspace_for(N, C, OC), out, inp, w, N, C, OC, c, a, b, split, reduce);
+  }
+  template <class Reduce>
+  static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                                 std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
+                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce) {
+    cuda::f8_matmul_backward<cuda_kernels>(f8_workspace_for(N, C, OC), dinp, dw, dout, inp, w, N, C, OC, c, a, b, split,
+                                           reduce);
+  }
   static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
                            const cpu::adamw_config& cfg) {
     cuda::adamw_update(p, g, m, v, n, cpu::adamw_step_scalars(step, cfg));
@@ -138,7 +154,7 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
   /// Scratch buffer `i` of this host thread, at least n elements of T (grown, never shrunk).
   template <class T>
   static T* scratch(int i, std::int64_t n) {
-    thread_local tensor<T, cuda_space> bufs[3];
+    thread_local tensor<T, cuda_space> bufs[5];
     tensor<T, cuda_space>& b = bufs[i];
     if (static_cast<std::int64_t>(b.numel()) < n) {
       synchronize();  // the old buffer may still be read by queued kernels
@@ -146,12 +162,19 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
     }
     return b.data();
   }
+  /// The Float8 linears' GEMM handle and scales (float scratch slots 2 and 3).
+  static cuda::f8_workspace f8_workspace_for(std::int64_t N, std::int64_t C, std::int64_t OC) {
+    const std::int64_t n = std::max({N, C, OC});
+    return {&blas(), scratch<float>(2, n), scratch<float>(3, n)};
+  }
 };
 static_assert(kernel_backend<cuda_kernels>);
 
 /// cuda_kernels with bf16 GEMM operands (kernels/backend.hpp): each linear's f32 inputs are
 /// rounded into bf16 scratch (cuda::to_bf16) and multiplied on the tensor cores with f32
-/// accumulation and output (cuBLASLt). cpu_bf16_kernels computes the same on the host.
+/// accumulation and output (cuBLASLt). cpu_bf16_kernels computes the same on the host. The
+/// Float8 linears are cuda_kernels' (FP8 GEMMs; an emulated one multiplies in f32), as
+/// cpu_bf16_kernels' are cpu_kernels'.
 struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels> {
   static constexpr std::string_view name = "cuda-bf16";
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;

@@ -1,0 +1,198 @@
+// tessera/kernels/cuda/float8_linear.cuh: a linear's three GEMMs with Float8 operands on the
+// GPU, with cpu::f8_matmul_forward / _backward's interface and casts (kernels/cpu/
+// float8_linear.hpp): every operand through its recipe's cast, the amaxes of groups that span
+// ranks through `reduce`.
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+// A GEMM runs on the FP8 tensor cores (cuBLASLt, gemm.hpp) when both its operands are cast,
+// with scales cuBLASLt applies -- one per tensor, or one per row of its output's rows and
+// columns (outer vectors: torchao's rowwise) -- its sizes are multiples of 16 and the GPU
+// is sm_89 or newer; the codes are quantized on the device (float8.cuh), transposed where
+// the TN layout needs them, and the dequantization scales are 1 / scale. Otherwise -- a high-
+// precision operand (rowwise_with_gw_hp's grad_weight), a scale along the reduction dim, odd
+// sizes, an older GPU -- it runs the CPU's emulation: the cast operands quantized and
+// dequantized into f32 on the device, then backend K's GEMM. Both give the values the CPU's
+// emulation multiplies; the FP8 GEMM accumulates them in another order and applies the
+// scales to the sums (docs/cuda.md).
+//
+// The buffers `a` and `b` are the model's f8a / f8b (llama_shard.hpp: N x max(C, OC) and
+// max(OC, N) x max(C, OC) floats): the emulation's f32 operands, or the codes and their
+// transposes as bytes. `ws` gives the cuBLASLt handle and room for two operands' scales.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/kernels/cuda/float8.cuh>
+#include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/kernels/cuda/pointwise.cuh>
+
+namespace tessera::cuda {
+
+/// What the Float8 linears need besides their buffers: the GEMM handle and device floats for
+/// the scales of a GEMM's two operands (max(N, C, OC) each).
+struct f8_workspace {
+  blas* gemm = nullptr;
+  float* scales_a = nullptr;
+  float* scales_b = nullptr;
+};
+
+namespace detail {
+__global__ void reciprocal_k(float* y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    y[i] = 1.0f / y[i];
+}
+template <class F8>
+__global__ void f8_quantize_dequantize_k(float* out, const float* x, const float* scales, std::int64_t rows,
+                                         std::int64_t cols, cpu::f8_granularity g) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float s = scale_at(scales, g, i / cols, i % cols);
+    out[i] = static_cast<float>(F8(x[i] * s)) / s;
+  }
+}
+
+/// The compute capability of the current device, major * 10 + minor (asked once per thread).
+inline int compute_capability() {
+  thread_local int cc = -1;
+  if (cc < 0) {
+    int dev = 0, major = 0, minor = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+    cc = major * 10 + minor;
+  }
+  return cc;
+}
+
+inline cudaDataType_t cuda_f8_type(dtype t) { return t == dtype::f8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
+
+/// True when the GEMM C[m, n] (reduction k) of operands A (scales per `a_rows`: along m) and
+/// B (along n) runs on the FP8 tensor cores: both cast, tensorwise both or along m and n
+/// both (`a_outer`, `b_outer` the granularities that are), sizes multiples of 16, sm_89+.
+inline bool fp8_gemm(const cpu::f8_operand_of& A, cpu::f8_granularity a_outer, const cpu::f8_operand_of& B,
+                     cpu::f8_granularity b_outer, std::int64_t m, std::int64_t n, std::int64_t k) {
+  if (!A.cast || !B.cast || m % 16 || n % 16 || k % 16 || compute_capability() < 89) return false;
+  if (A.cast->target == dtype::f8_e5m2 && B.cast->target == dtype::f8_e5m2) return false;  // cuBLASLt has no e5m2 x e5m2
+  const auto ga = A.cast->granularity, gb = B.cast->granularity;
+  using g = cpu::f8_granularity;
+  return (ga == g::tensorwise && gb == g::tensorwise) || (ga == a_outer && gb == b_outer);
+}
+inline bool rowwise(const cpu::f8_operand_of& A) { return A.cast->granularity != cpu::f8_granularity::tensorwise; }
+
+/// The amax reduction of an operand: `reduce` when its scale groups span ranks, else none.
+template <class Reduce, class F>
+void with_reduce(const cpu::f8_operand_of& o, Reduce& reduce, F&& f) {
+  if (o.spans())
+    f(reduce);
+  else
+    f(cpu::f8_local_amax{});
+}
+}  // namespace detail
+
+/// out = dequantize(quantize(x)) on the device under cast c (as cpu::f8_quantize_dequantize);
+/// `scales` device scratch of f8_scale_count floats; `reduce` as f8_scales.
+template <class Reduce = cpu::f8_local_amax>
+void f8_quantize_dequantize(float* out, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
+                            float* scales, Reduce&& reduce = {}) {
+  cuda::f8_scales(scales, x, rows, cols, c, reduce);
+  cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
+    detail::f8_quantize_dequantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads>>>(out, x, scales, rows, cols,
+                                                                                             c.granularity);
+  });
+  detail::launched("cuda::f8_quantize_dequantize");
+}
+
+/// The FP8 codes of x [rows, cols] under cast c into `bits`, and its dequantization scales
+/// (1 / scale) into `inverse`.
+template <class Reduce>
+void f8_codes(std::uint8_t* bits, float* inverse, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
+              Reduce&& reduce) {
+  cuda::f8_scales(inverse, x, rows, cols, c, reduce);
+  cuda::f8_quantize(bits, x, inverse, rows, cols, c);
+  const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
+  detail::reciprocal_k<<<detail::blocks_for(n), detail::threads>>>(inverse, n);
+  detail::launched("cuda::f8_codes");
+}
+
+namespace detail {
+/// The emulation's operand: x itself without a cast, else quantized and dequantized into buf.
+template <class Reduce>
+const float* f8_operand(float* buf, const float* x, const cpu::f8_operand_of& o, float* scales, Reduce& reduce) {
+  if (!o.cast) return x;
+  with_reduce(o, reduce, [&](auto&& r) { cuda::f8_quantize_dequantize(buf, x, o.rows, o.cols, *o.cast, scales, r); });
+  return buf;
+}
+template <class Reduce>
+void codes_of(std::uint8_t* bits, float* inverse, const float* x, const cpu::f8_operand_of& o, Reduce& reduce) {
+  with_reduce(o, reduce, [&](auto&& r) { cuda::f8_codes(bits, inverse, x, o.rows, o.cols, *o.cast, r); });
+}
+inline std::uint8_t* bytes(float* p) { return reinterpret_cast<std::uint8_t*>(p); }
+}  // namespace detail
+
+/// out [N, OC] = q(inp [N, C]) . q(weight [OC, C])^T, as cpu::f8_matmul_forward; K's GEMM
+/// when the emulation runs.
+template <class K, class Reduce = cpu::f8_local_amax>
+void f8_matmul_forward(const f8_workspace& ws, float* out, const float* inp, const float* weight, std::int64_t N,
+                       std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b,
+                       cpu::f8_split split = cpu::f8_split::none, Reduce&& reduce = {}) {
+  using g = cpu::f8_granularity;
+  const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::output, c, N, C, OC, split);
+  if (detail::fp8_gemm(op[1], g::per_row, op[0], g::per_row, OC, N, C)) {  // A = weight, B = inp
+    detail::codes_of(detail::bytes(a), ws.scales_b, inp, op[0], reduce);
+    detail::codes_of(detail::bytes(b), ws.scales_a, weight, op[1], reduce);
+    matmul_forward_f8(*ws.gemm, out, detail::bytes(a), detail::cuda_f8_type(op[0].cast->target), ws.scales_b,
+                      detail::bytes(b), detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC,
+                      detail::rowwise(op[0]));
+    return;
+  }
+  const float* x = detail::f8_operand(a, inp, op[0], ws.scales_a, reduce);
+  const float* w = detail::f8_operand(b, weight, op[1], ws.scales_b, reduce);
+  K::matmul_forward(out, x, w, N, C, OC);
+}
+
+/// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp) (either output
+/// may be nullptr), as cpu::f8_matmul_backward.
+template <class K, class Reduce = cpu::f8_local_amax>
+void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, const float* dout, const float* inp,
+                        const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
+                        const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split = cpu::f8_split::none,
+                        Reduce&& reduce = {}) {
+  using g = cpu::f8_granularity;
+  if (dinp) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
+    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, OC, split);
+    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, OC)) {
+      std::uint8_t *dy = detail::bytes(a), *w = detail::bytes(b), *w_t = w + OC * C;
+      detail::codes_of(dy, ws.scales_b, dout, op[0], reduce);
+      detail::codes_of(w, ws.scales_a, weight, op[1], reduce);
+      cuda::f8_transpose(w_t, w, OC, C);
+      matmul_grad_input_f8(*ws.gemm, dinp, dy, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, w_t,
+                           detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]));
+    } else {
+      const float* dy = detail::f8_operand(a, dout, op[0], ws.scales_a, reduce);
+      const float* w = detail::f8_operand(b, weight, op[1], ws.scales_b, reduce);
+      K::matmul_backward(dinp, nullptr, dy, nullptr, w, N, C, OC);
+    }
+  }
+  if (dweight) {  // dw^T [C, OC] = inp^T . dout: A = inp's codes transposed, B = dout's transposed
+    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_weight, c, N, C, OC, split);
+    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, OC, N)) {
+      std::uint8_t *dy = detail::bytes(a), *dy_t = dy + N * OC, *x = detail::bytes(b), *x_t = x + N * C;
+      detail::codes_of(dy, ws.scales_b, dout, op[0], reduce);
+      detail::codes_of(x, ws.scales_a, inp, op[1], reduce);
+      cuda::f8_transpose(dy_t, dy, N, OC);
+      cuda::f8_transpose(x_t, x, N, C);
+      matmul_grad_weight_f8(*ws.gemm, dweight, dy_t, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, x_t,
+                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]));
+    } else {
+      const float* dy = detail::f8_operand(a, dout, op[0], ws.scales_a, reduce);
+      const float* x = detail::f8_operand(b, inp, op[1], ws.scales_b, reduce);
+      K::matmul_backward(nullptr, dweight, dy, x, nullptr, N, C, OC);
+    }
+  }
+}
+
+}  // namespace tessera::cuda

@@ -1,8 +1,8 @@
 // The Llama on one GPU: device_llama<cuda_kernels> (model/device_llama.hpp) against
-// llama_model on the CPU (device_llama<cpu_kernels>, its bits), and device_llama<cuda_bf16_kernels>
-// against device_llama<cpu_bf16_kernels> (bf16 GEMM operands both), the same training steps (tests/support/device_llama_steps.hpp:
-// forward, backward, clipping to norm 1, AdamW). Without a GPU it prints why and exits 77
-// (ctest: skipped, never passed).
+// llama_model on the CPU (device_llama<cpu_kernels>, its bits), and device_llama<
+// cuda_bf16_kernels> against device_llama<cpu_bf16_kernels> (bf16 GEMM operands both), the
+// same training steps (tests/support/device_llama_steps.hpp: forward, backward, clipping to
+// norm 1, AdamW). Without a GPU it prints why and exits 77 (ctest: skipped, never passed).
 //
 // Tolerance: every step's loss and gradient norm within 2^-8 (bf16's unit roundoff, the
 // issue's bound) of the CPU's, relative. Both sides compute in f32 -- cuBLASLt without TF32 --
@@ -11,7 +11,8 @@
 // steps. With Float8 linears (FP8 GEMMs on the tensor cores against the CPU's emulation, which
 // multiplies the same FP8 values): 8 steps within 2^-6 -- an operand that differs by a
 // rounding can land on the other side of an FP8 rounding boundary, and one FP8 step is 6-12%
-// of the element. The parameters after the last step are printed (largest difference), not bounded:
+// of the element. With checkpointed blocks (full, selective op): 5 steps within 2^-8. The
+// parameters after the last step are printed (largest difference), not bounded:
 // AdamW divides by sqrt(v), so a gradient element near zero can change its update's sign
 // on a rounding, and a parameter can move by up to 2 x lr per step apart.
 #include <cmath>
@@ -35,10 +36,12 @@ struct gqa_tied {
 
 /// GPU backend G against its CPU reference R (cpu_kernels: llama_model's bits).
 template <class R, class G>
-int compare(const llama_config& c, std::int64_t B, std::int64_t T, int steps, const f8_linears& f8 = {}) {
+int compare(const llama_config& c, std::int64_t B, std::int64_t T, int steps, const f8_linears& f8 = {},
+            const ac_settings& ac = {}) {
   const cpu::adamw_config opt{.lr = 3e-3f};
-  const auto cpu_run = testing::device_steps<R>(c, B, T, steps, opt, f8);
-  const auto gpu_run = testing::device_steps<G>(c, B, T, steps, opt, f8);
+  const auto cpu_run = testing::device_steps<R>(c, B, T, steps, opt, f8, ac);
+  const auto gpu_run = testing::device_steps<G>(c, B, T, steps, opt, f8, ac);
+  if (ac.any()) std::printf("activation checkpointing, mode %d:\n", static_cast<int>(ac.mode));
   const double tol = std::ldexp(1.0, f8.any() ? -6 : -8);
   if (f8.any()) std::printf("Float8 linears, recipe %d:\n", static_cast<int>(f8.recipe));
   int bad = 0;
@@ -74,6 +77,9 @@ int main() {
     bad += compare<cpu_kernels, cuda_kernels>(gqa_tied::config, 3, 24, 8);
     // bf16 GEMM operands on the tensor cores against the same rounding on the CPU
     bad += compare<cpu_bf16_kernels, cuda_bf16_kernels>(debugmodel::config, 2, 64, 20);
+    // checkpointed blocks recompute on the GPU (full, and TorchTitan's op policy)
+    for (const ac_mode m : {ac_mode::full, ac_mode::selective_op})
+      bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 5, {}, {.mode = m});
     // Float8 linears: FP8 GEMMs (sm_89 and newer; the emulation below) against the CPU's emulation
     std::uint16_t all = 0;
     for (param_role r : block_linears) all = static_cast<std::uint16_t>(all | (1u << static_cast<unsigned>(r)));

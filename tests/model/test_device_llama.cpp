@@ -140,3 +140,30 @@ TEST_CASE("device_llama with Float8 linears is llama_model with them, bit for bi
   CHECK_THROWS_WITH_AS(device_llama<cpu_kernels>(gqa_tied::config, f8_linears{.roles = all, .weights_cast = true}),
                        doctest::Contains("weights_cast is the FSDP policy's FP8 all-gather"), error);
 }
+
+TEST_CASE("device_llama with activation checkpointing is llama_model with it, bit for bit; it holds what the estimate says") {
+  const cpu::adamw_config opt{.lr = 3e-3f};
+  const auto none = testing::host_steps(debugmodel::config, 2, 16, 3, opt);
+  for (const ac_settings ac : {ac_settings{.mode = ac_mode::full}, ac_settings{.mode = ac_mode::selective_layer, .every = 2},
+                               ac_settings{.mode = ac_mode::selective_op}}) {
+    CAPTURE(static_cast<int>(ac.mode));
+    const auto host = testing::host_steps(debugmodel::config, 2, 16, 3, opt, {}, ac);
+    const auto dev = testing::device_steps<cpu_kernels>(debugmodel::config, 2, 16, 3, opt, {}, ac);
+    CHECK(host.losses == dev.losses);
+    CHECK(host.params == dev.params);
+    CHECK(dev.losses == none.losses);  // recompute is exact
+    device_llama<cpu_kernels> d(debugmodel::config);
+    llama_model h(debugmodel::config);
+    d.set_checkpointing(ac);
+    h.set_checkpointing(ac);
+    d.init_weights(1);
+    h.init_weights(1);
+    const testing::step_batch b(0, 2, 16, 2048);
+    d.forward(b.inputs, b.targets, 2, 16);
+    h.forward(b.inputs, b.targets, 2, 16);
+    d.backward();
+    CHECK(d.recompute_flops() > 0);
+    CHECK(d.activation_bytes() == h.activation_bytes() + 8 * 2 * 16);  // and the ids
+    CHECK(d.activation_bytes() < device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
+  }
+}

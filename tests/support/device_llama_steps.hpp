@@ -51,10 +51,11 @@ step_record run_steps(Model& m, const llama_config& c, std::int64_t B, std::int6
 
 /// llama_model on the host: forward, backward, clipping, AdamW; `f8` the Float8 linears.
 inline step_record host_steps(const llama_config& c, std::int64_t B, std::int64_t T, int steps,
-                              const cpu::adamw_config& opt, const f8_linears& f8 = {}) {
+                              const cpu::adamw_config& opt, const f8_linears& f8 = {}, const ac_settings& ac = {}) {
   llama_shard shard = llama_shard::whole(c);
   shard.float8 = f8;
   llama_model m(c, shard);
+  m.set_checkpointing(ac);
   m.init_weights(7);
   const std::size_t n = m.params().size();
   std::vector<float> mom(n), var(n);
@@ -70,8 +71,9 @@ inline step_record host_steps(const llama_config& c, std::int64_t B, std::int64_
 /// The same on device_llama<K>.
 template <class K>
 step_record device_steps(const llama_config& c, std::int64_t B, std::int64_t T, int steps,
-                         const cpu::adamw_config& opt, const f8_linears& f8 = {}) {
+                         const cpu::adamw_config& opt, const f8_linears& f8 = {}, const ac_settings& ac = {}) {
   device_llama<K> m(c, f8);
+  m.set_checkpointing(ac);
   m.init_weights(7);
   step_record r = run_steps(m, c, B, T, steps, [&](std::int64_t step) {
     const float norm = m.clip_grad_norm(test_max_norm);

@@ -12,10 +12,10 @@
 // with the same kernels in the same order; tests/model/test_device_llama.cpp), which checks
 // the driver on any machine; with cuda_kernels the same driver runs on the current GPU
 // (tests/gpu/test_cuda_llama.cu). The block linears may compute with Float8 operands (the
-// f8_linears of the constructor, as the float8 policy sets them; FP8 GEMMs on a GPU). What it
-// does not do (yet): shards -- it is the whole model on one device --, activation
-// checkpointing, RoPE positions other than 0..T-1 (context parallel), pipeline stages.
-// llama_model has those on the host.
+// f8_linears of the constructor, as the float8 policy sets them; FP8 GEMMs on a GPU), and
+// blocks may be checkpointed (set_checkpointing: llama_model's modes, the same recompute).
+// What it does not do (yet): shards -- it is the whole model on one device --, RoPE positions
+// other than 0..T-1 (context parallel), pipeline stages. llama_model has those on the host.
 #pragma once
 
 #include <cmath>
@@ -30,8 +30,10 @@
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/model/llama_ac.hpp>
 #include <tessera/model/llama_arena.hpp>
 #include <tessera/model/llama_block.hpp>
+#include <tessera/model/llama_checkpointing.hpp>
 #include <tessera/model/llama_ends.hpp>
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/tensor/arena.hpp>
@@ -111,9 +113,10 @@ class device_llama {
     K::to_device(targets_.data(), targets.data(), B * T);
     const llama_dims& d = dims_;
     embed_forward<K>(residual(0), ids_.data(), param(0), scratch_.proj.data(), d, hooks_);
-    for (std::int64_t l = 0; l < cfg_.n_layers; ++l)
-      block_forward<K>(residual(l + 1), residual(l), block_params_of(l), saved_[static_cast<std::size_t>(l)], scratch_,
-                       d, hooks_);
+    for (std::int64_t l = 0; l < cfg_.n_layers; ++l) {
+      basic_block_work<space> w(saved_[static_cast<std::size_t>(l)], recompute_, keep_of(l));
+      block_forward<K>(residual(l + 1), residual(l), block_params_of(l), w.saved(), scratch_, d, hooks_);
+    }
     const float loss = head_forward<K>(residual(cfg_.n_layers), targets_.data(), param(final_norm()), output(false),
                                        head_, need_backward, loss_scale, d, hooks_);
     have_dlogits_ = need_backward;
@@ -127,22 +130,34 @@ class device_llama {
     float* dres = scratch_.dres.data();
     head_backward<K>(dres, grad(final_norm()), output(true), residual(cfg_.n_layers), param(final_norm()),
                      output(false), head_, scratch_.dfull.data(), scratch_.dtmp.data(), d, hooks_);
-    for (std::int64_t l = cfg_.n_layers - 1; l >= 0; --l)
+    for (std::int64_t l = cfg_.n_layers - 1; l >= 0; --l) {
+      basic_block_work<space> w(saved_[static_cast<std::size_t>(l)], recompute_, keep_of(l));
+      if (w.checkpointed())
+        block_recompute<K>(residual(l), block_params_of(l), w.saved(), scratch_, d, hooks_, w.keep(), recompute_flops_);
       block_backward<K>(dres, block_weights_from<float>(gptr_.data() + 1 + l * n_block_params), residual(l),
-                        block_params_of(l), saved_[static_cast<std::size_t>(l)], scratch_, d, hooks_);
+                        block_params_of(l), w.saved(), scratch_, d, hooks_);
+    }
     embed_backward<K>(grad(0), dres, ids_.data(), scratch_.dgath.data(), d, hooks_);
   }
 
-  /// Bytes of activations and scratch held for the current batch: the residual streams, every
-  /// block's saved tensors, the scratch, the head's buffers and the ids.
+  /// Checkpoints blocks as `ac` says (llama_model::set_checkpointing's modes); takes effect
+  /// from the next forward.
+  void set_checkpointing(const ac_settings& ac) {
+    ac_ = ac;
+    dims_ = llama_dims{};  // re-sized for the next batch
+  }
+  /// Matmul and attention FLOPs the recomputes did.
+  std::int64_t recompute_flops() const noexcept { return recompute_flops_; }
+
+  /// Bytes of activations and scratch held for the current batch: what llama_model holds
+  /// (llama_activation_bytes: the kept groups, the residual streams, the head's buffers, the
+  /// scratch, the recompute buffer), and the ids.
   std::int64_t activation_bytes() const noexcept { return act_bytes_; }
-  /// What activation_bytes() will be for a batch [B, T] of config c (with Float8 linears f8:
-  /// their two operand buffers).
+  /// What activation_bytes() will be for a batch [B, T] of config c with Float8 linears f8
+  /// and checkpointing ac.
   static std::int64_t activation_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T,
-                                           const f8_linears& f8 = {}) {
-    const llama_dims d = dims_of(c, shard_of(c, f8), B, T);
-    return 4 * ((c.n_layers + 1) * d.Nr() * c.dim + c.n_layers * total_of(block_saved_sizes(d)) +
-                total_of(block_scratch_sizes(d)) + total_of(ends_saved_sizes(d)) + 2 * B * T);
+                                           const f8_linears& f8 = {}, const ac_settings& ac = {}) {
+    return llama_activation_bytes(c, shard_of(c, f8), B, T, ac, false) + 8 * B * T;
   }
 
  private:
@@ -175,6 +190,11 @@ class device_llama {
   basic_serial_hooks<K> hooks_;
   bool have_dlogits_ = false;
   std::int64_t act_bytes_ = 0;
+  ac_settings ac_{};
+  basic_block_saved<space> recompute_;  // what checkpointed blocks rebuild, one block's worth
+  std::int64_t recompute_flops_ = 0;
+
+  std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, false); }
 
   static llama_shard shard_of(const llama_config& c, const f8_linears& f) {
     detail::need<K>(K::float8 || !f.any(), "a Float8 linear");
@@ -217,7 +237,10 @@ class device_llama {
     res_ = tensor<float, space>({(cfg_.n_layers + 1) * d.Nr() * cfg_.dim});
     saved_.clear();
     saved_.resize(static_cast<std::size_t>(cfg_.n_layers));
-    for (auto& s : saved_) s.allocate(d);
+    for (std::int64_t l = 0; l < cfg_.n_layers; ++l) allocate_kept(saved_[static_cast<std::size_t>(l)], d, keep_of(l));
+    const std::uint16_t keep = ac_checkpointed_keep(ac_, cfg_.n_layers, false);
+    recompute_ = basic_block_saved<space>{};
+    if (keep != ac_keep_all) allocate_recompute(recompute_, d, keep);
     scratch_.allocate(d);
     head_.allocate(d);
     ids_ = id_buffer(B * T), targets_ = id_buffer(B * T);
@@ -225,7 +248,7 @@ class device_llama {
     cpu::rope_table(cos.data(), sin.data(), d.rope_T(), d.hd, rope_config_of(cfg_));
     K::to_device(scratch_.cos.data(), cos.data(), static_cast<std::int64_t>(cos.size()));
     K::to_device(scratch_.sin.data(), sin.data(), static_cast<std::int64_t>(sin.size()));
-    act_bytes_ = activation_bytes_for(cfg_, B, T, shard_.float8);
+    act_bytes_ = activation_bytes_for(cfg_, B, T, shard_.float8, ac_);
   }
 };
 

@@ -6,8 +6,8 @@
 //
 // A GEMM runs on the FP8 tensor cores (cuBLASLt, gemm.hpp) when both its operands are cast,
 // with scales cuBLASLt applies -- one per tensor, or one per row of its output's rows and
-// columns (outer vectors: torchao's rowwise) -- its sizes are multiples of 16 and the GPU
-// is sm_89 or newer; the codes are quantized on the device (float8.cuh), transposed where
+// columns (outer vectors: torchao's rowwise; sm_90 and newer) -- its sizes are multiples of
+// 16 and the GPU is sm_89 or newer; the codes are quantized on the device (float8.cuh), transposed where
 // the TN layout needs them, and the dequantization scales are 1 / scale. Otherwise -- a high-
 // precision operand (rowwise_with_gw_hp's grad_weight), a scale along the reduction dim, odd
 // sizes, an older GPU -- it runs the CPU's emulation: the cast operands quantized and
@@ -79,7 +79,9 @@ inline bool fp8_gemm(const cpu::f8_operand_of& A, cpu::f8_granularity a_outer, c
   if (A.cast->target == dtype::f8_e5m2 && B.cast->target == dtype::f8_e5m2) return false;  // cuBLASLt has no e5m2 x e5m2
   const auto ga = A.cast->granularity, gb = B.cast->granularity;
   using g = cpu::f8_granularity;
-  return (ga == g::tensorwise && gb == g::tensorwise) || (ga == a_outer && gb == b_outer);
+  if (ga == g::tensorwise && gb == g::tensorwise) return true;
+  // outer-vector scales: cuBLASLt has them on Hopper (sm_90) and newer
+  return ga == a_outer && gb == b_outer && compute_capability() >= 90;
 }
 inline bool rowwise(const cpu::f8_operand_of& A) { return A.cast->granularity != cpu::f8_granularity::tensorwise; }
 

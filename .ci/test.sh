@@ -2,10 +2,10 @@
 # Builds and runs every test of tessera:
 #   1. g++: everything (library tests, examples, benchmarks), then all ctest tests
 #      (including the mpirun tests and the compile-fail tests);
-#   2. clang++: the tests and examples (benchmarks and the CUDA translation units are built
-#      once, by g++ -- nvcc's host compiler is g++ either way), all ctest tests but the long
-#      pipeline and checkpoint runs under mpirun, whose code the clang++ run tests on thread
-#      ranks (they ran 4-5 minutes of CI's time twice; docs/performance.md, "CI");
+#   2. clang++: the tests (examples, the docs' programs, benchmarks and the CUDA translation
+#      units are built once, by g++ -- nvcc's host compiler is g++ either way), all their
+#      ctest tests but the long pipeline and checkpoint runs under mpirun, whose code the
+#      clang++ run tests on thread ranks (docs/performance.md, "CI");
 #   3. ThreadSanitizer (clang++): the threads backend's tests;
 #   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then
 #      30 s each (docs/fuzzing.md);
@@ -19,11 +19,11 @@ jobs=$(nproc)
 status=0
 start=$(date +%s)
 for cc in gcc clang; do
-  if [ "$cc" = gcc ]; then cxx=g++; bench=ON; skip='^$'; else cxx=clang++; bench=OFF; skip='^(parallel|checkpoint)[.]mpi_'; fi
+  if [ "$cc" = gcc ]; then cxx=g++; once=ON; skip='^$'; else cxx=clang++; once=OFF; skip='^(parallel|checkpoint)[.]mpi_'; fi
   dir="$root/build/$cc"
   echo "== tessera: configure and build with $cxx"
-  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=$bench \
-    -DTESSERA_BUILD_CUDA_UNITS=$bench >/dev/null
+  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=$once \
+    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once >/dev/null
   cmake --build "$dir" -j "$jobs"
   echo "== tessera: tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" -E "$skip" --output-on-failure --timeout 900) || status=1

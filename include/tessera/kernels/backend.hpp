@@ -169,13 +169,15 @@ struct cpu_kernels {
   static std::int64_t count_targets(const std::int32_t* targets, std::int64_t N, std::int64_t V) {
     return cpu::count_targets(targets, N, V);
   }
-  /// The mean loss over the counted targets; with the gradient (grad_scale times it, in place).
-  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N,
-                                     std::int64_t V) {
+  /// The mean loss over the `count` counted targets (count_targets'; the CPU kernels count
+  /// them again as they go); with the gradient (grad_scale times it, in place).
+  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                     std::int64_t /*count*/) {
     return cpu::cross_entropy_forward(nullptr, logits, targets, N, V);
   }
   static float cross_entropy_forward_backward(float* dlogits, const float* logits, const std::int32_t* targets,
-                                              std::int64_t N, std::int64_t V, float grad_scale) {
+                                              std::int64_t N, std::int64_t V, std::int64_t /*count*/,
+                                              float grad_scale) {
     return cpu::cross_entropy_forward_backward(dlogits, nullptr, logits, targets, N, V, grad_scale);
   }
   template <class Reduce>

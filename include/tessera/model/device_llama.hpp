@@ -50,8 +50,7 @@ class device_llama {
   /// `float8`: the block linears that compute with Float8 operands, and the recipe (none by
   /// default; K must have them: K::float8).
   explicit device_llama(const llama_config& c, const f8_linears& float8 = {})
-      : cfg_(c), shard_(shard_of(c, float8)), params_(checked_layout(c)), grads_(params_.layout()),
-        m_(params_.layout()), v_(params_.layout()) {
+      : cfg_(c), shard_(shard_of(c, float8)), params_(checked_layout(c)), grads_(params_.layout()) {
     for (std::int64_t i = 0; i < n_tensors(); ++i) {
       pptr_.push_back(params_.data() + offset(i));
       gptr_.push_back(grads_.data() + offset(i));
@@ -88,8 +87,10 @@ class device_llama {
   void store_grads(std::span<float> host) const { to_host(host, grads_, "store_grads"); }
 
   void zero_grad() { K::zero(grads_.data(), arena_size()); }
-  /// One AdamW step over the whole arena (the padding stays zero), moments in the backend's memory.
+  /// One AdamW step over the whole arena (the padding stays zero), moments in the backend's
+  /// memory -- allocated by the first step (a train::basic_trainer keeps its own instead).
   void adamw_step(std::int64_t step, const cpu::adamw_config& opt) {
+    if (m_.size() == 0) m_ = arena<float, space>(params_.layout()), v_ = arena<float, space>(params_.layout());
     K::adamw_update(params_.data(), grads_.data(), m_.data(), v_.data(), arena_size(), step, opt);
   }
   /// The gradients' global norm, then clipping to max_norm (<= 0: none), as cpu::clip_grad_norm;

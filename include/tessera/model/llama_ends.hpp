@@ -74,8 +74,8 @@ float head_forward(const float* x, const std::int32_t* targets, const float* nor
   const float scale = need_backward && count ? loss_scale / static_cast<float>(count) : 0.0f;
   float* dl = need_backward ? s.logits.data() : nullptr;
   if (Vl == V)  // the whole vocabulary here
-    return need_backward ? K::cross_entropy_forward_backward(dl, s.logits.data(), targets, N, V, scale)
-                         : K::cross_entropy_forward(s.logits.data(), targets, N, V);
+    return need_backward ? K::cross_entropy_forward_backward(dl, s.logits.data(), targets, N, V, count, scale)
+                         : K::cross_entropy_forward(s.logits.data(), targets, N, V, count);
   if constexpr (!K::vocab_parallel) {
     detail::need<K>(false, "a vocabulary split over ranks");
     return 0.0f;
@@ -90,9 +90,9 @@ float head_forward(const float* x, const std::int32_t* targets, const float* nor
     }
     h.gather_logits(s.logits.data(), s.logits_full.data());
     float* dfull = need_backward ? s.logits_full.data() : nullptr;
-    const float loss = need_backward ? K::cross_entropy_forward_backward(dfull, s.logits_full.data(), targets, N, V,
+    const float loss = need_backward ? K::cross_entropy_forward_backward(dfull, s.logits_full.data(), targets, N, V, count,
                                                                          scale)
-                                     : K::cross_entropy_forward(s.logits_full.data(), targets, N, V);
+                                     : K::cross_entropy_forward(s.logits_full.data(), targets, N, V, count);
     if (need_backward) h.slice_logits(s.logits_full.data(), s.logits.data());
     return loss;
   }

@@ -112,14 +112,14 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
     return cpu::count_targets(h.data(), N, V);
   }
   /// Without a backward the gradient goes to scratch of N x V floats.
-  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N,
-                                     std::int64_t V) {
+  static float cross_entropy_forward(const float* logits, const std::int32_t* targets, std::int64_t N, std::int64_t V,
+                                     std::int64_t count) {
     tensor<float, cuda_space> d({N * V});
-    return cross_entropy_forward_backward(d.data(), logits, targets, N, V, 0.0f);
+    return cross_entropy_forward_backward(d.data(), logits, targets, N, V, count, 0.0f);
   }
+  /// `count`: count_targets' (the mean's denominator).
   static float cross_entropy_forward_backward(float* dlogits, const float* logits, const std::int32_t* targets,
-                                              std::int64_t N, std::int64_t V, float grad_scale) {
-    const std::int64_t count = count_targets(targets, N, V);
+                                              std::int64_t N, std::int64_t V, std::int64_t count, float grad_scale) {
     float* losses = scratch<float>(1, N);
     cuda::cross_entropy_forward_backward(dlogits, losses, logits, targets, N, V, count, grad_scale);
     return cuda::mean_loss(losses, N, count);

@@ -1,4 +1,5 @@
-# Runs one compile-fail case: COMPILER, INCLUDE_DIR and SOURCE are given with -D.
+# Runs one compile-fail case: COMPILER, INCLUDE_DIR, SUPPORT_DIR (tests/support: helpers a
+# case may include) and SOURCE are given with -D.
 # Passes when the compile fails and its diagnostics contain the text after `// expect: `
 # on the first line of SOURCE. Further lines at the top of the file may add:
 #   // expect-also: <text>     more text that must appear (e.g. the culprit's name)
@@ -29,7 +30,7 @@ if(_text MATCHES "\n// max-errors: ([0-9]+)")
   set(_max ${CMAKE_MATCH_1})
 endif()
 execute_process(
-  COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE_DIR} ${SOURCE}
+  COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE_DIR} -I${SUPPORT_DIR} ${SOURCE}
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 list(GET _expects 0 _first)
 if(_rc EQUAL 0)

@@ -1,12 +1,14 @@
-// train_llama's single-GPU mode (--device cuda, TOML job.device = "cuda"): the run's inputs,
-// and run_on_cuda, defined in train_llama_cuda.cu -- compiled by nvcc and linked into
-// train_llama when the CUDA toolkit is found (TESSERA_HAS_CUDA_TRAINER). docs/cuda.md.
+// train_llama on GPUs (--device cuda, TOML job.device = "cuda"): one rank on one GPU
+// (run_on_cuda) or a recipe's ranks on one GPU each (run_recipe_on_cuda), defined in
+// train_llama_cuda.cu -- compiled by nvcc and linked into train_llama when the CUDA toolkit
+// is found (TESSERA_HAS_CUDA_TRAINER). docs/cuda.md.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include <tessera/comm/any_communicator.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -29,5 +31,15 @@ std::string cuda_unavailable();
 /// progress lines on stdout as the CPU run prints them; 0 on success. Throws tessera::error
 /// when there is no device or the state does not fit it.
 int run_on_cuda(const cuda_inputs& in);
+
+struct run_inputs;  // parallel_run.hpp
+
+/// Trains shipped recipe `name` with cuda_kernels, one GPU per rank, over NCCL bootstrapped
+/// through `mpi` (this process's rank of the MPI world, its GPU its node-local rank's) or, when
+/// `mpi` is null, `ranks` threads of this process on GPUs 0..ranks-1. A recipe whose policies
+/// move host buffers (pipeline, context parallel, FP8 all-gather) is refused naming the policy.
+/// 0 on success; throws tessera::error on bad input.
+int run_recipe_on_cuda(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
+                       const run_inputs& in);
 
 }  // namespace train_llama_cli

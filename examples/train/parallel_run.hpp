@@ -1,5 +1,7 @@
 // train_llama's recipe mode: one rank's training loop for a shipped recipe, on the threads
-// backend (ranks are threads of this process) or under mpirun (ranks are processes).
+// backend (ranks are threads of this process) or under mpirun (ranks are processes); on the
+// CPU kernels, or on a device backend K (--device cuda: train_llama_cuda.cu runs these with
+// cuda_kernels over NCCL, one GPU per rank).
 #pragma once
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include <tessera/comm/flight_recorder.hpp>
@@ -41,10 +44,24 @@ struct run_inputs {
   trace::recorder* trace = nullptr;
   std::string trace_file;
   bool gather_trace = false;
+  /// Ranks of this process (threads: all of them; one under mpirun).
+  int local_ranks = 1;
   /// Distributed checkpoints (--checkpoint.*): resume from the latest complete one in the
-  /// folder, save every interval steps and after the last step.
+  /// folder, save every interval steps and after the last step (host backends only).
   train::checkpoint_options checkpoint;
 };
+
+/// What memory the progress lines' "memory" is, and what the MFU denominator measured.
+template <class K>
+std::string hardware_words(int local_ranks) {
+  if constexpr (K::space::host_accessible)
+    return "(measured sgemm, once per host; the MFU denominator); \"memory\" below is the peak of tessera's tracked "
+           "host memory of this process (" + std::to_string(local_ranks) + (local_ranks == 1 ? " rank)" : " ranks together)");
+  else
+    return "(each rank's measured " + std::string(K::name) + " f32 GEMM peak; rank 0's; the MFU denominator); "
+           "\"memory\" below is the peak of tessera's tracked " + std::string(K::space::name) + " memory of this "
+           "process (" + std::to_string(local_ranks) + (local_ranks == 1 ? " rank)" : " ranks together)");
+}
 
 /// Rank 0 writes the trace of every rank of `c` (each rank's events gathered as text).
 template <class C>
@@ -62,6 +79,33 @@ void gather_and_write_trace(C& c, trace::recorder& t, const std::string& path) {
   std::vector<std::string> others;
   for (std::size_t r = 1; r < lens.size(); ++r) others.push_back(all.substr(r * width, static_cast<std::size_t>(lens[r])));
   t.write(path, others);
+}
+
+/// The policy of recipe R that moves host buffers, so that it does not run on a device
+/// backend yet (parallel_llama<R, K> refuses it at compile time); empty when R runs on GPUs.
+template <class R>
+constexpr std::string_view host_only_policy() {
+  constexpr parallel_spec ps = recipe_traits<R>::spec;
+  if (ps.pp >= 0) return "pipeline_parallel";
+  if (ps.cp >= 0) return "context_parallel";
+  if (ps.float8.all_gather) return "float8's fp8::all_gather";
+  return {};
+}
+
+/// Why recipe R cannot run with --device cuda ("" when it can).
+template <class R>
+std::string device_refusal() {
+  if constexpr (host_only_policy<R>().empty()) {
+    return "";
+  } else {
+    std::string ok;
+    recipes::detail::for_each_runnable([&]<class Q>() {
+      if constexpr (host_only_policy<Q>().empty()) ok += (ok.empty() ? "" : "|") + std::string(Q::name);
+    });
+    return "--device cuda --recipe " + std::string(R::name) + ": the recipe uses " + std::string(host_only_policy<R>()) +
+           ", which moves host buffers and does not run on GPUs yet (docs/cuda.md); train it with --device cpu, or "
+           "choose a recipe that runs on GPUs: " + ok;
+  }
 }
 
 /// Checks that `ranks` fits recipe R's mesh, in the words a user needs.
@@ -98,10 +142,12 @@ std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::in
   return batch;
 }
 
-/// One rank's run of recipe R on communicator `c` (recorded by `flight`, when tracing, so
-/// that its collectives enter the trace); rank 0 prints and writes files.
-template <class R, class C, class F>
+/// One rank's run of recipe R on backend K over communicator `c` (recorded by `flight`, when
+/// tracing, so that its collectives enter the trace); rank 0 prints and writes files.
+template <class R, class K, class C, class F>
 void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
+  using model_t = train::parallel_llama<R, K>;
+  constexpr bool on_host = K::space::host_accessible;
   device_mesh<typename R::mesh> dm = [&] {
     if constexpr (std::is_same_v<F, C>) return device_mesh<typename R::mesh>(mesh, c);
     else return device_mesh<typename R::mesh>(mesh, *flight);
@@ -114,7 +160,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     in.trace->set_origin(trace::now_us());  // time 0: every rank leaves this barrier
     if constexpr (!std::is_same_v<F, C>) since = flight->recorded();
   }
-  train::parallel_llama<R> pm(dm);
+  model_t pm(dm);
   const llama_config& cfg = pm.config();
   if (in.init_from.empty()) {
     pm.init_weights(in.seed);
@@ -156,23 +202,29 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   // The MFU denominator: the peak of the hardware the job uses, measured once per host for
   // the whole job (a collective; train::job_peak_flops).
-  train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, in.steps, in.accum, in.opt);
-  const int local_ranks = std::is_same_v<C, comm::threads_communicator> ? c.size() : 1;
+  train::basic_trainer<model_t> tr(pm, loader, in.steps, in.accum, in.opt);
+  const int local_ranks = in.local_ranks;
   if (lead)
-    std::printf("peak of the job's hardware: %.1f GFLOP/s (measured sgemm, once per host; the MFU denominator); "
-                "\"memory\" below is the peak of tessera's tracked host memory of this process (%d %s), "
-                "the estimate above is per rank\n",
-                tr.peak_flops() / 1e9, local_ranks, local_ranks == 1 ? "rank" : "ranks together");
+    std::printf("peak of the job's hardware: %.1f GFLOP/s %s, the estimate above is per rank\n", tr.peak_flops() / 1e9,
+                hardware_words<K>(local_ranks).c_str());
   train::jsonl_writer jsonl;
   if (lead && !in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
-  train::checkpointer<train::parallel_llama<R>> ckpt(pm, tr, loader, in.checkpoint);
-  if (const auto from = ckpt.resume(); from && lead)  // collective
-    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
-                io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(), static_cast<long long>(*from),
-                static_cast<double>(ckpt.read_bytes()) / (1 << 20));
+  // distributed checkpoints read and write host memory (train::checkpointer refuses a device
+  // model; --device cuda refuses --checkpoint.* before a rank starts)
+  using ckpt_t = std::conditional_t<on_host, train::checkpointer<model_t>, std::monostate>;
+  ckpt_t ckpt = [&] {
+    if constexpr (on_host) return ckpt_t(pm, tr, loader, in.checkpoint);
+    else return ckpt_t{};
+  }();
+  if constexpr (on_host) {
+    if (const auto from = ckpt.resume(); from && lead)  // collective
+      std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
+                  io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(),
+                  static_cast<long long>(*from), static_cast<double>(ckpt.read_bytes()) / (1 << 20));
+  }
   for (std::int64_t s = tr.step(); s < in.steps; ++s) {
     const auto m = tr.train_step();
-    if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
+    if constexpr (on_host) if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
       ckpt.save(m.step);
       if (lead)
         std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
@@ -201,7 +253,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     std::fflush(stdout);
     jsonl.write(m);
   }
-  ckpt.finish();  // the last asynchronous save is committed before the run ends
+  if constexpr (on_host) ckpt.finish();  // the last asynchronous save is committed before the run ends
   if (!in.checkpoint.folder.empty() && lead) std::printf("checkpoints in %s\n", in.checkpoint.folder.c_str());
   if (!in.save_weights.empty()) {
     std::vector<std::vector<float>> full;
@@ -215,24 +267,26 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   }
 }
 
-/// One rank's run of recipe R on communicator `c`: recorded by a flight recorder when the
-/// run is traced.
-template <class R, class C>
-void run_rank(C& c, typename R::mesh mesh, const run_inputs& in) {
+/// One rank's run of recipe R on backend K over communicator `c`: recorded by a flight
+/// recorder when the run is traced. `host` is a communicator of the same ranks that moves
+/// host buffers (the trace is gathered through it; `c` itself on the CPU).
+template <class R, class K = cpu_kernels, class C, class H>
+void run_rank(C& c, H& host, typename R::mesh mesh, const run_inputs& in) {
   if (in.trace) {
     comm::flight_recorder flight(c, {.capacity = 1 << 14, .dump_on_error = false});  // >= one step's calls
-    train_rank<R>(c, &flight, mesh, in);
-    if (in.gather_trace) gather_and_write_trace(c, *in.trace, in.trace_file);
+    train_rank<R, K>(c, &flight, mesh, in);
+    if (in.gather_trace) gather_and_write_trace(host, *in.trace, in.trace_file);
   } else {
-    train_rank<R>(c, static_cast<C*>(nullptr), mesh, in);
+    train_rank<R, K>(c, static_cast<C*>(nullptr), mesh, in);
   }
 }
 
-/// Runs recipe R on `ranks` threads.
+/// Runs recipe R on `ranks` threads (on the CPU kernels).
 template <class R>
-void run_threads(std::int64_t ranks, const run_inputs& in) {
+void run_threads(std::int64_t ranks, run_inputs in) {
   const auto mesh = bind_mesh<R>(ranks);
-  comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) { run_rank<R>(c, mesh, in); });
+  in.local_ranks = static_cast<int>(ranks);
+  comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) { run_rank<R>(c, c, mesh, in); });
 }
 
 }  // namespace train_llama_cli

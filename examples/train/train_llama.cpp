@@ -220,9 +220,15 @@ int run(int argc, char** argv) {
     check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
           "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
           "for one rank use --recipe debug_fsdp --ranks 1)");
-    check(o.device == "cpu" || o.recipe.empty(),
-          "--device cuda trains one rank on one GPU; a --recipe's ranks on GPUs need the NCCL runtime on device "
-          "buffers, which is not built yet (docs/cuda.md)");
+    check(o.device == "cpu" || o.ckpt_folder.empty(),
+          "--checkpoint.folder with --device cuda: distributed checkpoints read and write host memory, and a "
+          "device model's staging copy is not built yet (docs/cuda.md); train with --device cpu to checkpoint, or "
+          "save the final weights with --save-weights");
+    if (o.device == "cuda" && !o.recipe.empty())  // a recipe GPUs cannot run yet, before anything starts
+      recipes::visit(o.recipe, [&]<class R>() {
+        const std::string why = train_llama_cli::device_refusal<R>();
+        check(why.empty(), why);
+      });
 #ifdef TESSERA_HAS_CUDA_TRAINER
     if (o.device == "cuda")
       if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);
@@ -317,6 +323,17 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   return in;
 }
 
+/// --device cuda --recipe: the recipe's ranks on GPUs (train_llama_cuda.cu).
+int run_recipe_cuda(const std::string& name, comm::any_communicator* mpi, std::int64_t ranks,
+                    const train_llama_cli::run_inputs& in) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  return train_llama_cli::run_recipe_on_cuda(name, mpi, ranks, in);
+#else
+  (void)name, (void)mpi, (void)ranks, (void)in;
+  throw error("--device cuda: this train_llama was built without CUDA");
+#endif
+}
+
 int run_recipe(const options& o, int& argc, char**& argv) {
   int status = 2;
   const bool known = recipes::visit(o.recipe, [&]<class R>() {
@@ -344,7 +361,12 @@ int run_recipe(const options& o, int& argc, char**& argv) {
         train_llama_cli::name_tracks(events, world.size());
         in.trace = &events, in.gather_trace = true;
       }
-      train_llama_cli::run_rank<R>(world, mesh, in);
+      if (o.device == "cuda") {
+        comm::any_communicator host(world);
+        if (run_recipe_cuda(o.recipe, &host, 0, in) != 0) return;
+      } else {
+        train_llama_cli::run_rank<R>(world, world, mesh, in);
+      }
       if (!o.trace.empty() && world.rank() == 0)
         std::printf("wrote the trace of %d ranks to %s\n", world.size(), o.trace.c_str());
       status = 0;
@@ -371,7 +393,11 @@ int run_recipe(const options& o, int& argc, char**& argv) {
       train_llama_cli::name_tracks(events, static_cast<int>(ranks));
       in.trace = &events;
     }
-    train_llama_cli::run_threads<R>(ranks, in);
+    if (o.device == "cuda") {
+      if (run_recipe_cuda(o.recipe, nullptr, ranks, in) != 0) return;
+    } else {
+      train_llama_cli::run_threads<R>(ranks, in);
+    }
     if (!o.trace.empty()) {
       events.write(o.trace);
       std::printf("wrote the trace (%zu events of %lld ranks) to %s\n", events.size(), static_cast<long long>(ranks),

@@ -1,7 +1,8 @@
 // train_llama --device cuda: one rank's training on the current CUDA device, the model's
 // parameters, gradients, AdamW moments and activations in device memory
-// (model/device_llama.hpp with kernels/cuda/backend.cuh), the loop train::basic_trainer's.
-// Compiled by nvcc; see cuda_run.hpp.
+// (model/device_llama.hpp with kernels/cuda/backend.cuh), the loop train::basic_trainer's;
+// with --recipe, the recipe's ranks on one GPU each (parallel_llama<R, cuda_kernels> over an
+// NCCL device mesh, the loop parallel_run.hpp's). Compiled by nvcc; see cuda_run.hpp.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,7 +17,16 @@
 #include <tessera/train/metrics.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include <cstdlib>
+
+#ifdef TESSERA_HAS_NCCL
+#include <tessera/comm/nccl.hpp>
+#endif
+#include <tessera/comm/threads.hpp>
+#include <tessera/train/recipes.hpp>
+
 #include "cuda_run.hpp"
+#include "parallel_run.hpp"
 #include "step_loop.hpp"
 
 namespace train_llama_cli {
@@ -80,6 +90,50 @@ int run_on_cuda(const cuda_inputs& in) {
     std::printf("saved weights to %s\n", in.save_weights.c_str());
   }
   return 0;
+}
+
+/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
+/// else its world rank.
+inline int local_device(int world_rank) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
+  return world_rank;
+}
+
+int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std::int64_t ranks, const run_inputs& in) {
+  if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);
+#ifndef TESSERA_HAS_NCCL
+  (void)name, (void)mpi, (void)ranks, (void)in;
+  throw error("--device cuda --recipe: this train_llama was built without NCCL (the ranks' communicators on GPUs); "
+              "install NCCL and reconfigure, or train one rank with --device cuda");
+#else
+  int status = 2;
+  recipes::visit(name, [&]<class R>() {
+    if constexpr (!host_only_policy<R>().empty()) {
+      throw error(device_refusal<R>());
+    } else {
+      if (mpi) {
+        const auto mesh = bind_mesh<R>(mpi->size());
+        auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
+        run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
+      } else {
+        const auto mesh = bind_mesh<R>(ranks);
+        const int devices = cuda_device_count();
+        if (ranks > devices)
+          throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
+                      std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
+        run_inputs mine = in;
+        mine.local_ranks = static_cast<int>(ranks);
+        comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
+          auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
+          run_rank<R, cuda_kernels>(nc, c, mesh, mine);
+        });
+      }
+      status = 0;
+    }
+  });
+  return status;
+#endif
 }
 
 }  // namespace train_llama_cli

@@ -1,6 +1,8 @@
 // Backend-independent checks of dist_tensor: for every pair of layouts in a list whose
 // transition is legal, distribute a known global tensor in the first, redistribute to the
-// second, and compare the block and the full tensor with the global values exactly.
+// second, and compare the block and the full tensor with the global values exactly. The
+// tensors live in memory space Space (host unless named: the staged test space, or
+// cuda_space in the GPU test).
 #pragma once
 
 #include <cstdint>
@@ -35,9 +37,9 @@ std::int64_t partial_index(tessera::device_mesh<Mesh>& dm, std::int64_t* count) 
 
 /// A tensor in layout L whose global value is value(); a sum-partial one is made with
 /// different values on each rank of the partial group (rank 0: v - (n - 1), others: 1).
-template <class T, class L, class Mesh>
-tessera::dist_tensor<T, L> make(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g) {
-  using D = tessera::dist_tensor<T, L>;
+template <class T, class L, class Space = tessera::host, class Mesh>
+tessera::dist_tensor<T, L, Space> make(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g) {
+  using D = tessera::dist_tensor<T, L, Space>;
   if constexpr (L::spec.has_partial() && L::spec.op == tessera::reduce::sum) {
     std::int64_t n = 1;
     const std::int64_t k = partial_index<L>(dm, &n);
@@ -59,19 +61,20 @@ tessera::dist_tensor<T, L> make(tessera::device_mesh<Mesh>& dm, const tessera::s
   }
 }
 
-template <class T, class L>
-void verify(const tessera::dist_tensor<T, L>& y, const tessera::shape_t& g, const std::string& what) {
+template <class T, class L, class Space>
+void verify(const tessera::dist_tensor<T, L, Space>& y, const tessera::shape_t& g, const std::string& what) {
   auto& dm = y.mesh();
   const tessera::box want = tessera::local_box(L::spec, dm.shape(), g, dm.coords());
   if (!(y.local_box() == want)) fail(what + ": wrong local box on rank " + std::to_string(dm.rank()));
-  if (static_cast<std::int64_t>(y.local().size()) != want.numel()) fail(what + ": wrong local size");
+  const std::vector<T> local = y.local_values();
+  if (static_cast<std::int64_t>(local.size()) != want.numel()) fail(what + ": wrong local size");
   if constexpr (!L::spec.has_partial()) {  // the block holds the global values
     index_t idx{};
     for (int d = 0; d < want.rank; ++d) idx[static_cast<std::size_t>(d)] = want.offset[static_cast<std::size_t>(d)];
-    for (std::size_t k = 0; k < y.local().size(); ++k) {
-      if (from(y.local()[k]) != value(idx))
+    for (std::size_t k = 0; k < local.size(); ++k) {
+      if (from(local[k]) != value(idx))
         fail(what + ": rank " + std::to_string(dm.rank()) + " element " + std::to_string(k) + " is " +
-             std::to_string(from(y.local()[k])) + ", want " + std::to_string(value(idx)));
+             std::to_string(from(local[k])) + ", want " + std::to_string(value(idx)));
       for (int d = want.rank - 1; d >= 0; --d) {
         const auto u = static_cast<std::size_t>(d);
         if (++idx[u] < want.offset[u] + want.size[u]) break;
@@ -94,10 +97,10 @@ void verify(const tessera::dist_tensor<T, L>& y, const tessera::shape_t& g, cons
   }
 }
 
-template <class T, class Src, class Dst, class Mesh>
+template <class T, class Space, class Src, class Dst, class Mesh>
 void pair(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g, int* count) {
   if constexpr (tessera::check_transition(Src::spec, Dst::spec) == tessera::plan_error::none) {
-    auto x = make<T, Src>(dm, g);
+    auto x = make<T, Src, Space>(dm, g);
     auto y = x.template redistribute<Dst>();
     verify(y, g, Src::str() + " -> " + Dst::str());
     ++*count;
@@ -108,10 +111,10 @@ template <class... L>
 struct layouts {};
 
 /// Every legal (source, target) pair of the list; returns the number of pairs run.
-template <class T, class Mesh, class... L>
+template <class T, class Space = tessera::host, class Mesh, class... L>
 int all_pairs(tessera::device_mesh<Mesh>& dm, const tessera::shape_t& g, layouts<L...>) {
   int count = 0;
-  auto row = [&]<class Src>() { (pair<T, Src, L>(dm, g, &count), ...); };
+  auto row = [&]<class Src>() { (pair<T, Space, Src, L>(dm, g, &count), ...); };
   (row.template operator()<L>(), ...);
   return count;
 }

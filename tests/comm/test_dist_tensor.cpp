@@ -3,6 +3,7 @@
 #include <tessera/comm/threads.hpp>
 
 #include "dist_layouts.hpp"
+#include "staged_space.hpp"
 
 using namespace tessera;
 
@@ -76,4 +77,61 @@ TEST_CASE("dist_tensor: bad input is named") {
                       device_mesh<dist_layouts::M1> dm(dist_layouts::M1{}, c);
                     }),
                     doctest::Contains("has 4 ranks but the communicator has 3"));
+}
+
+// The path device memory takes (a non-host data_space: storage owned by the space, copies
+// and strided copies through it, fences before collectives, host copies in and out) on a
+// host test space, with every pair of layouts as above.
+TEST_CASE("dist_tensor: every transition in a non-host memory space (the device path, on host memory)") {
+  const auto before = staged::count().copies_2d.load() + staged::count().fences.load();
+  comm::run_threads(6, [](comm::threads_communicator& c) {
+    device_mesh<dist_layouts::M2> dm(dist_layouts::M2{}, c);
+    for (shape_t g : {shape_t{12, 6}, shape_t{7, 5}}) {
+      CHECK(dist_checks::all_pairs<float, staged::space>(dm, g, dist_layouts::L2{}) > 0);
+      dist_checks::all_pairs<dist_checks::bf16, staged::space>(dm, g, dist_layouts::L2{});
+    }
+  });
+  comm::run_threads(8, [](comm::threads_communicator& c) {
+    device_mesh<dist_layouts::M3> dm(dist_layouts::M3{}, c);
+    dist_checks::all_pairs<float, staged::space>(dm, shape_t{5, 3, 7}, dist_layouts::L3{});
+  });
+  CHECK(staged::count().copies_2d.load() + staged::count().fences.load() > before);
+  CHECK(memory_tracker<staged::space>::current_bytes() == 0);  // tensors and the meshes' scratch freed
+}
+
+TEST_CASE("dist_tensor: redistribute(out) and copies in a non-host memory space") {
+  comm::run_threads(4, [](comm::threads_communicator& c) {
+    using M = dist_layouts::M1;
+    device_mesh<M> dm(M{}, c);
+    using Row = layout_t<M, 2, dim<0, "x">>;
+    using Col = layout_t<M, 2, dim<1, "x">>;
+    auto x = dist_checks::make<float, Row, staged::space>(dm, shape_t{8, 12});
+    auto y = dist_tensor<float, Col, staged::space>::zeros(dm, shape_t{8, 12});
+    for (float v : y.local_values()) CHECK(v == 0.0f);
+    x.redistribute(y);
+    dist_checks::verify(y, shape_t{8, 12}, "Row -> Col into out");
+    auto z = y;  // a copy within the space
+    y = x.redistribute<Col>();
+    dist_checks::verify(z, shape_t{8, 12}, "copy of y");
+  });
+}
+
+namespace {
+struct device_like : staged::space {
+  static constexpr std::string_view name = "device-like";
+  static constexpr bool device_buffers = true;
+};
+}  // namespace
+
+TEST_CASE("dist_tensor: a device-memory tensor on a host communicator is named") {
+  comm::run_threads(2, [](comm::threads_communicator& c) {
+    using M = mesh<axis<"x", 2>>;
+    device_mesh<M> dm(M{}, c);
+    using L = layout_t<M, 1, dim<0, "x">>;
+    using D = dist_tensor<float, L, device_like>;
+    CHECK_THROWS_WITH(D::zeros(dm, shape_t{4}),
+                      doctest::Contains("tensor is in device-like memory, but the device mesh's communicator is "
+                                        "threads, which moves host buffers only; make the device mesh on an nccl "
+                                        "communicator"));
+  });
 }

@@ -1,12 +1,17 @@
-// The nccl backend on device buffers. Needs a GPU per rank: without any, it prints
-// SKIPPED and exits with ctest's skip code (77); it never reports a pass without running.
+// The nccl backend on device buffers, and dist_tensor in cuda_space over it (every legal
+// transition of the layout lists the host tests run, on as many GPUs as there are: 4, 2 or
+// 1 ranks). Needs a GPU per rank: without any, it prints SKIPPED and exits with ctest's skip
+// code (77); it never reports a pass without running.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
 #include <cstdio>
 #include <tessera/comm/nccl.hpp>
 #include <tessera/comm/threads.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
 #include <vector>
+
+#include "dist_layouts.hpp"
 
 using namespace tessera::comm;
 
@@ -68,13 +73,76 @@ TEST_CASE("nccl: collectives and p2p on device buffers, bootstrapped through thr
   }));
 }
 
+TEST_CASE("cuda_space: strided box copies on the device equal the host's") {
+  using tessera::box;
+  using tessera::shape_t;
+  const box whole{3, {0, 0, 0}, {4, 6, 10}};  // rank, offset, size
+  std::vector<float> src(240), want(240, -1.0f);
+  for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  const box regions[] = {box{3, {0, 0, 0}, {4, 6, 10}}, box{3, {1, 0, 0}, {2, 6, 10}}, box{3, {0, 2, 0}, {4, 3, 10}},
+                         box{3, {1, 1, 3}, {3, 5, 4}}, box{3, {2, 4, 1}, {1, 1, 7}}, box{3, {0, 0, 9}, {4, 6, 1}}};
+  for (const box& r : regions) {
+    // the region from the whole block into a block of the region's own shape, and back
+    tessera::space_vector<float, tessera::cuda_space> d_src(240), d_mid(static_cast<std::size_t>(r.numel())),
+        d_out(240);
+    tessera::cuda_space::from_host(d_src.data(), src.data(), 240 * sizeof(float));
+    std::vector<float> minus(240, -1.0f), mid(static_cast<std::size_t>(r.numel())), out(240);
+    tessera::cuda_space::from_host(d_out.data(), minus.data(), 240 * sizeof(float));
+    tessera::detail::copy_region<tessera::cuda_space>(d_src.data(), whole, d_mid.data(), r, r);
+    tessera::detail::copy_region<tessera::cuda_space>(d_mid.data(), r, d_out.data(), whole, r);
+    tessera::cuda_space::fence();
+    std::vector<float> h_mid(mid.size()), h_out(240, -1.0f);
+    tessera::detail::copy_region(src.data(), whole, h_mid.data(), r, r);
+    tessera::detail::copy_region(h_mid.data(), r, h_out.data(), whole, r);
+    tessera::cuda_space::to_host(mid.data(), d_mid.data(), mid.size() * sizeof(float));
+    tessera::cuda_space::to_host(out.data(), d_out.data(), 240 * sizeof(float));
+    CHECK(mid == h_mid);
+    CHECK(out == h_out);
+  }
+}
+
+TEST_CASE("dist_tensor in cuda_space: every transition on the GPUs' mesh, even and uneven, f32 and bf16") {
+  using namespace tessera;
+  CHECK_NOTHROW(run_threads(g_ranks, [](threads_communicator& boot) {
+    auto c = nccl_communicator::bootstrap(boot);
+    int pairs = 0;
+    if (g_ranks == 4) {
+      device_mesh<dist_layouts::M1> d1(dist_layouts::M1{}, c);
+      device_mesh<dist_layouts::M22> d2(dist_layouts::M22{}, nccl_communicator::bootstrap(boot));
+      for (shape_t g : {shape_t{8, 12}, shape_t{7, 5}}) {
+        pairs += dist_checks::all_pairs<float, cuda_space>(d1, g, dist_layouts::L1{});
+        pairs += dist_checks::all_pairs<dist_checks::bf16, cuda_space>(d1, g, dist_layouts::L1{});
+        pairs += dist_checks::all_pairs<float, cuda_space>(d2, g, dist_layouts::L22{});
+      }
+    } else {
+      using M = mesh<axis<"x", 2>>;
+      using L = dist_checks::layouts<replicated_t<M, 2>, layout_t<M, 2, dim<0, "x">>, layout_t<M, 2, dim<1, "x">>,
+                                     layout_t<M, 2, partial_on<reduce::sum, "x">>,
+                                     layout_t<M, 2, partial_on<reduce::max, "x">>>;
+      using M1 = mesh<axis<"x", 1>>;
+      using L1 = dist_checks::layouts<replicated_t<M1, 2>, layout_t<M1, 2, dim<0, "x">>, layout_t<M1, 2, dim<1, "x">>>;
+      for (shape_t g : {shape_t{8, 12}, shape_t{7, 5}}) {
+        if (g_ranks == 2) {
+          device_mesh<M> dm(M{}, c);
+          pairs += dist_checks::all_pairs<float, cuda_space>(dm, g, L{});
+          pairs += dist_checks::all_pairs<dist_checks::bf16, cuda_space>(dm, g, L{});
+        } else {
+          device_mesh<M1> dm(M1{}, c);
+          pairs += dist_checks::all_pairs<float, cuda_space>(dm, g, L1{});
+        }
+      }
+    }
+    check(pairs > 0, "no transition ran");
+  }));
+}
+
 int main(int argc, char** argv) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("SKIPPED: no CUDA device is visible; the nccl tests need a GPU\n");
     return 77;
   }
-  g_ranks = devices < 4 ? devices : 4;
+  g_ranks = devices >= 4 ? 4 : devices >= 2 ? 2 : 1;
   doctest::Context ctx(argc, argv);
   return ctx.run();
 }

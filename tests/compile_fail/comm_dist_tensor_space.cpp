@@ -1,4 +1,4 @@
-// expect: tessera::dist_tensor: only the host memory space is implemented
+// expect: tessera::dist_tensor: the memory space must be a data_space
 #include <tessera/tensor/dist_tensor.hpp>
 struct device_space {};
 using M = tessera::mesh<tessera::axis<"x", 2>>;

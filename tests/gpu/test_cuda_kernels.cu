@@ -17,6 +17,7 @@
 // reciprocal scales round once more), the same for the backward's FP8 GEMMs (grad_input and
 // grad_weight with each recipe's casts, accumulating), 0 for the transpose of FP8 codes. On a
 // GPU older than sm_89 the FP8 cases are skipped.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
@@ -34,6 +36,7 @@
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/kernels/cpu/vocab_parallel.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/float8.cuh>
@@ -247,6 +250,52 @@ void cross_entropy() {
   expect_close("cross-entropy per-token losses", dloss.host(), loss, 1e-5);
   expect_close("cross-entropy mean loss", {cuda::mean_loss(dloss.get(), N, count)}, {mean}, 1e-5);
 }
+/// Loss parallel: the vocabulary split in two shards ([0, 400), [400, 1000)), each shard's
+/// three phases on the GPU with the reductions (max, then sums) done on the host between
+/// them, against the CPU's phases on the same shards.
+void cross_entropy_vocab_parallel() {
+  const std::int64_t N = 45, V = 1000, cut = 400;
+  const auto logits = randn(static_cast<std::size_t>(N * V), 17, 3.0f);
+  std::vector<std::int32_t> tg(static_cast<std::size_t>(N));
+  std::mt19937 r(18);
+  for (auto& t : tg) t = static_cast<std::int32_t>(r() % V);
+  tg[5] = -100;
+  const std::int64_t count = cpu::count_targets(tg.data(), N, V);
+  const std::int64_t v0s[2] = {0, cut}, vls[2] = {cut, V - cut};
+  std::vector<float> shard[2];
+  for (int k = 0; k < 2; ++k)
+    for (std::int64_t i = 0; i < N; ++i)
+      shard[k].insert(shard[k].end(), logits.begin() + i * V + v0s[k], logits.begin() + i * V + v0s[k] + vls[k]);
+  // the CPU's phases and reductions
+  std::vector<float> mx[2], st[2], rowmax(static_cast<std::size_t>(N)), stats(static_cast<std::size_t>(2 * N));
+  for (int k = 0; k < 2; ++k) {
+    mx[k].resize(static_cast<std::size_t>(N));
+    cpu::ce_shard_row_max(mx[k].data(), shard[k].data(), N, vls[k]);
+  }
+  for (std::int64_t i = 0; i < N; ++i) rowmax[i] = std::max(mx[0][i], mx[1][i]);
+  for (int k = 0; k < 2; ++k) {
+    st[k].resize(static_cast<std::size_t>(2 * N));
+    cpu::ce_shard_row_stats(st[k].data(), shard[k].data(), rowmax.data(), tg.data(), N, v0s[k], vls[k]);
+  }
+  for (std::size_t i = 0; i < stats.size(); ++i) stats[i] = st[0][i] + st[1][i];
+  const device_ids dtg(tg);
+  dvec drowmax(rowmax), dstats(stats);
+  for (int k = 0; k < 2; ++k) {
+    std::vector<float> d(shard[k].size());
+    const float mean = cpu::ce_shard_finish(d.data(), shard[k].data(), rowmax.data(), stats.data(), tg.data(), N, V,
+                                            v0s[k], vls[k], 1.0f / static_cast<float>(count));
+    dvec dl(shard[k]), dmx{std::vector<float>(static_cast<std::size_t>(N))}, dst{std::vector<float>(stats.size())},
+        dloss{std::vector<float>(static_cast<std::size_t>(N))};
+    cuda::ce_shard_row_max(dmx.get(), dl.get(), N, vls[k]);
+    cuda::ce_shard_row_stats(dst.get(), dl.get(), drowmax.get(), dtg.get(), N, v0s[k], vls[k]);
+    cuda::ce_shard_finish(dl.get(), dloss.get(), dl.get(), drowmax.get(), dstats.get(), dtg.get(), N, v0s[k], vls[k],
+                          1.0f / static_cast<float>(count));  // in place, as the model calls it
+    expect_close(k ? "loss parallel row max (shard 2)" : "loss parallel row max (shard 1)", dmx.host(), mx[k], 0);
+    expect_close(k ? "loss parallel row stats (shard 2)" : "loss parallel row stats (shard 1)", dst.host(), st[k], 1e-5);
+    expect_close(k ? "loss parallel dlogits (shard 2)" : "loss parallel dlogits (shard 1)", dl.host(), d, 2e-6);
+    expect_close("loss parallel mean loss", {cuda::mean_loss(dloss.get(), N, count)}, {mean}, 1e-5);
+  }
+}
 void attention() {
   for (const std::int64_t HD : {16, 64}) {
     const std::int64_t B = 2, T = 100, NH = 4, NKV = 2;  // T: no tile divides it; GQA groups of 2
@@ -432,6 +481,21 @@ void grad_norm() {
   cuda::scale_inplace(dg.get(), static_cast<std::int64_t>(g.size()), 0.37f);
   expect_close("gradient clipping: scale in place", dg.host(), scaled, 0);
 }
+/// FSDP's bf16 gathers: f32 -> bf16 (nearest even) -> f32 on the device equals the CPU
+/// backend's casts exactly.
+void bf16_casts() {
+  const auto x = randn(100003, 41, 3.0f);
+  const auto n = static_cast<std::int64_t>(x.size());
+  std::vector<bf16> h(x.size());
+  std::vector<float> want(x.size());
+  cpu_kernels::to_bf16(h.data(), x.data(), n);
+  cpu_kernels::from_bf16(want.data(), h.data(), n);
+  dvec dx(x), dy{std::vector<float>(x.size())};
+  space_vector<bf16, cuda_space> dh(x.size());
+  cuda::to_bf16(dh.data(), dx.get(), n);
+  cuda::from_bf16(dy.get(), dh.data(), n);
+  expect_close("bf16 casts (to and back)", dy.host(), want, 0);
+}
 }  // namespace
 
 int main() {
@@ -455,9 +519,11 @@ int main() {
     embedding();
     gemm();
     cross_entropy();
+    cross_entropy_vocab_parallel();
     attention();
     float8();
     grad_norm();
+    bf16_casts();
     gemm_f8(prop.major * 10 + prop.minor);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());

@@ -44,24 +44,9 @@ int compare(const llama_config& c, std::int64_t B, std::int64_t T, int steps, co
   if (ac.any()) std::printf("activation checkpointing, mode %d:\n", static_cast<int>(ac.mode));
   const double tol = std::ldexp(1.0, f8.any() ? -6 : -8);
   if (f8.any()) std::printf("Float8 linears, recipe %d:\n", static_cast<int>(f8.recipe));
-  int bad = 0;
-  std::printf("%s on %s against %s, B %lld, T %lld: step, loss cpu / gpu, grad norm cpu / gpu\n", c.name,
-              std::string(G::name).c_str(), std::string(R::name).c_str(), static_cast<long long>(B),
-              static_cast<long long>(T));
-  for (int s = 0; s < steps; ++s) {
-    const double dl = std::fabs(cpu_run.losses[s] - gpu_run.losses[s]) / std::fabs(cpu_run.losses[s]);
-    const double dn = std::fabs(cpu_run.norms[s] - gpu_run.norms[s]) / std::fabs(cpu_run.norms[s]);
-    const bool ok = std::isfinite(gpu_run.losses[s]) && dl <= tol && dn <= tol;
-    bad += !ok;
-    std::printf("  %2d  %.6f / %.6f (%.1e)  %.5f / %.5f (%.1e)%s\n", s + 1, cpu_run.losses[s], gpu_run.losses[s], dl,
-                cpu_run.norms[s], gpu_run.norms[s], dn, ok ? "" : "  <-- beyond the tolerance");
-  }
-  double dp = 0;
-  for (std::size_t i = 0; i < cpu_run.params.size(); ++i)
-    dp = std::fmax(dp, std::fabs(cpu_run.params[i] - gpu_run.params[i]));
-  std::printf("  parameters after step %d: largest |gpu - cpu| %.2e (lr %.1e)\n", steps, dp, opt.lr);
-  std::fflush(stdout);
-  return bad;
+  std::printf("%s on %s against %s, B %lld, T %lld (lr %.1e):\n", c.name, std::string(G::name).c_str(),
+              std::string(R::name).c_str(), static_cast<long long>(B), static_cast<long long>(T), opt.lr);
+  return testing::report_steps(cpu_run, gpu_run, tol);
 }
 }  // namespace
 

@@ -1,6 +1,9 @@
-// device_llama<cpu_kernels> is llama_model, bit for bit: the driver that runs the Llama's
-// parts on a kernel backend (model/device_llama.hpp) checked on the host; on a GPU,
-// tests/gpu/test_cuda_llama.cu runs the same steps with cuda_kernels.
+// device_llama<K> is llama_model, bit for bit, where K computes as the CPU does: the model
+// on a kernel backend (basic_llama_model<K>, model/device_llama.hpp) checked on the host --
+// with cpu_kernels, and with staged_kernels (the CPU kernels on a memory space the model
+// reaches only through the backend's transfers: every branch device memory takes, and the
+// space's tracker against the estimate); on a GPU, tests/gpu/test_cuda_llama.cu runs the same
+// steps with cuda_kernels.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,12 +11,14 @@
 #include <vector>
 
 #include <device_llama_steps.hpp>
+#include <staged_kernels.hpp>
 #include <tessera/model/device_llama.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/trainer.hpp>
 
 using namespace tessera;
+using testing::staged_kernels;
 
 namespace {
 struct gqa_tied {  // GQA (4 query heads, 2 KV heads), tied embeddings
@@ -33,29 +38,35 @@ TEST_CASE("device_llama<cpu_kernels> trains as llama_model, bit for bit (losses,
     CAPTURE(r.c.name);
     const auto host = testing::host_steps(r.c, r.B, r.T, r.steps, opt);
     const auto dev = testing::device_steps<cpu_kernels>(r.c, r.B, r.T, r.steps, opt);
+    const auto staged = testing::device_steps<staged_kernels>(r.c, r.B, r.T, r.steps, opt);
     CHECK(host.losses == dev.losses);
     CHECK(host.norms == dev.norms);
     CHECK(host.params == dev.params);
+    CHECK(host.losses == staged.losses);
+    CHECK(host.norms == staged.norms);
+    CHECK(host.params == staged.params);
     CHECK(host.losses.back() < host.losses.front());  // it trains: these are not zeros
   }
 }
 
 TEST_CASE("device_llama: a new batch shape re-sizes the buffers; forward without backward; bad input") {
-  device_llama<cpu_kernels> d(debugmodel::config);
+  device_llama<staged_kernels> d(debugmodel::config);
   llama_model h(debugmodel::config);
+  // the parameter and gradient arenas, in the backend's memory
+  CHECK(memory_tracker<staged::space>::current_bytes() == 2 * 4 * d.arena_size());
   d.init_weights(3);
   h.init_weights(3);
   for (std::int64_t T : {16, 8, 16}) {
     const testing::step_batch b(T, 2, T, 2048);
     CHECK(d.forward(b.inputs, b.targets, 2, T, false) == h.forward(b.inputs, b.targets, 2, T, false));
   }
-  // what was allocated: the host tracker's growth when a new shape's buffers are made
-  const std::int64_t before = memory_tracker<host_space>::current_bytes();
+  // what was allocated: the backend's tracker holds the arenas and exactly the estimate
   const testing::step_batch b3(3, 3, 12, 2048);
   d.forward(b3.inputs, b3.targets, 3, 12);
-  CHECK(d.activation_bytes() == device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 3, 12));
-  CHECK(memory_tracker<host_space>::current_bytes() - before ==
-        d.activation_bytes() - device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
+  CHECK(d.activation_bytes() == device_llama<staged_kernels>::activation_bytes_for(debugmodel::config, 3, 12));
+  CHECK(memory_tracker<staged::space>::current_bytes() == 2 * 4 * d.arena_size() + d.activation_bytes());
+  CHECK(device_llama<staged_kernels>::activation_bytes_for(debugmodel::config, 3, 12) ==
+        device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 3, 12) + 8 * 3 * 12);  // the ids
   const testing::step_batch b(0, 1, 4, 2048);
   CHECK_THROWS_WITH_AS(d.forward(b.inputs, b.targets, 2, 4), doctest::Contains("must hold B*T = 8 ids"), error);
   std::vector<std::int32_t> bad = b.inputs;
@@ -74,14 +85,14 @@ TEST_CASE("train::basic_trainer trains a device_llama as train::trainer trains l
   std::vector<std::int32_t> tok(4000);
   for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<std::int32_t>((i * 131 + 7) % 2048);
   llama_model a(debugmodel::config);
-  device_llama<cpu_kernels> b(debugmodel::config);
+  device_llama<staged_kernels> b(debugmodel::config);
   a.init_weights(5);
   b.init_weights(5);
   train::batch_loader la(tok, 2, 32, 1), lb(tok, 2, 32, 1);
   train::optimizer_options opt;
   opt.lr = 2e-3, opt.max_norm = 0.5;  // clipped in every step
   train::trainer ta(a, la, 3, 2, opt, 0);
-  train::basic_trainer<device_llama<cpu_kernels>> tb(b, lb, 3, 2, opt, 0);
+  train::basic_trainer<device_llama<staged_kernels>> tb(b, lb, 3, 2, opt, 0);
   for (int s = 0; s < 3; ++s) {
     const auto ma = ta.train_step(), mb = tb.train_step();
     CHECK(ma.loss == mb.loss);
@@ -132,7 +143,7 @@ TEST_CASE("device_llama with Float8 linears is llama_model with them, bit for bi
     CAPTURE(static_cast<int>(r));
     const f8_linears f8{.roles = all, .recipe = r};
     const auto host = testing::host_steps(gqa_tied::config, 2, 16, 4, opt, f8);
-    const auto dev = testing::device_steps<cpu_kernels>(gqa_tied::config, 2, 16, 4, opt, f8);
+    const auto dev = testing::device_steps<staged_kernels>(gqa_tied::config, 2, 16, 4, opt, f8);
     CHECK(host.losses == dev.losses);
     CHECK(host.params == dev.params);
     CHECK(host.losses[0] != f32.losses[0]);  // the casts ran
@@ -148,11 +159,11 @@ TEST_CASE("device_llama with activation checkpointing is llama_model with it, bi
                                ac_settings{.mode = ac_mode::selective_op}}) {
     CAPTURE(static_cast<int>(ac.mode));
     const auto host = testing::host_steps(debugmodel::config, 2, 16, 3, opt, {}, ac);
-    const auto dev = testing::device_steps<cpu_kernels>(debugmodel::config, 2, 16, 3, opt, {}, ac);
+    const auto dev = testing::device_steps<staged_kernels>(debugmodel::config, 2, 16, 3, opt, {}, ac);
     CHECK(host.losses == dev.losses);
     CHECK(host.params == dev.params);
     CHECK(dev.losses == none.losses);  // recompute is exact
-    device_llama<cpu_kernels> d(debugmodel::config);
+    device_llama<staged_kernels> d(debugmodel::config);
     llama_model h(debugmodel::config);
     d.set_checkpointing(ac);
     h.set_checkpointing(ac);
@@ -164,6 +175,6 @@ TEST_CASE("device_llama with activation checkpointing is llama_model with it, bi
     d.backward();
     CHECK(d.recompute_flops() > 0);
     CHECK(d.activation_bytes() == h.activation_bytes() + 8 * 2 * 16);  // and the ids
-    CHECK(d.activation_bytes() < device_llama<cpu_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
+    CHECK(d.activation_bytes() < device_llama<staged_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
   }
 }

@@ -4,7 +4,9 @@
 // K = cuda_kernels.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
@@ -83,6 +85,27 @@ step_record device_steps(const llama_config& c, std::int64_t B, std::int64_t T, 
   r.params.resize(static_cast<std::size_t>(m.arena_size()));
   m.store_params(r.params);
   return r;
+}
+
+/// Prints each step's loss and gradient norm of `ref` and `got` with their relative
+/// differences, and the largest parameter difference; returns the steps beyond `tol`.
+inline int report_steps(const step_record& ref, const step_record& got, double tol) {
+  int bad = 0;
+  std::printf("  step, loss reference / tested (relative difference), grad norm reference / tested\n");
+  for (std::size_t s = 0; s < ref.losses.size(); ++s) {
+    const double dl = std::fabs(ref.losses[s] - got.losses[s]) / std::fabs(ref.losses[s]);
+    const double dn = std::fabs(ref.norms[s] - got.norms[s]) / std::fabs(ref.norms[s]);
+    const bool ok = s < got.losses.size() && std::isfinite(got.losses[s]) && dl <= tol && dn <= tol;
+    bad += !ok;
+    std::printf("  %2zu  %.6f / %.6f (%.1e)  %.5f / %.5f (%.1e)%s\n", s + 1, ref.losses[s], got.losses[s], dl,
+                ref.norms[s], got.norms[s], dn, ok ? "" : "  <-- beyond the tolerance");
+  }
+  double dp = 0;
+  for (std::size_t i = 0; i < ref.params.size() && i < got.params.size(); ++i)
+    dp = std::fmax(dp, std::fabs(ref.params[i] - got.params[i]));
+  std::printf("  parameters after the last step: largest difference %.2e\n", dp);
+  std::fflush(stdout);
+  return bad;
 }
 
 }  // namespace tessera::testing

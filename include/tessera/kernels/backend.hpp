@@ -11,7 +11,8 @@
 // at run time with a message naming the backend (the model checks them first):
 //   float8          the Float8 linears, K::f8_matmul_forward / _backward with
 //                   cpu::f8_matmul_forward's interface,
-//   vocab_parallel  cross-entropy's vocab-parallel finish (cpu::ce_shard_*).
+//   vocab_parallel  cross-entropy's vocab-parallel finish (loss parallel: K::ce_shard_*
+//                   with cpu::ce_shard_*'s interface).
 // `cpu_bf16_kernels` and `cuda_bf16_kernels` are the same backends with bf16 GEMM operands:
 // every linear's inputs rounded to bf16 (nearest even), products and sums in f32 -- what a
 // bf16 tensor-core GEMM computes; the rest (norms, attention, softmax, AdamW on f32 master
@@ -35,6 +36,7 @@
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
+#include <tessera/kernels/cpu/vocab_parallel.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/memory.hpp>
 
@@ -82,30 +84,38 @@ struct composed_feed_forward {
   }
 };
 
+/// A backend's memory operations in element counts, from its memory space (a data_space):
+/// zeroing, copies within the space, host <-> space transfers, and synchronize() -- the
+/// space's fence (every kernel and copy issued so far complete).
+template <data_space Space>
+struct space_transfers {
+  using space = Space;
+  static void zero(float* p, std::int64_t n) { Space::zero(p, static_cast<std::size_t>(n) * sizeof(float)); }
+  template <class T>
+  static void copy(T* dst, const T* src, std::int64_t n) { Space::copy(dst, src, static_cast<std::size_t>(n) * sizeof(T)); }
+  template <class T>
+  static void to_device(T* dst, const T* src, std::int64_t n) {
+    Space::from_host(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  template <class T>
+  static void to_host(T* dst, const T* src, std::int64_t n) {
+    Space::to_host(dst, src, static_cast<std::size_t>(n) * sizeof(T));
+  }
+  static void synchronize() { Space::fence(); }
+};
+
 /// The CPU kernels on host memory.
-struct cpu_kernels {
-  using space = host_space;
+struct cpu_kernels : space_transfers<host_space> {
   static constexpr std::string_view name = "cpu";
   static constexpr bool float8 = true;
   static constexpr bool vocab_parallel = true;
 
-  static void zero(float* p, std::int64_t n) { std::memset(p, 0, static_cast<std::size_t>(n) * sizeof(float)); }
   /// y = a + b elementwise (b may alias y).
   static void add(float* y, const float* a, const float* b, std::int64_t n) {
     cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t i = lo; i < hi; ++i) y[i] = a[i] + b[i];
     }, 4096);
   }
-  template <class T>
-  static void copy(T* dst, const T* src, std::int64_t n) {
-    if (n > 0 && dst != src) std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(T));
-  }
-  /// Host <-> this space (the same memory here).
-  template <class T>
-  static void to_device(T* dst, const T* src, std::int64_t n) { copy(dst, src, n); }
-  template <class T>
-  static void to_host(T* dst, const T* src, std::int64_t n) { copy(dst, src, n); }
-  static void synchronize() {}
 
   static void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
                               float eps) {
@@ -198,6 +208,27 @@ struct cpu_kernels {
   }
   static double sum_of_squares(const float* g, std::int64_t n) {
     return cpu::sum_of_squares(g, static_cast<std::size_t>(n));
+  }
+  /// Loss parallel's three phases (cpu/vocab_parallel.hpp); `count` is count_targets' (the
+  /// CPU kernel counts the host's targets itself).
+  static void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N, std::int64_t Vl) {
+    cpu::ce_shard_row_max(rowmax, logits, N, Vl);
+  }
+  static void ce_shard_row_stats(float* stats, const float* logits, const float* rowmax, const std::int32_t* targets,
+                                 std::int64_t N, std::int64_t v0, std::int64_t Vl) {
+    cpu::ce_shard_row_stats(stats, logits, rowmax, targets, N, v0, Vl);
+  }
+  static float ce_shard_finish(float* dlogits, const float* logits, const float* rowmax, const float* stats,
+                               const std::int32_t* targets, std::int64_t N, std::int64_t V, std::int64_t v0,
+                               std::int64_t Vl, std::int64_t /*count*/, float scale) {
+    return cpu::ce_shard_finish(dlogits, logits, rowmax, stats, targets, N, V, v0, Vl, scale);
+  }
+  /// y = x rounded to bf16 (nearest even) / widened back to f32: FSDP's bf16 gathers.
+  static void to_bf16(bf16* y, const float* x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = bf16(x[i]);
+  }
+  static void from_bf16(float* y, const bf16* x, std::int64_t n) {
+    for (std::int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(x[i]);
   }
   static void scale_inplace(float* g, std::int64_t n, float s) { cpu::scale_inplace(g, static_cast<std::size_t>(n), s); }
 };

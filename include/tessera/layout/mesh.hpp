@@ -27,6 +27,11 @@ struct axis {
   static_assert(Name.size() > 0, "tessera::axis: an axis needs a non-empty name");
   static constexpr std::string_view name = Name.view();
   static constexpr std::int64_t size = Size;
+  /// The same axis with size S (member aliases instead of partial specializations on the
+  /// name: nvcc 13 matches no partial specialization on a class-type template parameter).
+  template <std::int64_t S>
+  using resized = axis<Name, S>;
+  using tessera_axis_tag = void;
 };
 
 /// Mesh sizes as a value (the same struct at compile time and at run time).
@@ -123,9 +128,7 @@ inline std::vector<std::int64_t> group_ranks(const mesh_shape& m, const axis_gro
 
 namespace detail {
 template <class T>
-struct is_axis : std::false_type {};
-template <fixed_string N, std::int64_t S>
-struct is_axis<axis<N, S>> : std::true_type {};
+struct is_axis : std::bool_constant<requires { typename T::tessera_axis_tag; }> {};
 
 template <std::size_t N>
 constexpr bool names_unique(const std::array<std::string_view, N>& names) {
@@ -273,9 +276,9 @@ template <class A, bool One>
 struct axis_of_size_one {
   using type = A;
 };
-template <fixed_string N, std::int64_t S>
-struct axis_of_size_one<axis<N, S>, true> {
-  using type = axis<N, 1>;
+template <class A>
+struct axis_of_size_one<A, true> {
+  using type = typename A::template resized<1>;
 };
 template <class Mesh, int I, class Seq>
 struct collapse_axis;

@@ -18,6 +18,10 @@
 // sequence); the hooks object runs where a layout changes (llama_block.hpp) and at the
 // begin/end of each part: blocks are parts 0..n_layers-1, the two ends together part
 // `ends_part()`. `serial_hooks` does nothing; the parallel runtime runs its collectives there.
+// The model is a template on its kernel backend (kernels/backend.hpp): `llama_model` is
+// basic_llama_model<cpu_kernels>; on another backend (cuda_kernels) the parameters, gradients
+// and activations are in its memory and the parts run its kernels (device_llama.hpp adds
+// the optimizer and host transfers). The split backward (zero-bubble schedules) is the CPU's.
 #pragma once
 
 #include <algorithm>
@@ -30,6 +34,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/model/llama_activations.hpp>
 #include <tessera/model/llama_arena.hpp>
 #include <tessera/model/llama_block.hpp>
 #include <tessera/model/llama_checkpointing.hpp>
@@ -43,37 +48,19 @@
 
 namespace tessera {
 
-/// What the model keeps between the forward of one batch and its backward: the residual
-/// streams and saved activations of blocks [first, last), and with the ends the ids, the
-/// targets and the head's buffers. The model uses its own (all blocks, both ends) unless a
-/// caller hands it another with use(): a pipeline stage keeps one per microbatch in flight.
-struct llama_activations {
-  std::int64_t first = 0, last = 0;  ///< the blocks whose activations are kept
-  bool embedding = true, head = true;
-  llama_dims dims;
-  std::vector<block_saved> saved;        ///< blocks first..last-1
-  std::vector<block_deferred> deferred;  ///< what each block's I keeps for its W (split backward only)
-  tensor<float> res;                     ///< residual streams in front of blocks first..last, [Nr, D] each
-  head_saved head_buffers;
-  tensor<float> head_dxf, embed_dres;    ///< what the head's and embedding's I keep for W
-  std::vector<std::int32_t> inputs, targets;
-  bool have_dlogits = false;
-  std::int64_t bytes = 0;  ///< saved + residual + head buffers, as allocated
-
-  /// Bytes of what the split backward's I keeps for W (0 outside I..W).
-  std::int64_t deferred_bytes() const {
-    std::int64_t n = 4 * static_cast<std::int64_t>(head_dxf.numel() + embed_dres.numel());
-    for (const auto& b : deferred) n += b.bytes();
-    return n;
-  }
-};
-
-class llama_model {
+template <kernel_backend K = cpu_kernels>
+class basic_llama_model {
  public:
+  using kernels = K;
+  using space = typename K::space;
+  using activations = basic_llama_activations<K>;
+  using saved_type = basic_block_saved<space>;
+
   /// `allocate`: own parameter and gradient arenas of this shard's shapes (a parallel
   /// runtime that manages the memory itself binds pointers with bind() instead).
-  explicit llama_model(const llama_config& c, bool allocate = true) : llama_model(c, llama_shard::whole(c), allocate) {}
-  llama_model(const llama_config& c, const llama_shard& s, bool allocate = true) : cfg_(c), shard_(s) {
+  explicit basic_llama_model(const llama_config& c, bool allocate = true)
+      : basic_llama_model(c, llama_shard::whole(c), allocate) {}
+  basic_llama_model(const llama_config& c, const llama_shard& s, bool allocate = true) : cfg_(c), shard_(s) {
     check_config(c);
     const std::string problem = shard_problem(c, s);
     check(problem.empty(), "llama config '" + std::string(c.name) + "': bad shard: " + problem);
@@ -81,8 +68,8 @@ class llama_model {
     gptr_.assign(static_cast<std::size_t>(n_tensors()), nullptr);
     if (!allocate) return;
     const arena_layout layout = param_arena_layout(c, s);
-    params_ = arena<float>(layout);
-    grads_ = arena<float>(layout);
+    params_ = arena<float, space>(layout);
+    grads_ = arena<float, space>(layout);
     for (std::int64_t i = 0; i < n_tensors(); ++i) bind(i, params_.data() + offset(i), grads_.data() + offset(i));
   }
 
@@ -117,16 +104,25 @@ class llama_model {
   }
   block_grads block_grads_of(std::int64_t l) const { return block_weights_from<float>(gptr_.data() + block_base(l)); }
   /// The flat arenas (padding between slots is zero and stays zero under AdamW).
-  arena<float>& params() { return owned(params_); }
-  arena<float>& grads() { return owned(grads_); }
+  arena<float, space>& params() { return owned(params_); }
+  arena<float, space>& grads() { return owned(grads_); }
 
-  /// TorchTitan's initialization (init_param) of this shard's parameters.
+  /// TorchTitan's initialization (init_param) of this shard's parameters (made on the host).
   void init_weights(std::uint64_t seed) {
-    std::vector<float> full;
-    for (std::int64_t i = 0; i < n_tensors(); ++i) init_shard_param(cfg_, shard_, i, seed, param(i), full);
+    std::vector<float> full, host;
+    for (std::int64_t i = 0; i < n_tensors(); ++i) {
+      if constexpr (space::host_accessible) {
+        init_shard_param(cfg_, shard_, i, seed, param(i), full);
+      } else {
+        const param_shape ls = local_shape(i);
+        host.resize(static_cast<std::size_t>(ls.numel()));
+        init_shard_param(cfg_, shard_, i, seed, host.data(), full);
+        K::to_device(param(i), host.data(), static_cast<std::int64_t>(host.size()));
+      }
+    }
   }
 
-  void zero_grad() { grads().zero(); }
+  void zero_grad() { K::zero(grads().data(), static_cast<std::int64_t>(grads_.size())); }
 
   /// Forward over this rank's inputs and targets [B, T] (row-major). Returns the mean
   /// cross-entropy over its tokens. When `need_backward`, also prepares the logits'
@@ -135,11 +131,11 @@ class llama_model {
   /// backward(). Negative targets are ignored (torch's ignore_index).
   float forward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t B,
                 std::int64_t T, bool need_backward = true, float loss_scale = 1.0f) {
-    serial_hooks h;
+    basic_serial_hooks<K> h;
     return forward(inputs, targets, B, T, need_backward, loss_scale, h);
   }
   void backward() {
-    serial_hooks h;
+    basic_serial_hooks<K> h;
     backward(h);
   }
 
@@ -199,15 +195,16 @@ class llama_model {
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(B * T) + " ids");
     prepare(B, T);
     check(act_->embedding && act_->first == 0, "llama::forward_embedding: the activations in use hold no embedding");
-    act_->inputs.assign(inputs.begin(), inputs.end());
-    embed_forward(residual(0), act_->inputs.data(), param(0), scratch_.proj.data(), dims(), h);
+    if constexpr (!space::host_accessible) cpu::check_tokens(inputs.data(), B * T, cfg_.vocab_size, "llama::forward");
+    keep_ids<K>(act_->inputs, inputs);
+    embed_forward<K>(residual(0), act_->inputs.data(), param(0), scratch_.proj.data(), dims(), h);
   }
   /// residual(l + 1) = block l (residual(l)). A checkpointed block runs in the shared
   /// recompute buffer and keeps only its kept groups (llama_checkpointing.hpp).
   template <class Hooks>
   void forward_block(std::int64_t l, Hooks& h) {
-    block_work w(saved(l), recompute_, keep_of(l));
-    block_forward(residual(l + 1), residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h);
+    basic_block_work<space> w(saved(l), recompute_, keep_of(l));
+    block_forward<K>(residual(l + 1), residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h);
   }
   /// The loss of residual(n_layers) against the targets (see forward()).
   template <class Hooks>
@@ -215,8 +212,8 @@ class llama_model {
     check(act_->head && act_->last == cfg_.n_layers, "llama::forward_head: the activations in use hold no head");
     check(static_cast<std::int64_t>(targets.size()) == dims().N(),
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(dims().N()) + " ids");
-    act_->targets.assign(targets.begin(), targets.end());
-    const float loss = head_forward(residual(cfg_.n_layers), act_->targets.data(), param(final_norm_index()),
+    keep_ids<K>(act_->targets, targets);
+    const float loss = head_forward<K>(residual(cfg_.n_layers), act_->targets.data(), param(final_norm_index()),
                                     output_weight(), act_->head_buffers, need_backward, loss_scale, dims(), h);
     act_->have_dlogits = need_backward;
     return loss;
@@ -225,7 +222,7 @@ class llama_model {
   template <class Hooks>
   void backward_head(Hooks& h) {
     take_dlogits();
-    head_backward(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
+    head_backward<K>(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
                   param(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
                   scratch_.dtmp.data(), dims(), h);
   }
@@ -233,9 +230,9 @@ class llama_model {
   /// block first recomputes what it did not keep (rebuild()).
   template <class Hooks>
   void backward_block(std::int64_t l, Hooks& h) {
-    block_work w(saved(l), recompute_, keep_of(l));
+    basic_block_work<space> w(saved(l), recompute_, keep_of(l));
     rebuild(w, l, h);
-    block_backward(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
+    block_backward<K>(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
                    h);
   }
 
@@ -245,7 +242,7 @@ class llama_model {
   /// TorchTitan's op policy looks at). Takes effect for the activations made from now on.
   void set_checkpointing(const ac_settings& ac, bool sequence_parallel = false) {
     ac_ = ac, ac_sp_ = sequence_parallel;
-    own_ = llama_activations{};  // re-made for the next batch
+    own_ = activations{};  // re-made for the next batch
     scratch_dims_ = llama_dims{};
   }
   const ac_settings& checkpointing() const noexcept { return ac_; }
@@ -257,7 +254,7 @@ class llama_model {
     if (p == positions_) return;
     positions_ = std::move(p);
     if (static_cast<std::int64_t>(positions_.size()) != scratch_dims_.rope_T()) scratch_dims_ = llama_dims{};
-    else rope_tables(scratch_, scratch_dims_, cfg_, positions_);
+    else rope_tables<K>(scratch_, scratch_dims_, cfg_, positions_);
   }
   /// The groups block l keeps (ac_keep_all: not checkpointed).
   std::uint16_t keep_of(std::int64_t l) const { return ac_keep_mask(ac_, l, ac_sp_); }
@@ -269,13 +266,13 @@ class llama_model {
   /// Before a checkpointed block's backward: rebuilds in `w` what it did not keep, with the
   /// backward's parameters and hooks (under FSDP the gathered ones, under TP its collectives again).
   template <class Hooks>
-  void rebuild(block_work& w, std::int64_t l, Hooks& h) {
+  void rebuild(basic_block_work<space>& w, std::int64_t l, Hooks& h) {
     if (w.checkpointed())
-      block_recompute(residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h, w.keep(), recompute_flops_);
+      block_recompute<K>(residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h, w.keep(), recompute_flops_);
   }
   template <class Hooks>
   void backward_embedding(Hooks& h) {
-    embed_backward(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
+    embed_backward<K>(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
   }
 
   // ---- the backward split into input gradient (I) and weight gradient (W), for zero-bubble
@@ -333,16 +330,16 @@ class llama_model {
 
   /// Activations for blocks [first, last) of a batch [B, T] (with the embedding when first
   /// is 0 and `embedding`, with the head when last is n_layers and `head`), for use().
-  llama_activations make_activations(std::int64_t B, std::int64_t T, std::int64_t first, std::int64_t last,
-                                     bool embedding, bool head) const {
+  activations make_activations(std::int64_t B, std::int64_t T, std::int64_t first, std::int64_t last, bool embedding,
+                               bool head) const {
     check(0 <= first && first <= last && last <= cfg_.n_layers, "llama::make_activations: bad block range");
-    llama_activations a;
+    activations a;
     allocate(a, dims_for(B, T), first, last, embedding && first == 0, head && last == cfg_.n_layers);
     return a;
   }
   /// The parts run on `a` from now on (and the scratch is sized for its batch); use_own()
   /// returns to the model's own activations.
-  void use(llama_activations& a) {
+  void use(activations& a) {
     act_ = &a;
     size_scratch(a.dims);
   }
@@ -367,20 +364,20 @@ class llama_model {
  private:
   llama_config cfg_;
   llama_shard shard_;
-  arena<float> params_, grads_;
+  arena<float, space> params_, grads_;
   std::vector<float*> pptr_, gptr_;
-  llama_activations own_;
-  llama_activations* act_ = &own_;
-  block_scratch scratch_;
+  activations own_;
+  activations* act_ = &own_;
+  basic_block_scratch<space> scratch_;
   llama_dims scratch_dims_;
   std::int64_t scratch_bytes_ = 0;
   ac_settings ac_{};
   bool ac_sp_ = false;
-  block_saved recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
+  saved_type recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
   std::vector<std::int64_t> positions_;  // set_positions (empty: 0..T-1)
   std::int64_t recompute_flops_ = 0;
 
-  arena<float>& owned(arena<float>& a) {
+  arena<float, space>& owned(arena<float, space>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
     return a;
   }
@@ -391,7 +388,7 @@ class llama_model {
   std::int64_t final_norm_index() const { return block_base(cfg_.n_layers); }
   float* output_weight() { return cfg_.tied_embeddings ? param(0) : param(final_norm_index() + 1); }
   float* output_grad() { return cfg_.tied_embeddings ? grad(0) : grad(final_norm_index() + 1); }
-  block_saved& saved(std::int64_t l) {
+  saved_type& saved(std::int64_t l) {
     check(l >= act_->first && l < act_->last, "llama: block " + std::to_string(l) + " has no activations in use");
     return act_->saved[static_cast<std::size_t>(l - act_->first)];
   }
@@ -418,9 +415,10 @@ class llama_model {
   }
 
  private:
-  void allocate(llama_activations& a, const llama_dims& d, std::int64_t first, std::int64_t last, bool embedding,
+  void allocate(activations& a, const llama_dims& d, std::int64_t first, std::int64_t last, bool embedding,
                 bool head) const {
-    a = llama_activations{};
+    K::synchronize();  // buffers of the last shape may still be read
+    a = activations{};
     a.first = first, a.last = last, a.embedding = embedding, a.head = head, a.dims = d;
     a.saved.resize(static_cast<std::size_t>(last - first));
     for (std::int64_t l = first; l < last; ++l) {
@@ -428,11 +426,16 @@ class llama_model {
       allocate_kept(a.saved[static_cast<std::size_t>(l - first)], d, keep);
       a.bytes += 4 * block_kept_floats(d, keep);
     }
-    a.res = tensor<float>({(last - first + 1) * d.Nr() * cfg_.dim});
+    a.res = tensor<float, space>({(last - first + 1) * d.Nr() * cfg_.dim});
     a.bytes += static_cast<std::int64_t>(a.res.numel()) * 4;
     if (head) {
       a.head_buffers.allocate(d);
       a.bytes += 4 * total_of(ends_saved_sizes(d));
+    }
+    if constexpr (!space::host_accessible) {  // the ids in the backend's memory
+      if (embedding) a.inputs = id_buffer<space>(static_cast<std::size_t>(d.N()));
+      if (head) a.targets = id_buffer<space>(static_cast<std::size_t>(d.N()));
+      a.bytes += 4 * d.N() * ((embedding ? 1 : 0) + (head ? 1 : 0));
     }
   }
   /// Sizes the model's own activations (all blocks, both ends) and the scratch for (B, T);
@@ -448,18 +451,22 @@ class llama_model {
   }
   void size_scratch(const llama_dims& d) {
     if (d.B == scratch_dims_.B && d.T == scratch_dims_.T) return;
+    K::synchronize();  // the last shape's scratch may still be read
     scratch_dims_ = d;
     scratch_.allocate(d);
     scratch_bytes_ = 4 * total_of(block_scratch_sizes(d));
     const std::uint16_t keep = checkpointed_keep();
-    recompute_ = block_saved{};
+    recompute_ = saved_type{};
     if (keep != ac_keep_all) {
       allocate_recompute(recompute_, d, keep);
       scratch_bytes_ += 4 * block_recompute_floats(d, keep);
     }
-    rope_tables(scratch_, d, cfg_, positions_);
+    rope_tables<K>(scratch_, d, cfg_, positions_);
   }
 };
+
+/// The Llama on the CPU kernels (host memory).
+using llama_model = basic_llama_model<>;
 
 /// A Llama model whose configuration `Config::config` is checked when the type is formed
 /// (config_problem, in config_words' words; tests/compile_fail/model_*).

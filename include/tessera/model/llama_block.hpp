@@ -123,14 +123,23 @@ inline cpu::rope_config rope_config_of(const llama_config& c) {
 }
 
 /// Fills the RoPE tables of `k` for the tokens of `d` at `positions` (empty: 0..T-1; per
-/// row, llama_dims::rope_rows: B x T of them, row after row).
-inline void rope_tables(block_scratch& k, const llama_dims& d, const llama_config& c,
-                        const std::vector<std::int64_t>& positions) {
+/// row, llama_dims::rope_rows: B x T of them, row after row). Made on the host (copied to
+/// K's memory where that is not the host's).
+template <class K = cpu_kernels>
+void rope_tables(basic_block_scratch<typename K::space>& k, const llama_dims& d, const llama_config& c,
+                 const std::vector<std::int64_t>& positions) {
   check(positions.empty() ? !d.rope_rows : static_cast<std::int64_t>(positions.size()) == d.rope_T(),
         "llama: set_positions() gave " + std::to_string(positions.size()) + " positions for " +
             std::to_string(d.rope_T()) + " tokens");
-  cpu::rope_table(k.cos.data(), k.sin.data(), d.rope_T(), d.hd, rope_config_of(c),
-                  positions.empty() ? nullptr : positions.data());
+  const std::int64_t* pos = positions.empty() ? nullptr : positions.data();
+  if constexpr (K::space::host_accessible) {
+    cpu::rope_table(k.cos.data(), k.sin.data(), d.rope_T(), d.hd, rope_config_of(c), pos);
+  } else {
+    std::vector<float> cos(static_cast<std::size_t>(d.rope_T() * d.hd / 2)), sin(cos.size());
+    cpu::rope_table(cos.data(), sin.data(), d.rope_T(), d.hd, rope_config_of(c), pos);
+    K::to_device(k.cos.data(), cos.data(), static_cast<std::int64_t>(cos.size()));
+    K::to_device(k.sin.data(), sin.data(), static_cast<std::int64_t>(sin.size()));
+  }
 }
 
 /// Attention on this rank's heads of whole sequences: backend K's kernels.

@@ -76,26 +76,26 @@ float head_forward(const float* x, const std::int32_t* targets, const float* nor
   if (Vl == V)  // the whole vocabulary here
     return need_backward ? K::cross_entropy_forward_backward(dl, s.logits.data(), targets, N, V, count, scale)
                          : K::cross_entropy_forward(s.logits.data(), targets, N, V, count);
-  if constexpr (!K::vocab_parallel) {
-    detail::need<K>(false, "a vocabulary split over ranks");
-    return 0.0f;
-  } else {
-    if (d.vocab_loss) {
-      cpu::ce_shard_row_max(s.rowmax.data(), s.logits.data(), N, Vl);
+  if (d.vocab_loss) {  // loss parallel: the vocabulary-parallel finish
+    if constexpr (!K::vocab_parallel) {
+      detail::need<K>(false, "loss parallel (cross-entropy's vocabulary-parallel finish)");
+      return 0.0f;
+    } else {
+      K::ce_shard_row_max(s.rowmax.data(), s.logits.data(), N, Vl);
       h.reduce_row_max(s.rowmax.data());
-      cpu::ce_shard_row_stats(s.stats.data(), s.logits.data(), s.rowmax.data(), targets, N, d.v0, Vl);
+      K::ce_shard_row_stats(s.stats.data(), s.logits.data(), s.rowmax.data(), targets, N, d.v0, Vl);
       h.reduce_row_stats(s.stats.data());
-      return cpu::ce_shard_finish(dl, s.logits.data(), s.rowmax.data(), s.stats.data(), targets, N, V, d.v0, Vl,
-                                  scale);
+      return K::ce_shard_finish(dl, s.logits.data(), s.rowmax.data(), s.stats.data(), targets, N, V, d.v0, Vl, count,
+                                scale);
     }
-    h.gather_logits(s.logits.data(), s.logits_full.data());
-    float* dfull = need_backward ? s.logits_full.data() : nullptr;
-    const float loss = need_backward ? K::cross_entropy_forward_backward(dfull, s.logits_full.data(), targets, N, V, count,
-                                                                         scale)
-                                     : K::cross_entropy_forward(s.logits_full.data(), targets, N, V, count);
-    if (need_backward) h.slice_logits(s.logits_full.data(), s.logits.data());
-    return loss;
   }
+  h.gather_logits(s.logits.data(), s.logits_full.data());
+  float* dfull = need_backward ? s.logits_full.data() : nullptr;
+  const float loss = need_backward ? K::cross_entropy_forward_backward(dfull, s.logits_full.data(), targets, N, V, count,
+                                                                       scale)
+                                   : K::cross_entropy_forward(s.logits_full.data(), targets, N, V, count);
+  if (need_backward) h.slice_logits(s.logits_full.data(), s.logits.data());
+  return loss;
 }
 
 /// From the logits' gradient head_forward left: accumulates into the output's and the

@@ -36,9 +36,9 @@ struct selective_layer {
 template <ac_op... Ops>
 struct selective_op {
   static constexpr bool unique = [] {
-    const ac_op o[] = {Ops..., ac_op::count};
-    for (std::size_t i = 0; i < sizeof...(Ops); ++i)
-      for (std::size_t j = i + 1; j < sizeof...(Ops); ++j)
+    const ac_op o[] = {Ops..., ac_op::count};  // ac_op::count ends the list (and an empty list)
+    for (std::size_t i = 0; o[i] != ac_op::count; ++i)
+      for (std::size_t j = i + 1; o[j] != ac_op::count; ++j)
         if (o[i] == o[j]) return false;
     return true;
   }();

@@ -18,6 +18,10 @@
 // Where a plan moves nothing (no FSDP, no TP) the model is bound straight to the stored
 // blocks and nothing is copied. Which unit runs when is the caller's (the model's hooks,
 // or a pipeline schedule's UNSHARD / RESHARD / REDUCE_GRAD actions).
+// The blocks live in kernel backend K's memory (cpu_kernels: the host's; cuda_kernels: the
+// GPU's, over an nccl device mesh): gathers and reductions run the plans in K's space, bf16
+// casts and gradient sums are K's kernels, and the space's fence runs before a collective is
+// issued on buffers the backend's kernels wrote. The FP8 all-gather is the host's.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +31,7 @@
 #include <vector>
 
 #include <tessera/comm/communicator.hpp>
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/tensor/arena.hpp>
@@ -75,9 +80,10 @@ concept bindable_model = requires(Model& m, std::int64_t i, float* p) {
   { m.grad(i) } -> std::convertible_to<float*>;
 };
 
-template <class Mesh, parallel_spec P, bindable_model Model>
+template <class Mesh, parallel_spec P, bindable_model Model, kernel_backend K = cpu_kernels>
 class sharded_params {
  public:
+  using space = typename K::space;
   sharded_params(device_mesh<Mesh>& dm, Model& model, std::vector<param_info> params, std::int64_t n_units)
       : dm_(dm), model_(model), params_(std::move(params)), units_(static_cast<std::size_t>(n_units)) {
     arena_layout layout;
@@ -86,9 +92,12 @@ class sharded_params {
       std::vector<std::int64_t> shape(b.size.begin(), b.size.begin() + b.rank);
       layout.add(params_[i].name, std::span<const std::int64_t>(shape));
       if (params_[i].local) units_[static_cast<std::size_t>(params_[i].unit)].params.push_back(static_cast<std::int64_t>(i));
+      check(space::host_accessible || !params_[i].fp8_gather,
+            "fsdp: the FP8 all-gather of " + params_[i].name + " runs on host memory only; the " +
+                std::string(K::name) + " backend gathers in bf16 or f32");
     }
-    master_ = arena<float>(layout);
-    grads_ = arena<float>(layout);
+    master_ = arena<float, space>(layout);
+    grads_ = arena<float, space>(layout);
   }
   sharded_params(const sharded_params&) = delete;
   sharded_params& operator=(const sharded_params&) = delete;
@@ -96,10 +105,10 @@ class sharded_params {
   std::int64_t size() const noexcept { return static_cast<std::int64_t>(params_.size()); }
   const param_info& info(std::int64_t i) const { return params_[static_cast<std::size_t>(i)]; }
   /// This rank's stored blocks (the optimizer's domain) and their gradients.
-  arena<float>& params() noexcept { return master_; }
-  arena<float>& grads() noexcept { return grads_; }
-  const arena<float>& params() const noexcept { return master_; }
-  const arena<float>& grads() const noexcept { return grads_; }
+  arena<float, space>& params() noexcept { return master_; }
+  arena<float, space>& grads() noexcept { return grads_; }
+  const arena<float, space>& params() const noexcept { return master_; }
+  const arena<float, space>& grads() const noexcept { return grads_; }
   float* stored(std::int64_t i) { return master_.data() + slot(i).offset; }
   float* stored_grad(std::int64_t i) { return grads_.data() + slot(i).offset; }
   std::size_t stored_numel(std::int64_t i) const { return slot(i).numel; }
@@ -124,18 +133,31 @@ class sharded_params {
     box whole;
     whole.rank = g.rank;
     whole.size = g.extent;
-    tessera::detail::copy_region(full, whole, stored(i), b, b);
+    if constexpr (space::host_accessible) {
+      tessera::detail::copy_region(full, whole, stored(i), b, b);
+    } else {  // the block on the host, then copied in
+      std::vector<float> block(static_cast<std::size_t>(b.numel()));
+      tessera::detail::copy_region(full, whole, block.data(), b, b);
+      K::to_device(stored(i), block.data(), b.numel());
+    }
   }
-  /// Parameter i's stored block `block` (values or gradients) gathered whole on every rank
-  /// (zeros where it is not local: every rank of a dp / tp group holds the same stages).
+  /// Parameter i's stored block `block` (values or gradients, in K's memory) gathered whole
+  /// on every rank, in host memory (zeros where it is not local: every rank of a dp / tp
+  /// group holds the same stages).
   std::vector<float> gather_whole(std::int64_t i, const float* block) {
     std::vector<float> out(static_cast<std::size_t>(info(i).shape.numel()));
     if (!info(i).local) return out;
+    space_buffer<float, space> whole;
+    reserve_buffer<float, space>(whole, out.size());
     visit(i, [&]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
-      redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>>(dm_, info(i).shape, block,
-                                                                                           out.data());
+      redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>, default_cost_model, space>(
+          dm_, info(i).shape, block, whole.data());
     });
+    if constexpr (space::host_accessible)
+      return whole;
+    else
+      K::to_host(out.data(), whole.data(), static_cast<std::int64_t>(out.size()));
     return out;
   }
 
@@ -172,7 +194,7 @@ class sharded_params {
         if constexpr (L::direct_grad && L::direct_param) {
           model_.bind(i, model_.param(i), stored_grad(i));
         } else {
-          st.g[k] = tensor<float>({local_numel<typename L::compute>(dm_, info(i).shape)});  // zero-filled
+          st.g[k] = tensor<float, space>({local_numel<typename L::compute>(dm_, info(i).shape)});  // zero-filled
           model_.bind(i, model_.param(i), st.g[k].data());
         }
       });
@@ -186,10 +208,12 @@ class sharded_params {
       if (st.g[k].numel() == 0 && model_.grad(i) == stored_grad(i)) continue;  // accumulated in place
       visit(i, [&]<tp_style S, int R>() {
         using L = param_layouts<Mesh, P, S, R>;
-        stage_.resize(slot(i).numel);
-        redistribute_local<typename L::grad, typename L::storage>(dm_, info(i).shape, st.g[k].data(), stage_.data());
+        const std::size_t n = slot(i).numel;
+        reserve_buffer<float, space>(stage_, n);
+        redistribute_local<typename L::grad, typename L::storage, default_cost_model, space>(dm_, info(i).shape,
+                                                                                              st.g[k].data(), stage_.data());
         float* dst = stored_grad(i);
-        for (std::size_t e = 0; e < stage_.size(); ++e) dst[e] += stage_[e];
+        add_into(dst, stage_.data(), n);
       });
     }
     st.g.clear();
@@ -209,20 +233,29 @@ class sharded_params {
   };
   struct unit_state {
     std::vector<std::int64_t> params;
-    std::vector<tensor<float>> p, g;  // gathered parameters / their gradients (empty when bound directly)
+    std::vector<tensor<float, space>> p, g;  // gathered parameters / their gradients (empty when bound directly)
     bool gathered = false;
-    std::vector<comm::any_request> pending;                       // prefetch gathers not yet waited for
-    std::vector<std::pair<std::size_t, std::vector<bf16>>> half;  // bf16 gathers of those, by parameter
-    std::vector<fp8_state> fp8;                                   // FP8 gathers (codes in, codes out)
+    std::vector<comm::any_request> pending;  // prefetch gathers not yet waited for
+    std::vector<std::pair<std::size_t, space_buffer<bf16, space>>> half;  // bf16 gathers of those, by parameter
+    std::vector<fp8_state> fp8;                                            // FP8 gathers (codes in, codes out)
   };
 
   device_mesh<Mesh>& dm_;
   Model& model_;
   std::vector<param_info> params_;
   std::vector<unit_state> units_;
-  arena<float> master_, grads_;
-  std::vector<float> stage_;
-  std::vector<bf16> half_in_, half_out_;
+  arena<float, space> master_, grads_;
+  space_buffer<float, space> stage_;
+  space_buffer<bf16, space> half_in_, half_out_;
+
+  /// dst[e] += add[e] (n elements; the host's loop, K's kernel elsewhere).
+  static void add_into(float* dst, const float* add, std::size_t n) {
+    if constexpr (space::host_accessible) {
+      for (std::size_t e = 0; e < n; ++e) dst[e] += add[e];
+    } else {
+      K::add(dst, dst, add, static_cast<std::int64_t>(n));
+    }
+  }
 
   unit_state& unit(std::int64_t u) { return units_[static_cast<std::size_t>(u)]; }
   const arena_slot& slot(std::int64_t i) const { return master_.layout().slots()[static_cast<std::size_t>(i)]; }
@@ -236,7 +269,7 @@ class sharded_params {
         model_.bind(i, stored(i), model_.grad(i));
       } else {
         const shape_t& g = info(i).shape;
-        st.p[k] = tensor<float>({local_numel<typename L::compute>(dm_, g)});
+        st.p[k] = tensor<float, space>({local_numel<typename L::compute>(dm_, g)});
         float* out = st.p[k].data();
         model_.bind(i, out, model_.grad(i));
         const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
@@ -245,11 +278,13 @@ class sharded_params {
           if (prefetch && is_even(L::storage::spec, dm_.shape(), g)) {
             auto& c = dm_.group(L::unshard_plan::value[0].group);
             if constexpr (P.bf16_params) {
-              auto& h = st.half.emplace_back(k, std::vector<bf16>(n_in + n_out)).second;
-              for (std::size_t e = 0; e < n_in; ++e) h[e] = bf16(stored(i)[e]);
+              auto& h = st.half.emplace_back(k, space_buffer<bf16, space>(n_in + n_out)).second;
+              K::to_bf16(h.data(), stored(i), static_cast<std::int64_t>(n_in));
+              space::fence();  // the casts (and the optimizer's last step) before the collective reads them
               st.pending.push_back(comm::all_gather(c, std::span<const bf16>(h.data(), n_in),
                                                     std::span<bf16>(h.data() + n_in, n_out)));
             } else {
+              space::fence();  // the optimizer's last step before the collective reads the block
               st.pending.push_back(
                   comm::all_gather(c, std::span<const float>(stored(i), n_in), std::span<float>(out, n_out)));
             }
@@ -259,12 +294,13 @@ class sharded_params {
         check(!info(i).fp8_gather, "fsdp: FP8 all-gather of " + info(i).name +
                                        " needs an unshard plan that is one all-gather along dim 0");
         if constexpr (P.bf16_params) {  // gathered in bf16, computed in f32 (FSDP2 MixedPrecisionPolicy)
-          half_in_.resize(n_in), half_out_.resize(n_out);
-          for (std::size_t e = 0; e < n_in; ++e) half_in_[e] = bf16(stored(i)[e]);
-          redistribute_local<typename L::storage, typename L::compute>(dm_, g, half_in_.data(), half_out_.data());
-          for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(half_out_[e]);
+          reserve_buffer<bf16, space>(half_in_, n_in), reserve_buffer<bf16, space>(half_out_, n_out);
+          K::to_bf16(half_in_.data(), stored(i), static_cast<std::int64_t>(n_in));
+          redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(dm_, g, half_in_.data(),
+                                                                                                 half_out_.data());
+          K::from_bf16(out, half_out_.data(), static_cast<std::int64_t>(n_out));
         } else {
-          redistribute_local<typename L::storage, typename L::compute>(dm_, g, stored(i), out);
+          redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(dm_, g, stored(i), out);
         }
       }
     });
@@ -307,9 +343,8 @@ class sharded_params {
     for (auto& r : st.pending) r.wait();
     st.pending.clear();
     for (auto& [k, h] : st.half) {
-      float* out = st.p[k].data();
       const std::size_t n_out = static_cast<std::size_t>(st.p[k].numel()), n_in = h.size() - n_out;
-      for (std::size_t e = 0; e < n_out; ++e) out[e] = static_cast<float>(h[n_in + e]);
+      K::from_bf16(st.p[k].data(), h.data() + n_in, static_cast<std::int64_t>(n_out));
     }
     st.half.clear();
     for (fp8_state& f : st.fp8) {

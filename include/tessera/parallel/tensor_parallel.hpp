@@ -11,7 +11,8 @@
 //   gather_logits / slice_logits       the logits' vocabulary split without loss parallel
 //   reduce_amax                        Float8's amaxes of TP-split operands (max over tp)
 // Each returns the buffer holding the result (its input when the plan is empty, e.g. with
-// no TP). It knows no model: the Llama's hooks (train/parallel_llama.hpp) call it.
+// no TP). It knows no model: the Llama's hooks (train/parallel_llama.hpp) call it. The
+// activations are in memory space Space (the host's, or a GPU's over an nccl device mesh).
 #pragma once
 
 #include <algorithm>
@@ -26,7 +27,7 @@
 
 namespace tessera::parallel {
 
-template <class Mesh, parallel_spec P>
+template <class Mesh, parallel_spec P, data_space Space = host_space>
 class tp_activations {
  public:
   using types = layout_types<Mesh, P>;
@@ -61,6 +62,7 @@ class tp_activations {
       axis_group g;
       constexpr int tp = P.tp;  // a compile-time copy (clang 14 can misread P's members at run time)
       g.push(tp);
+      Space::fence();  // the amaxes' kernels before the collective reads them
       comm::all_reduce(dm_.group(g), std::span<float>(amax, static_cast<std::size_t>(n)), reduce_op::max).wait();
     }
   }
@@ -71,7 +73,7 @@ class tp_activations {
     if constexpr (plan_t<Src, Dst, float>::size == 0) {
       return in;
     } else {
-      redistribute_local<Src, Dst>(dm_, shape_t{B_, T_, X}, in, out);
+      redistribute_local<Src, Dst, default_cost_model, Space>(dm_, shape_t{B_, T_, X}, in, out);
       return out;
     }
   }
@@ -79,15 +81,16 @@ class tp_activations {
  private:
   device_mesh<Mesh>& dm_;
   std::int64_t B_ = 0, T_ = 0;
-  std::vector<float> stage_;
+  space_buffer<float, Space> stage_;
 
   template <class Src, class Dst>
   void move_inplace(float* x, std::int64_t X) {
     if constexpr (plan_t<Src, Dst, float>::size != 0) {
       const shape_t g{B_, T_, X};
-      stage_.resize(static_cast<std::size_t>(local_numel<Dst>(dm_, g)));
-      redistribute_local<Src, Dst>(dm_, g, x, stage_.data());
-      std::copy(stage_.begin(), stage_.end(), x);
+      const auto n = static_cast<std::size_t>(local_numel<Dst>(dm_, g));
+      reserve_buffer<float, Space>(stage_, n);
+      redistribute_local<Src, Dst, default_cost_model, Space>(dm_, g, x, stage_.data());
+      Space::copy(x, stage_.data(), n * sizeof(float));
     }
   }
 };

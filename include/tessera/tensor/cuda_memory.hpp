@@ -63,8 +63,39 @@ struct cuda_space {
     (void)cudaFree(p);
     memory_tracker<cuda_space>::record(-static_cast<std::int64_t>(bytes));
   }
+
+  // data movement (data_space): copies are issued on the legacy default stream, which
+  // orders them with every kernel launched there; fence() waits for the whole device
+  // (kernels on other streams too) before a collective reads the data
+  static constexpr bool device_buffers = true;
+  static void copy(void* dst, const void* src, std::size_t bytes) {
+    if (bytes && dst != src)
+      cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, nullptr),
+                 "cuda_space::copy: cudaMemcpyAsync of " + std::to_string(bytes) + " bytes");
+  }
+  static void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                      std::size_t height) {
+    if (width && height)
+      cuda_check(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDeviceToDevice, nullptr),
+                 "cuda_space::copy_2d: cudaMemcpy2DAsync of " + std::to_string(height) + " rows of " +
+                     std::to_string(width) + " bytes");
+  }
+  static void zero(void* dst, std::size_t bytes) {
+    if (bytes) cuda_check(cudaMemsetAsync(dst, 0, bytes, nullptr), "cuda_space::zero: cudaMemsetAsync");
+  }
+  static void from_host(void* dst, const void* src, std::size_t bytes) {
+    if (bytes)
+      cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice),
+                 "cuda_space::from_host: cudaMemcpy of " + std::to_string(bytes) + " bytes");
+  }
+  static void to_host(void* dst, const void* src, std::size_t bytes) {
+    if (bytes)
+      cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost),
+                 "cuda_space::to_host: cudaMemcpy of " + std::to_string(bytes) + " bytes");
+  }
+  static void fence() { cuda_check(cudaDeviceSynchronize(), "cuda_space::fence: cudaDeviceSynchronize"); }
 };
-static_assert(memory_space<cuda_space>);
+static_assert(data_space<cuda_space>);
 
 /// An owned non-blocking CUDA stream.
 class cuda_stream {
@@ -106,13 +137,7 @@ class cuda_event {
 };
 
 /// Copies `bytes` host -> device, device -> host (synchronous on the default stream).
-inline void copy_to_device(void* dst, const void* src, std::size_t bytes) {
-  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy_to_device: cudaMemcpy of " +
-                                                                       std::to_string(bytes) + " bytes");
-}
-inline void copy_to_host(void* dst, const void* src, std::size_t bytes) {
-  cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host: cudaMemcpy of " +
-                                                                     std::to_string(bytes) + " bytes");
-}
+inline void copy_to_device(void* dst, const void* src, std::size_t bytes) { cuda_space::from_host(dst, src, bytes); }
+inline void copy_to_host(void* dst, const void* src, std::size_t bytes) { cuda_space::to_host(dst, src, bytes); }
 
 }  // namespace tessera

@@ -17,6 +17,8 @@
 #include <string>
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/layout/mesh.hpp>
+#include <tessera/tensor/memory.hpp>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -47,14 +49,30 @@ class device_mesh {
   const coords_t& coords() const noexcept { return coords_; }
   comm::any_communicator& world() noexcept { return world_; }
 
-  /// Scratch memory for `n` elements of T in slot `slot` (0..3), reused across calls (grows
-  /// only), so that collectives' staging buffers are not allocated and faulted in per call.
-  template <class T>
+  /// Scratch memory for `n` elements of T in slot `slot` (0..3) of memory space `Space`,
+  /// reused across calls (grows only), so that collectives' staging buffers are not allocated
+  /// and faulted in per call.
+  template <class T, memory_space Space = host_space>
   T* scratch(int slot, std::size_t n) {
-    auto& v = scratch_[static_cast<std::size_t>(slot)];
-    const std::size_t words = (n * sizeof(T) + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
-    if (v.size() < words) v.resize(words);
-    return reinterpret_cast<T*>(v.data());
+    if constexpr (std::is_same_v<Space, host_space>) {
+      auto& v = scratch_[static_cast<std::size_t>(slot)];
+      const std::size_t words = (n * sizeof(T) + sizeof(std::max_align_t) - 1) / sizeof(std::max_align_t);
+      if (v.size() < words) v.resize(words);
+      return reinterpret_cast<T*>(v.data());
+    } else {
+      space_scratch* s = nullptr;
+      for (auto& x : other_scratch_)
+        if (x.tag == &Space::name) s = &x;
+      if (!s) s = &other_scratch_.emplace_back(&Space::name, &Space::deallocate);
+      auto& [p, bytes] = s->slot[static_cast<std::size_t>(slot)];
+      if (bytes < n * sizeof(T)) {
+        Space::deallocate(p, bytes);
+        p = nullptr, bytes = 0;
+        p = Space::allocate(n * sizeof(T));
+        bytes = n * sizeof(T);
+      }
+      return static_cast<T*>(p);
+    }
   }
 
   /// The communicator of this rank's group along `g` (ranks in group order). The reference
@@ -74,6 +92,19 @@ class device_mesh {
   coords_t coords_{};
   std::deque<std::pair<axis_group, comm::any_communicator>> groups_;  // a deque: references stay valid
   std::array<std::vector<std::max_align_t>, 4> scratch_;
+  // scratch of other memory spaces (device memory), one entry per space used
+  struct space_scratch {
+    space_scratch(const void* t, void (*f)(void*, std::size_t) noexcept) : tag(t), free(f) {}
+    space_scratch(const space_scratch&) = delete;
+    space_scratch& operator=(const space_scratch&) = delete;
+    ~space_scratch() {
+      for (auto& [p, bytes] : slot) free(p, bytes);
+    }
+    const void* tag;
+    void (*free)(void*, std::size_t) noexcept;
+    std::array<std::pair<void*, std::size_t>, 4> slot{};
+  };
+  std::deque<space_scratch> other_scratch_;
 };
 
 }  // namespace tessera

@@ -1,6 +1,7 @@
 // tessera/tensor/dist_tensor.hpp: a tensor distributed over a device mesh with a layout
 // known at compile time. Each rank holds its block (local_box of the layout) in memory
-// space `Space` (host now; CUDA buffers slot in as another space).
+// space `Space`: host memory (tessera::host, the default), or a GPU's with
+// tessera::cuda_space (tensor/cuda_memory.hpp) on a device mesh whose communicator is nccl's.
 //
 //   using M = tessera::mesh<tessera::axis<"dp", 2>, tessera::axis<"tp", 2>>;
 //   using RowSharded = tessera::layout_t<M, 2, tessera::dim<0, "dp", "tp">>;
@@ -16,7 +17,9 @@
 // tessera::result_pool (a cache of the buffers of dead dist_tensors, as a caching
 // allocator keeps freed blocks), so calling it in a loop does not fault in fresh pages;
 // redistribute(out) writes into an existing tensor of the target layout and allocates
-// nothing.
+// nothing. On device memory the same plans run with device copies and NCCL's collectives;
+// local() is then this rank's block in device memory (for kernels), local_values() a host
+// copy of it, and full_tensor() returns host memory as it does for a host tensor.
 #pragma once
 
 #include <array>
@@ -38,8 +41,8 @@
 
 namespace tessera {
 
-/// Memory space of host (CPU) buffers.
-struct host {};
+/// Memory space of host (CPU) buffers (dist_tensor's default).
+using host = host_space;
 
 /// The cache of dist_tensor result buffers (detail/result_pool.hpp): buffers of 64 KiB and
 /// more go back to it when their tensor dies, up to limit() bytes in all (1 GiB unless
@@ -76,6 +79,7 @@ constexpr bool on_mesh() {
   else
     return false;
 }
+
 }  // namespace detail
 
 template <class T, class Layout, class Space = host>
@@ -84,8 +88,12 @@ class dist_tensor {
   static_assert(comm::element<T>,
                 "tessera::dist_tensor: the element type has no comm::dtype; use float, double, int32_t, int64_t, "
                 "uint8_t or a bf16 type with a comm::dtype_traits specialization");
-  static_assert(std::is_same_v<Space, host>,
-                "tessera::dist_tensor: only the host memory space is implemented; use tessera::host");
+  static_assert(data_space<Space>,
+                "tessera::dist_tensor: the memory space must be a data_space (tensor/memory.hpp): tessera::host, or "
+                "tessera::cuda_space from <tessera/tensor/cuda_memory.hpp>");
+  static constexpr bool on_host = std::is_same_v<Space, host_space>;
+  // host blocks come from and go back to result_pool; other spaces own their memory
+  using storage = std::conditional_t<on_host, std::vector<T>, space_vector<T, Space>>;
 
  public:
   using value_type = T;
@@ -103,7 +111,7 @@ class dist_tensor {
       throw error("tessera::dist_tensor::from_local: rank " + std::to_string(dm.rank()) + " holds " +
                   std::to_string(local.size()) + " elements, but its block of layout " + Layout::str() +
                   " has " + std::to_string(b.numel()) + "; give each rank its local_box of the global shape");
-    return dist_tensor(dm, global, b, std::move(local));
+    return dist_tensor(dm, global, b, stored(std::move(local)));
   }
 
   /// Every rank passes the same function of the global index; each keeps its block. A
@@ -132,7 +140,7 @@ class dist_tensor {
         }
       }
     }
-    return dist_tensor(dm, global, b, std::move(v));
+    return dist_tensor(dm, global, b, stored(std::move(v)));
   }
 
   /// Every rank passes the whole global tensor (row-major); each keeps its block.
@@ -152,7 +160,7 @@ class dist_tensor {
   static dist_tensor zeros(device_mesh<mesh_type>& dm, const shape_t& global) {
     check_shape(global);
     const box b = tessera::local_box(spec, dm.shape(), global, dm.coords());
-    return dist_tensor(dm, global, b, std::vector<T>(static_cast<std::size_t>(b.numel())));
+    return dist_tensor(dm, global, b, storage(static_cast<std::size_t>(b.numel())));
   }
 
   dist_tensor(const dist_tensor&) = default;
@@ -163,12 +171,14 @@ class dist_tensor {
   }
   dist_tensor& operator=(dist_tensor&& o) noexcept {
     if (this != &o) {
-      detail::result_pool_of<T>::give(std::move(local_));
+      if constexpr (on_host) detail::result_pool_of<T>::give(std::move(local_));
       dm_ = o.dm_, global_ = o.global_, box_ = o.box_, local_ = std::move(o.local_);
     }
     return *this;
   }
-  ~dist_tensor() { detail::result_pool_of<T>::give(std::move(local_)); }
+  ~dist_tensor() {
+    if constexpr (on_host) detail::result_pool_of<T>::give(std::move(local_));
+  }
 
   /// The tensor in layout `NewLayout`: runs the compile-time plan's steps (collective on
   /// every rank of the mesh: all ranks must call it). The result's buffer comes from
@@ -180,9 +190,12 @@ class dist_tensor {
                   "tessera::dist_tensor::redistribute<L>: L must be a layout on this tensor's mesh (a layout of "
                   "another mesh, or no layout); spell L with the same tessera::mesh<...> type");
     if constexpr (detail::on_mesh<NewLayout, mesh_type>()) {
-      std::vector<T> result =
-          detail::result_pool_of<T>::take(static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_)));
-      redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), result.data());
+      const auto n = static_cast<std::size_t>(local_numel<NewLayout>(*dm_, global_));
+      storage result = [&] {
+        if constexpr (on_host) return detail::result_pool_of<T>::take(n);
+        else return storage(n);
+      }();
+      redistribute_local<Layout, NewLayout, Cost, Space>(*dm_, global_, local_.data(), result.data());
       return dist_tensor<T, NewLayout, Space>(
           *dm_, global_, tessera::local_box(NewLayout::spec, dm_->shape(), global_, dm_->coords()), std::move(result));
     } else {
@@ -206,26 +219,54 @@ class dist_tensor {
                   "give a tensor of the same global shape");
     if (static_cast<const void*>(&out) == static_cast<const void*>(this))
       throw error("tessera::dist_tensor::redistribute(out): out is this tensor; redistribute into another one");
-    redistribute_local<Layout, NewLayout, Cost>(*dm_, global_, local_.data(), out.local_.data());
+    redistribute_local<Layout, NewLayout, Cost, Space>(*dm_, global_, local_.data(), out.local_.data());
   }
 
-  /// The whole tensor on every rank (a redistribute to replicated; collective).
+  /// The whole tensor on every rank, in host memory (a redistribute to replicated; collective).
   std::vector<T> full_tensor() const {
-    return redistribute<replicated_t<mesh_type, rank>>().local_;
+    auto all = redistribute<replicated_t<mesh_type, rank>>();
+    if constexpr (on_host)
+      return std::move(all.local_);
+    else
+      return all.local_values();
   }
 
   const shape_t& global_shape() const noexcept { return global_; }
   const box& local_box() const noexcept { return box_; }
-  std::span<const T> local() const noexcept { return local_; }
-  std::span<T> local() noexcept { return local_; }
+  /// This rank's block, in the tensor's memory space (device pointers on a GPU).
+  std::span<const T> local() const noexcept { return {local_.data(), local_.size()}; }
+  std::span<T> local() noexcept { return {local_.data(), local_.size()}; }
+  /// A host copy of this rank's block (any memory space).
+  std::vector<T> local_values() const {
+    if constexpr (on_host) {
+      return local_;
+    } else {
+      std::vector<T> v(local_.size());
+      Space::to_host(v.data(), local_.data(), v.size() * sizeof(T));
+      return v;
+    }
+  }
   device_mesh<mesh_type>& mesh() const noexcept { return *dm_; }
 
  private:
   template <class, class, class>
   friend class dist_tensor;
 
-  dist_tensor(device_mesh<mesh_type>& dm, const shape_t& global, const box& b, std::vector<T> local)
-      : dm_(&dm), global_(global), box_(b), local_(std::move(local)) {}
+  dist_tensor(device_mesh<mesh_type>& dm, const shape_t& global, const box& b, storage local)
+      : dm_(&dm), global_(global), box_(b), local_(std::move(local)) {
+    if constexpr (!on_host) detail::check_space<Space>(dm.world(), "tessera::dist_tensor");
+  }
+
+  /// Host values as this space's storage.
+  static storage stored(std::vector<T> v) {
+    if constexpr (on_host) {
+      return v;
+    } else {
+      storage s(v.size());
+      Space::from_host(s.data(), v.data(), v.size() * sizeof(T));
+      return s;
+    }
+  }
 
   static void check_shape(const shape_t& global) {
     if (global.rank != rank)
@@ -238,7 +279,7 @@ class dist_tensor {
   device_mesh<mesh_type>* dm_;
   shape_t global_;
   box box_;
-  std::vector<T> local_;
+  storage local_;
 };
 
 }  // namespace tessera

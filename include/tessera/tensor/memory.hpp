@@ -1,18 +1,29 @@
 // tessera/tensor/memory.hpp: memory spaces and the tracking allocator.
 //
 // A memory space is a type with static allocate/deallocate, a name and whether the host may
-// dereference its pointers. `host_space` is the only one here; a CUDA device space slots in
-// later with the same surface. Every allocation through a space is counted by
-// memory_tracker<Space> (current and peak bytes, and an optional hook called on each
-// allocation and release), which the trainer reads for its peak-memory metric.
+// dereference its pointers. `host_space` is here; `cuda_space` (tensor/cuda_memory.hpp) has
+// the same surface. Every allocation through a space is counted by memory_tracker<Space>
+// (current and peak bytes, and an optional hook called on each allocation and release),
+// which the trainer reads for its peak-memory metric.
+//
+// A space that data moves in (a `data_space`: what dist_tensor and the redistribute executor
+// take) also has byte copies within the space, strided 2-D copies (cudaMemcpy2D's
+// arguments), zeroing, copies to and from host memory, and a fence that returns when every
+// copy and kernel issued on the space so far is complete (collectives then read finished
+// data). `device_buffers` says its pointers are device memory: only a communicator that
+// takes device buffers (nccl) may move them.
 #pragma once
 
 #include <atomic>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace tessera {
 
@@ -74,6 +85,23 @@ struct host_space {
     ::operator delete(p, std::align_val_t{alignment});
     memory_tracker<host_space>::record(-static_cast<std::int64_t>(bytes));
   }
+
+  static constexpr bool device_buffers = false;
+  static void copy(void* dst, const void* src, std::size_t bytes) noexcept {
+    if (bytes && dst != src) std::memcpy(dst, src, bytes);
+  }
+  /// `height` rows of `width` bytes, row r at src + r * spitch -> dst + r * dpitch.
+  static void copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                      std::size_t height) noexcept {
+    for (std::size_t r = 0; r < height; ++r)
+      std::memcpy(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  }
+  static void zero(void* dst, std::size_t bytes) noexcept {
+    if (bytes) std::memset(dst, 0, bytes);
+  }
+  static void from_host(void* dst, const void* src, std::size_t bytes) noexcept { copy(dst, src, bytes); }
+  static void to_host(void* dst, const void* src, std::size_t bytes) noexcept { copy(dst, src, bytes); }
+  static void fence() noexcept {}
 };
 
 /// What tensors and arenas require of a memory space.
@@ -85,5 +113,57 @@ concept memory_space = requires(std::size_t n, void* p) {
   { S::host_accessible } -> std::convertible_to<bool>;
 };
 
+/// A memory space data moves in: copies, strided copies, zeroing, host transfers, a fence.
+template <class S>
+concept data_space = memory_space<S> && requires(void* d, const void* s, std::size_t n) {
+  { S::device_buffers } -> std::convertible_to<bool>;
+  S::copy(d, s, n);
+  S::copy_2d(d, n, s, n, n, n);
+  S::zero(d, n);
+  S::from_host(d, s, n);
+  S::to_host(d, s, n);
+  S::fence();
+};
+
+/// A block of elements of a data_space (device memory: dist_tensor's blocks, a model's ids):
+/// allocated zeroed, copyable (a copy within the space), movable.
+template <class T, data_space Space>
+class space_vector {
+ public:
+  space_vector() = default;
+  explicit space_vector(std::size_t n) : p_(static_cast<T*>(Space::allocate(n * sizeof(T)))), n_(n) {
+    Space::zero(p_, n * sizeof(T));
+  }
+  space_vector(const space_vector& o) : space_vector(o.n_) { Space::copy(p_, o.p_, n_ * sizeof(T)); }
+  space_vector(space_vector&& o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  space_vector& operator=(space_vector o) noexcept {
+    std::swap(p_, o.p_);
+    std::swap(n_, o.n_);
+    return *this;
+  }
+  ~space_vector() { Space::deallocate(p_, n_ * sizeof(T)); }
+  T* data() noexcept { return p_; }
+  const T* data() const noexcept { return p_; }
+  std::size_t size() const noexcept { return n_; }
+
+ private:
+  T* p_ = nullptr;
+  std::size_t n_ = 0;
+};
+
+/// A buffer of T in memory space Space: a std::vector on the host (what no tracker counts:
+/// staging, ids), a space_vector elsewhere.
+template <class T, class Space>
+using space_buffer = std::conditional_t<Space::host_accessible, std::vector<T>, space_vector<T, Space>>;
+
+/// Makes `b` hold at least n elements (a host vector resized to exactly n; device memory
+/// re-allocated only when it grows). Contents are not kept.
+template <class T, class Space>
+void reserve_buffer(space_buffer<T, Space>& b, std::size_t n) {
+  if constexpr (Space::host_accessible)
+    b.resize(n);
+  else if (b.size() < n)
+    b = space_vector<T, Space>(n);
+}
 
 }  // namespace tessera

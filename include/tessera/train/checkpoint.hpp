@@ -79,6 +79,11 @@ struct checkpoint_stats {
 
 template <class Model>
 class checkpointer {
+  static_assert(kernels_of<Model>::type::space::host_accessible,
+                "tessera::train::checkpointer: the model's parameters and the optimizer's moments are in a device's "
+                "memory; distributed checkpoints read and write host memory (a device backend's staging copy is not "
+                "built yet): checkpoint a model on cpu_kernels, or save the weights with full_param()");
+
  public:
   checkpointer(Model& model, basic_trainer<Model>& trainer, batch_loader& loader, checkpoint_options opt)
       : m_(model), tr_(trainer), loader_(loader), opt_(std::move(opt)) {}

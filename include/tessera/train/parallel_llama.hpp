@@ -22,6 +22,12 @@
 // each stage a range of the model's parts on activations of its own per microbatch, the
 // FSDP actions at the schedule's UNSHARD / RESHARD / REDUCE_GRAD, I and W apart where the
 // schedule splits them. backward() then has nothing left to do (PyTorch's schedule.step()).
+//
+// parallel_llama<Recipe, K> runs the model on kernel backend K (cpu_kernels unless named):
+// its parameters, gradients and activations in K's memory, the FSDP and TP plans executed
+// there (cuda_kernels: on a device mesh whose communicator is nccl's, one GPU per rank).
+// Pipeline and context parallel and Float8's FP8 all-gather move host buffers: on a backend
+// whose memory is not the host's they are refused at compile time.
 #pragma once
 
 #include <algorithm>
@@ -51,13 +57,28 @@
 
 namespace tessera::train {
 
-template <class Recipe>
+template <class Recipe, kernel_backend K = cpu_kernels>
 class parallel_llama {
  public:
   using traits = recipe_traits<Recipe>;
   using mesh_type = typename traits::mesh_type;
   static constexpr parallel_spec ps = traits::spec;
   static constexpr llama_config cfg = traits::config;
+  using kernels = K;  // train::basic_trainer runs its optimizer with them
+  using space = typename K::space;
+  using model_type = basic_llama_model<K>;
+  static_assert(space::host_accessible || ps.pp < 0,
+                "tessera::train::parallel_llama<Recipe, K>: pipeline_parallel moves host buffers (its stages' "
+                "activations and transfers); on a backend whose memory is not the host's, drop pipeline_parallel from "
+                "the recipe or train it with cpu_kernels");
+  static_assert(space::host_accessible || ps.cp < 0,
+                "tessera::train::parallel_llama<Recipe, K>: context_parallel's ring attention runs on host buffers; on a "
+                "backend whose memory is not the host's, drop context_parallel from the recipe or train it with "
+                "cpu_kernels");
+  static_assert(space::host_accessible || !ps.float8.all_gather,
+                "tessera::train::parallel_llama<Recipe, K>: Float8's FP8 all-gather runs on host buffers; on a backend "
+                "whose memory is not the host's, set the float8 policy's all_gather to false (FSDP gathers in f32 or "
+                "bf16)");
 
   /// `pipeline`: run-time choices of a pipeline recipe (a schedule, stages per rank or a
   /// microbatch count other than the policy's), checked at start-up as the policy's are.
@@ -73,10 +94,10 @@ class parallel_llama {
 
   device_mesh<mesh_type>& mesh() noexcept { return dm_; }
   const llama_config& config() const noexcept { return model_.config(); }
-  llama_model& model() noexcept { return model_; }
-  /// This rank's stored blocks (the optimizer's domain) and their gradients.
-  arena<float>& params() noexcept { return store_.params(); }
-  arena<float>& grads() noexcept { return store_.grads(); }
+  model_type& model() noexcept { return model_; }
+  /// This rank's stored blocks (the optimizer's domain) and their gradients, in K's memory.
+  arena<float, space>& params() noexcept { return store_.params(); }
+  arena<float, space>& grads() noexcept { return store_.grads(); }
   float* stored(std::int64_t i) { return store_.stored(i); }
   float* stored_grad(std::int64_t i) { return store_.stored_grad(i); }
   /// This rank's block of parameter i in global coordinates (what stored(i) holds; empty
@@ -112,7 +133,7 @@ class parallel_llama {
   /// Under a pipeline: the FSDP actions (gathers, frees, gradient reductions) of the last step.
   const pipeline_fsdp_counts& pipeline_fsdp() const noexcept { return stages_.fsdp_counts(); }
 
-  void zero_grad() { store_.grads().zero(); }
+  void zero_grad() { K::zero(store_.grads().data(), static_cast<std::int64_t>(store_.grads().size())); }
 
   /// Forward of the global batch [B, T] (every rank passes the same ids; each keeps its
   /// rows). Returns the mean loss over all tokens of the batch on every rank. `loss_scale`
@@ -156,8 +177,7 @@ class parallel_llama {
       for (std::int64_t i = 0; i < model_.n_tensors(); ++i) {
         if (static_cast<int>(store_.info(i).style) != s) continue;
         any = true;
-        const float* g = stored_grad(i);
-        for (std::size_t k = 0, e = store_.stored_numel(i); k < e; ++k) part += static_cast<double>(g[k]) * g[k];
+        part += K::sum_of_squares(stored_grad(i), static_cast<std::int64_t>(store_.stored_numel(i)));
       }
       if (!any) continue;
       parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
@@ -228,13 +248,13 @@ class parallel_llama {
   /// plans their collectives, on it: inside a stage nothing is replicated over pp.
   using stage_mesh_type = collapse_axis_t<mesh_type, ps.pp>;
   using types = parallel::layout_types<stage_mesh_type, ps>;
-  using store_type = parallel::sharded_params<stage_mesh_type, ps, llama_model>;
+  using store_type = parallel::sharded_params<stage_mesh_type, ps, model_type, K>;
   static constexpr bool own_stage_mesh = !std::is_same_v<stage_mesh_type, mesh_type>;
   friend class pipeline_stages<parallel_llama>;
 
   /// The hooks the model calls: FSDP at the begin and end of each part, TP's plans where a
   /// layout changes.
-  struct hooks : local_attention {
+  struct hooks : basic_local_attention<K> {
     parallel_llama& o;
     explicit hooks(parallel_llama& p) : o(p) {}
     void forward_begin(std::int64_t u) {
@@ -269,14 +289,14 @@ class parallel_llama {
       if constexpr (ps.cp >= 0)
         o.cp_->forward(out, lse, q, k, v, d);
       else
-        local_attention::attention_forward(out, lse, q, k, v, d);
+        basic_local_attention<K>::attention_forward(out, lse, q, k, v, d);
     }
     void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                             const float* v, const float* out, const float* lse, const llama_dims& d) {
       if constexpr (ps.cp >= 0)
         o.cp_->backward(dq, dk, dv, dout, q, k, v, out, lse, d);
       else
-        local_attention::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d);
+        basic_local_attention<K>::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, d);
     }
   };
 
@@ -284,9 +304,9 @@ class parallel_llama {
   pipeline_layout pp_;
   std::unique_ptr<device_mesh<stage_mesh_type>> own_sdm_;  // under a pipeline: the stage's ranks
   device_mesh<stage_mesh_type>& sdm_;                      // the stage's mesh (dm_ without a pipeline)
-  llama_model model_;
+  model_type model_;
   store_type store_;
-  parallel::tp_activations<stage_mesh_type, ps> tp_;
+  parallel::tp_activations<stage_mesh_type, ps, space> tp_;
   std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
   std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
   hooks hooks_;
@@ -353,7 +373,7 @@ class parallel_llama {
   }
   /// The FSDP runtime's view of the model's parameters: units are the model's parts, or
   /// under a pipeline its stages (only this rank's are local).
-  static std::vector<parallel::param_info> param_list(const llama_model& m, const pipeline_layout& pp) {
+  static std::vector<parallel::param_info> param_list(const model_type& m, const pipeline_layout& pp) {
     std::vector<parallel::param_info> v;
     for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
       const std::int64_t unit = ps.pp >= 0 ? pp.stage_of(m.entry(i).layer, i == 0) : m.part_of(i);
@@ -415,9 +435,17 @@ class parallel_llama {
   /// The sum of `x` over the ranks of the axes in Mask (a [1] tensor partial over them, reduced by its plan).
   template <unsigned Mask>
   double sum_over(double x) {
+    using from = typename types::template scalar_partial<Mask>;
+    using to = typename types::scalar;
     double total = 0;
-    redistribute_local<typename types::template scalar_partial<Mask>, typename types::scalar>(sdm_, shape_t{1}, &x,
-                                                                                              &total);
+    if constexpr (space::host_accessible) {
+      redistribute_local<from, to>(sdm_, shape_t{1}, &x, &total);
+    } else {  // the mesh's communicator moves device buffers
+      space_vector<double, space> buf(2);
+      space::from_host(buf.data(), &x, sizeof x);
+      redistribute_local<from, to, default_cost_model, space>(sdm_, shape_t{1}, buf.data(), buf.data() + 1);
+      space::to_host(&total, buf.data() + 1, sizeof total);
+    }
     return total;
   }
 };

@@ -73,7 +73,8 @@ class basic_trainer {
   /// rows). `peak_flops` is the MFU denominator: the peak FLOP/s of the hardware the job
   /// uses; by default (measure_peak) it is measured here, once per host for the whole job
   /// (job_peak_flops over the model's mesh, a collective every rank takes part in; one
-  /// rank's host_peak_flops for a single-rank model). 0 turns MFU off (reported as 0).
+  /// rank's host_peak_flops for a single-rank model), or on a device backend that measures
+  /// its own (K::gemm_peak_flops: each rank its GPU's). 0 turns MFU off (reported as 0).
   basic_trainer(Model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
                 optimizer_options opt, double peak_flops = measure_peak)
       : model_(model), loader_(loader), steps_(steps), accum_(accum), opt_(opt),
@@ -88,7 +89,9 @@ class basic_trainer {
     inputs_.resize(static_cast<std::size_t>(n));
     targets_.resize(static_cast<std::size_t>(n));
     if (peak_flops_ == measure_peak) {
-      if constexpr (requires { model.mesh().world(); })
+      if constexpr (requires { K::gemm_peak_flops(); })  // a device backend: each rank measures its own device
+        peak_flops_ = K::gemm_peak_flops();
+      else if constexpr (requires { model.mesh().world(); })
         peak_flops_ = job_peak_flops(model.mesh().world());
       else
         peak_flops_ = host_peak_flops();

@@ -8,8 +8,8 @@
 // cuBLASLt handle per host thread (cuda::blas, f32 operands and accumulation). Attention's
 // backward, the per-token losses and the Float8 linears' scales use scratch that grows to the
 // largest batch seen, per host thread. The Float8 linears run on the FP8 tensor cores where
-// cuBLASLt can (kernels/cuda/float8_linear.cuh). What the CPU backend has and this one has
-// not built yet: cross-entropy's vocab-parallel finish (vocab_parallel = false; docs/cuda.md).
+// cuBLASLt can (kernels/cuda/float8_linear.cuh). Loss parallel's vocabulary-parallel
+// cross-entropy is kernels/cuda/cross_entropy.cuh's.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -30,31 +30,12 @@
 
 namespace tessera {
 
-struct cuda_kernels : composed_feed_forward<cuda_kernels> {
-  using space = cuda_space;
+struct cuda_kernels : composed_feed_forward<cuda_kernels>, space_transfers<cuda_space> {
   static constexpr std::string_view name = "cuda";
   static constexpr bool float8 = true;
-  static constexpr bool vocab_parallel = false;
+  static constexpr bool vocab_parallel = true;
 
-  static void zero(float* p, std::int64_t n) {
-    if (n > 0) cuda_check(cudaMemsetAsync(p, 0, static_cast<std::size_t>(n) * sizeof(float)), "cuda_kernels::zero");
-  }
   static void add(float* y, const float* a, const float* b, std::int64_t n) { cuda::add(y, a, b, n); }
-  template <class T>
-  static void copy(T* dst, const T* src, std::int64_t n) {
-    if (n > 0 && dst != src)
-      cuda_check(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(n) * sizeof(T), cudaMemcpyDeviceToDevice),
-                 "cuda_kernels::copy");
-  }
-  template <class T>
-  static void to_device(T* dst, const T* src, std::int64_t n) {
-    copy_to_device(dst, src, static_cast<std::size_t>(n) * sizeof(T));
-  }
-  template <class T>
-  static void to_host(T* dst, const T* src, std::int64_t n) {
-    copy_to_host(dst, src, static_cast<std::size_t>(n) * sizeof(T));
-  }
-  static void synchronize() { cuda_check(cudaDeviceSynchronize(), "cuda_kernels::synchronize"); }
 
   static void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
                               float eps) {
@@ -124,6 +105,20 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
     cuda::cross_entropy_forward_backward(dlogits, losses, logits, targets, N, V, count, grad_scale);
     return cuda::mean_loss(losses, N, count);
   }
+  static void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N, std::int64_t Vl) {
+    cuda::ce_shard_row_max(rowmax, logits, N, Vl);
+  }
+  static void ce_shard_row_stats(float* stats, const float* logits, const float* rowmax, const std::int32_t* targets,
+                                 std::int64_t N, std::int64_t v0, std::int64_t Vl) {
+    cuda::ce_shard_row_stats(stats, logits, rowmax, targets, N, v0, Vl);
+  }
+  static float ce_shard_finish(float* dlogits, const float* logits, const float* rowmax, const float* stats,
+                               const std::int32_t* targets, std::int64_t N, std::int64_t /*V*/, std::int64_t v0,
+                               std::int64_t Vl, std::int64_t count, float scale) {
+    float* losses = scratch<float>(1, N);
+    cuda::ce_shard_finish(dlogits, losses, logits, rowmax, stats, targets, N, v0, Vl, scale);
+    return cuda::mean_loss(losses, N, count);
+  }
   template <class Reduce>
   static void f8_matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
                                 std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
@@ -142,7 +137,12 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels> {
     cuda::adamw_update(p, g, m, v, n, cpu::adamw_step_scalars(step, cfg));
   }
   static double sum_of_squares(const float* g, std::int64_t n) { return cuda::sum_of_squares(g, n); }
+  static void to_bf16(bf16* y, const float* x, std::int64_t n) { cuda::to_bf16(y, x, n); }
+  static void from_bf16(float* y, const bf16* x, std::int64_t n) { cuda::from_bf16(y, x, n); }
   static void scale_inplace(float* g, std::int64_t n, float s) { cuda::scale_inplace(g, n, s); }
+
+  /// The MFU denominator of this rank's GPU: a measured cuBLASLt f32 GEMM peak (no TF32).
+  static double gemm_peak_flops() { return cuda::gemm_peak_flops(blas()); }
 
   /// This host thread's cuBLASLt handle (on the default stream).
   static cuda::blas& blas() {

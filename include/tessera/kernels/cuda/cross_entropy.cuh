@@ -8,6 +8,11 @@
 // the row (dlogits may alias logits: the row is read before it is written). The exponentials
 // are pointwise::fast_exp, the CPU kernel's. Targets are checked on the host, where the batch
 // is (cpu::count_targets gives the count and refuses an id >= V), before they are copied.
+//
+// The vocabulary-parallel finish (loss parallel: logits [N, Vl] hold columns [v0, v0 + Vl) of
+// the V-column vocabulary) is cpu/vocab_parallel.hpp's three phases with the caller's
+// reductions between them: ce_shard_row_max, ce_shard_row_stats, ce_shard_finish -- one block
+// per row each, the same block reductions.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -41,7 +46,72 @@ __global__ void cross_entropy_k(float* dlogits, float* losses, const float* logi
   for (std::int64_t v = threadIdx.x; v < V; v += threads)
     d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == t ? scale : 0.0f);
 }
+
+__global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int64_t Vl) {
+  __shared__ float sh[threads];
+  const float* x = logits + blockIdx.x * Vl;
+  float m = -3.402823466e38f;
+  for (std::int64_t v = threadIdx.x; v < Vl; v += threads) m = x[v] > m ? x[v] : m;
+  m = block_max(m, sh);
+  if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
+}
+__global__ void ce_shard_row_stats_k(float* stats, const float* logits, const float* rowmax,
+                                     const std::int32_t* targets, std::int64_t v0, std::int64_t Vl) {
+  __shared__ float sh[threads];
+  const std::int64_t row = blockIdx.x;
+  const float* x = logits + row * Vl;
+  const float m = rowmax[row];
+  float s = 0;
+  for (std::int64_t v = threadIdx.x; v < Vl; v += threads) s += pointwise::fast_exp(x[v] - m);
+  s = block_sum(s, sh);
+  if (threadIdx.x == 0) {
+    const std::int64_t t = static_cast<std::int64_t>(targets[row]) - v0;
+    stats[2 * row] = s;
+    stats[2 * row + 1] = (targets[row] >= 0 && t >= 0 && t < Vl) ? x[t] : 0.0f;
+  }
+}
+__global__ void ce_shard_finish_k(float* dlogits, float* losses, const float* logits, const float* rowmax,
+                                  const float* stats, const std::int32_t* targets, std::int64_t v0, std::int64_t Vl,
+                                  float scale) {
+  const std::int64_t row = blockIdx.x;
+  const std::int32_t t = targets[row];
+  const float lse = rowmax[row] + logf(stats[2 * row]);
+  if (threadIdx.x == 0) losses[row] = t >= 0 ? lse - stats[2 * row + 1] : 0.0f;
+  if (!dlogits) return;
+  const float* x = logits + row * Vl;
+  float* d = dlogits + row * Vl;
+  const std::int64_t tl = static_cast<std::int64_t>(t) - v0;  // outside [0, Vl): another shard's target
+  for (std::int64_t v = threadIdx.x; v < Vl; v += threads)
+    d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == tl ? scale : 0.0f);
+}
 }  // namespace detail
+
+/// Loss parallel, phase 1: rowmax [N] = each row's maximum over this shard's Vl columns.
+inline void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N, std::int64_t Vl,
+                             cudaStream_t s = nullptr) {
+  if (N == 0) return;
+  detail::ce_shard_row_max_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(rowmax, logits, Vl);
+  detail::launched("cuda::ce_shard_row_max");
+}
+/// Phase 2 (rowmax reduced over the split): stats [N, 2] = (sum of e^(x - rowmax), the
+/// target's logit when it is in this shard, else 0).
+inline void ce_shard_row_stats(float* stats, const float* logits, const float* rowmax, const std::int32_t* targets,
+                               std::int64_t N, std::int64_t v0, std::int64_t Vl, cudaStream_t s = nullptr) {
+  if (N == 0) return;
+  detail::ce_shard_row_stats_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(stats, logits, rowmax, targets, v0,
+                                                                                  Vl);
+  detail::launched("cuda::ce_shard_row_stats");
+}
+/// Phase 3 (stats reduced over the split): per-token losses [N] (0 for ignored rows) and,
+/// when dlogits is not null, scale * (softmax - onehot) on the local columns (may alias logits).
+inline void ce_shard_finish(float* dlogits, float* losses, const float* logits, const float* rowmax,
+                            const float* stats, const std::int32_t* targets, std::int64_t N, std::int64_t v0,
+                            std::int64_t Vl, float scale, cudaStream_t s = nullptr) {
+  if (N == 0) return;
+  detail::ce_shard_finish_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dlogits, losses, logits, rowmax, stats,
+                                                                               targets, v0, Vl, scale);
+  detail::launched("cuda::ce_shard_finish");
+}
 
 /// Per-token losses [N] (0 for ignored rows) and dlogits [N, V] (may alias logits), given
 /// `count` = cpu::count_targets(the host's targets); grad_scale < 0 means 1 / count.

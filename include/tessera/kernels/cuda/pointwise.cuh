@@ -59,6 +59,9 @@ __global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) 
 __global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = bf16(x[i]);
 }
+__global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);
+}
 __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
   TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
 }
@@ -201,8 +204,15 @@ inline void add(float* y, const float* a, const float* b, std::int64_t n, cudaSt
 }
 /// y = x rounded to bf16 (nearest even; n elements): a bf16 GEMM's operands.
 inline void to_bf16(bf16* y, const float* x, std::int64_t n, cudaStream_t s = nullptr) {
+  if (n <= 0) return;
   detail::to_bf16_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, x, n);
   detail::launched("cuda::to_bf16");
+}
+/// y = x widened to f32 (exact; n elements): FSDP's bf16 gathers into the f32 compute copy.
+inline void from_bf16(float* y, const bf16* x, std::int64_t n, cudaStream_t s = nullptr) {
+  if (n <= 0) return;
+  detail::from_bf16_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, x, n);
+  detail::launched("cuda::from_bf16");
 }
 /// out = silu(h1) * h3 (n elements).
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {

@@ -10,7 +10,10 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <string>
+#include <string_view>
 #include <tessera/comm/any_communicator.hpp>
+#include <tessera/core/error.hpp>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/plan/collective.hpp>
 #include <tessera/plan/runs.hpp>
@@ -35,7 +38,7 @@ constexpr bool outer_trivial(const box& b, int d) noexcept {
 /// Uneven or sparse exchanges (some pairs move nothing, as in nested 2-D transitions) run
 /// as grouped point-to-point calls of the pairs that move something (as NCCL runs its
 /// all-to-all), with no padding; this rank's own piece is copied block to block.
-template <class T, class Mesh, class Members>
+template <class T, class Space, class Mesh, class Members>
 void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Members& members, const box& b,
                      const box* b0k, const box& b1, const box* b1k, const T* in, T* out) {
   constexpr auto dt = comm::dtype_of<T>;
@@ -60,19 +63,20 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
     }
     const T* send = in;
     if (!send_direct) {
-      T* packed = dm.template scratch<T>(0, mx * n);
+      T* packed = dm.template scratch<T, Space>(0, mx * n);
       for (std::size_t q = 0; q < n; ++q) {
         const box x = intersect(b, b1k[q]);
-        copy_region(in, b, packed + q * mx, x, x);
+        copy_region<Space>(in, b, packed + q * mx, x, x);
       }
       send = packed;
     }
-    T* recv = recv_direct ? out : dm.template scratch<T>(1, mx * n);
+    T* recv = recv_direct ? out : dm.template scratch<T, Space>(1, mx * n);
+    Space::fence();
     c.all_to_all(send, recv, mx, dt).wait();
     if (!recv_direct)
       for (std::size_t p = 0; p < n; ++p) {
         const box x = intersect(b0k[p], b1);
-        copy_region(recv + p * mx, x, out, b1, x);
+        copy_region<Space>(recv + p * mx, x, out, b1, x);
       }
     return;
   }
@@ -85,12 +89,23 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
     const box y = intersect(b0k[q], b1);
     if (y.numel() && !contiguous_at(y, b1)) recv_n += static_cast<std::size_t>(y.numel());
   }
-  T* sbuf = send_n ? dm.template scratch<T>(0, send_n) : nullptr;
-  T* rbuf = recv_n ? dm.template scratch<T>(1, recv_n) : nullptr;
+  T* sbuf = send_n ? dm.template scratch<T, Space>(0, send_n) : nullptr;
+  T* rbuf = recv_n ? dm.template scratch<T, Space>(1, recv_n) : nullptr;
   std::vector<comm::any_request> reqs;
   reqs.reserve(2 * n);
-  c.group_start();
   std::size_t so = 0, ro = 0;
+  // pack the pieces that are not contiguous first, so that one fence covers every copy
+  for (std::size_t k = 1; k < n; ++k) {
+    const std::size_t q = (self + k) % n;
+    const box x = intersect(b, b1k[q]);
+    if (x.numel() && !contiguous_at(x, b)) {
+      copy_region<Space>(in, b, sbuf + so, x, x);
+      so += static_cast<std::size_t>(x.numel());
+    }
+  }
+  Space::fence();
+  so = 0;
+  c.group_start();
   for (std::size_t k = 1; k < n; ++k) {  // peers in ring order from this rank
     const std::size_t q = (self + k) % n, p = (self + n - k) % n;
     const box x = intersect(b, b1k[q]);
@@ -99,7 +114,6 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
       if (const auto at = contiguous_at(x, b)) {
         from = in + *at;
       } else {
-        copy_region(in, b, sbuf + so, x, x);
         from = sbuf + so;
         so += cnt;
       }
@@ -113,14 +127,14 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
     }
   }
   c.group_end();
-  copy_region(in, b, out, b1, intersect(b, b1));  // this rank's own piece
+  copy_region<Space>(in, b, out, b1, intersect(b, b1));  // this rank's own piece
   for (auto& r : reqs) r.wait();
   ro = 0;
   for (std::size_t k = 1; k < n; ++k) {
     const std::size_t p = (self + n - k) % n;
     const box y = intersect(b0k[p], b1);
     if (y.numel() && !contiguous_at(y, b1)) {
-      copy_region(rbuf + ro, y, out, b1, y);
+      copy_region<Space>(rbuf + ro, y, out, b1, y);
       ro += static_cast<std::size_t>(y.numel());
     }
   }
@@ -155,21 +169,22 @@ struct group_boxes {
 /// Runs a fused run of all_to_all steps (layouts `before` -> `after`) as one exchange over
 /// the union `g` of their groups (plan/runs.hpp): every rank sends each rank of `g` the
 /// part of its block that rank holds afterwards.
-template <class T, class Mesh>
+template <class T, class Space = host_space, class Mesh>
 void run_exchange(device_mesh<Mesh>& dm, const axis_group& g, const layout_spec& before, const layout_spec& after,
                   const shape_t& global, const T* in, box& b, T* out) {
   const mesh_shape& m = dm.shape();
   const box b1 = local_box(after, m, global, dm.coords());
   const auto members = group_ranks(m, g, dm.rank());
+  Space::fence();  // `in` complete (the previous step's copies, the caller's kernels)
   const group_boxes gb(members, m, before, after, global);
-  all_to_all_step(dm, dm.group(g), members, b, gb.before, b1, gb.after, in, out);
+  all_to_all_step<T, Space>(dm, dm.group(g), members, b, gb.before, b1, gb.after, in, out);
   b = b1;
 }
 
 /// Runs step `s` (layouts `before` -> `after`) on this rank's block `in` (box `b`),
 /// writing the new block to `out` (`out_n` elements, the after-box) and setting `b` to
 /// its box. Staging buffers come from the device mesh's scratch slots 0 and 1.
-template <class T, class Mesh>
+template <class T, class Space = host_space, class Mesh>
 void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& before, const layout_spec& after,
               const shape_t& global, const T* in, box& b, T* out) {
   const mesh_shape& m = dm.shape();
@@ -177,18 +192,19 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
   const box b1 = local_box(after, m, global, me);
   const auto n_out = static_cast<std::size_t>(b1.numel());
   if (s.kind == step_kind::local_slice) {
-    copy_region(in, b, out, b1, b1);
+    copy_region<Space>(in, b, out, b1, b1);
     b = b1;
     return;
   }
   if (s.kind == step_kind::local_partial) {
-    if (s.op == reduce::sum && group_index(m, s.group, me) != 0) std::fill(out, out + n_out, T{});
-    else if (n_out) std::memcpy(out, in, n_out * sizeof(T));
+    if (s.op == reduce::sum && group_index(m, s.group, me) != 0) Space::zero(out, n_out * sizeof(T));
+    else Space::copy(out, in, n_out * sizeof(T));
     b = b1;
     return;
   }
   auto& c = dm.group(s.group);
   const auto members = group_ranks(m, s.group, dm.rank());
+  Space::fence();  // `in` complete (the previous step's copies, the caller's kernels)
   const auto n = members.size();
   const group_boxes gb(members, m, before, after, global);
   const box* b0k = gb.before;
@@ -205,11 +221,12 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
         c.all_gather(in, out, mx, dt).wait();
         break;
       }
-      T* send = dm.template scratch<T>(0, mx);
-      T* recv = dm.template scratch<T>(1, mx * n);
-      if (b.numel()) std::memcpy(send, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+      T* send = dm.template scratch<T, Space>(0, mx);
+      T* recv = dm.template scratch<T, Space>(1, mx * n);
+      Space::copy(send, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+      Space::fence();
       c.all_gather(send, recv, mx, dt).wait();
-      for (std::size_t k = 0; k < n; ++k) copy_region(recv + k * mx, b0k[k], out, b1, b0k[k]);
+      for (std::size_t k = 0; k < n; ++k) copy_region<Space>(recv + k * mx, b0k[k], out, b1, b0k[k]);
       break;
     }
     case step_kind::reduce_scatter: {
@@ -222,39 +239,51 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
         c.reduce_scatter(in, out, mx, dt, s.op).wait();
         break;
       }
-      T* send = dm.template scratch<T>(0, mx * n);
-      T* recv = dm.template scratch<T>(1, mx);
-      for (std::size_t k = 0; k < n; ++k) copy_region(in, b, send + k * mx, b1k[k], b1k[k]);
+      T* send = dm.template scratch<T, Space>(0, mx * n);
+      T* recv = dm.template scratch<T, Space>(1, mx);
+      for (std::size_t k = 0; k < n; ++k) copy_region<Space>(in, b, send + k * mx, b1k[k], b1k[k]);
+      Space::fence();
       c.reduce_scatter(send, recv, mx, dt, s.op).wait();
-      if (n_out) std::memcpy(out, recv, n_out * sizeof(T));
+      Space::copy(out, recv, n_out * sizeof(T));
       break;
     }
     case step_kind::all_reduce:
       c.all_reduce(in, out, n_out, dt, s.op).wait();
       break;
     case step_kind::all_to_all:
-      all_to_all_step(dm, c, members, b, b0k, b1, b1k, in, out);
+      all_to_all_step<T, Space>(dm, c, members, b, b0k, b1, b1k, in, out);
       break;
     default: break;
   }
   b = b1;
 }
 
-/// Runs plan `p` from layout `src` on this rank's block `in` of a tensor of shape
-/// `global`, writing its block in the plan's target layout to `out` (which must not overlap
-/// `in`): what redistribute_local does for a compile-time plan, for a plan known only at
-/// run time (tessera-plan --run, the planner check). Runs are cut as plan/runs.hpp says;
-/// intermediate blocks alternate between scratch slots 2 and 3.
-template <class T, class Mesh>
-void run_plan(device_mesh<Mesh>& dm, const layout_spec& src, const plan_value& p, const shape_t& global, const T* in,
-              T* out) {
-  box b = local_box(src, dm.shape(), global, dm.coords());
+/// Throws when the communicator cannot move buffers of `Space` (device memory needs a
+/// communicator that takes device buffers -- nccl --, host memory one that does not).
+template <class Space>
+void check_space(comm::any_communicator& c, std::string_view who) {
+  const std::string be = c.backend();
+  if (be == "?" || (be == "nccl") == Space::device_buffers) return;
+  throw error(std::string(who) + ": the tensor is in " + std::string(Space::name) + " memory, but the device mesh's " +
+              "communicator is " + be + ", which moves " + (be == "nccl" ? "device" : "host") + " buffers only; " +
+              (Space::device_buffers ? "make the device mesh on an nccl communicator (comm::nccl_communicator)"
+                                     : "keep tensors of an nccl mesh in cuda_space"));
+}
+
+/// Runs the steps of plan `p` cut into `runs`, through `layouts` (layouts[k] is the layout
+/// before step k; plan/runs.hpp, plan_layouts), on this rank's block `in` (box `b`) of a
+/// tensor of shape `global`, writing the target layout's block to `out` (which must not
+/// overlap `in`). Intermediate blocks alternate between scratch slots 2 and 3. What
+/// redistribute_local runs with a compile-time plan's constants and run_plan with a plan
+/// known at run time.
+template <class T, class Space, class Mesh, class Layouts>
+void run_runs(device_mesh<Mesh>& dm, const plan_value& p, const plan_runs& runs, const Layouts& layouts,
+              const shape_t& global, const T* in, box b, T* out) {
   if (p.n == 0) {
-    if (in != out && b.numel() > 0) std::memcpy(out, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+    if (in != out) Space::copy(out, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+    Space::fence();
     return;
   }
-  const auto layouts = plan_layouts(src, p);
-  const plan_runs runs = runs_of(p);
   const T* from = in;
   for (int r = 0; r < runs.size(); ++r) {
     const step_run& run = runs[r];
@@ -262,13 +291,24 @@ void run_plan(device_mesh<Mesh>& dm, const layout_spec& src, const plan_value& p
     const layout_spec& after = layouts[static_cast<std::size_t>(run.end)];
     T* to = out;
     if (r + 1 < runs.size())
-      to = dm.template scratch<T>(2 + r % 2, static_cast<std::size_t>(local_box(after, dm.shape(), global, dm.coords()).numel()));
+      to = dm.template scratch<T, Space>(
+          2 + r % 2, static_cast<std::size_t>(local_box(after, dm.shape(), global, dm.coords()).numel()));
     if (run.fused())
-      run_exchange<T>(dm, run.group, before, after, global, from, b, to);
+      run_exchange<T, Space>(dm, run.group, before, after, global, from, b, to);
     else
-      run_step<T>(dm, p[run.begin], before, after, global, from, b, to);
+      run_step<T, Space>(dm, p[run.begin], before, after, global, from, b, to);
     from = to;
   }
+  Space::fence();
+}
+
+/// Runs plan `p` from layout `src` (known only at run time: tessera-plan --run, the planner
+/// check) as redistribute_local runs a compile-time plan.
+template <class T, class Space = host_space, class Mesh>
+void run_plan(device_mesh<Mesh>& dm, const layout_spec& src, const plan_value& p, const shape_t& global, const T* in,
+              T* out) {
+  run_runs<T, Space>(dm, p, runs_of(p), plan_layouts(src, p), global, in,
+                     local_box(src, dm.shape(), global, dm.coords()), out);
 }
 
 }  // namespace tessera::detail

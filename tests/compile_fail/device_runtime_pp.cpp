@@ -1,0 +1,12 @@
+// expect: tessera::train::parallel_llama<Recipe, K>: pipeline_parallel moves host buffers
+// max-errors: 1
+// A backend whose memory is not the host's (a device) takes no recipe with this policy yet.
+#include <device_like_kernels.hpp>
+#include <tessera/train/parallel_llama.hpp>
+using namespace tessera;
+struct r {
+  using model = tiny_cfg;
+  using mesh = tessera::mesh<axis<"pp", 2>>;
+  using parallelize = tessera::parallelize<pipeline_parallel<"pp">>;
+};
+constexpr auto size = sizeof(train::parallel_llama<r, device_like_kernels>);

@@ -1,0 +1,66 @@
+// The parallel runtime on a kernel backend whose memory is not the host's: parallel_llama<R,
+// staged_kernels> (the CPU kernels on a memory space the library reaches only through the
+// space's operations; tests/support/staged_kernels.hpp) runs the FSDP and TP plans in that
+// space, as it runs them in device memory over NCCL with cuda_kernels. Every recipe it takes
+// trains as parallel_llama<R> on the host does, bit for bit: the same kernels on the same
+// data, moved by the same plans through the space's copies, fences and host transfers.
+#include <doctest/doctest.h>
+
+#include <utility>
+
+#include <recipe_steps.hpp>
+#include <staged_kernels.hpp>
+#include <tessera/comm/threads.hpp>
+
+#include "recipes_tiny.hpp"
+
+using namespace tessera;
+using testing::staged_kernels;
+
+namespace {
+
+/// Rank 0's record of recipe R on backend K, `world` thread ranks.
+template <class R, class K>
+testing::step_record train_on(int world) {
+  testing::step_record out;
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    auto r = testing::recipe_steps<R, K>(c, world);
+    if (c.rank() == 0) out = std::move(r);
+  });
+  return out;
+}
+
+template <class R>
+void same_on_both(int world, const char* what) {
+  CAPTURE(what);
+  const auto host = train_on<R, cpu_kernels>(world);
+  const auto staged = train_on<R, staged_kernels>(world);
+  CHECK(host.losses == staged.losses);
+  CHECK(host.norms == staged.norms);
+  CHECK(host.params == staged.params);
+  CHECK(host.losses.back() < host.losses.front());  // it trains
+  CHECK(memory_tracker<staged::space>::current_bytes() == 0);  // every block, scratch and buffer freed
+}
+
+struct tiny_f8_ac {
+  using model = tiny_recipes::tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel>,
+                                           float8<fp8::rowwise>, activation_checkpointing<ac::full>>;
+};
+
+}  // namespace
+
+TEST_CASE("parallel runtime in a non-host memory space: FSDP, HSDP and mixed precision equal the host's, bit for bit") {
+  same_on_both<tiny_recipes::fsdp_never>(2, "fsdp, reshard never");
+  same_on_both<tiny_recipes::hsdp_2x2>(4, "hsdp 2 x 2");
+  same_on_both<tiny_recipes::fsdp_dyn>(2, "fsdp, prefetched gathers");
+}
+
+TEST_CASE("parallel runtime in a non-host memory space: TP, SP, loss parallel, 2-D, bf16 gathers equal the host's") {
+  same_on_both<tiny_recipes::tp_sp_lp>(2, "tp + sp + loss parallel");
+  same_on_both<tiny_recipes::tp_plain>(2, "tp, logits gathered");
+  same_on_both<tiny_recipes::fsdp_tp_2d>(4, "fsdp x tp");
+  same_on_both<tiny_recipes::fsdp_tp_bf16>(4, "fsdp (bf16 gathers) x tp");
+  same_on_both<tiny_f8_ac>(4, "fsdp x tp, Float8 rowwise, full AC");
+}

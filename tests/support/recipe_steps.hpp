@@ -1,0 +1,50 @@
+// tests/support/recipe_steps.hpp: the same trainer steps of a recipe on any kernel backend and
+// communicator -- parallel_llama<R, K> on a device mesh of `world` ranks, 3 steps with
+// accumulation 2 and clipping -- recording each step's loss and gradient norm and, gathered
+// whole, every parameter after the last: tests/parallel/test_device_runtime.cpp compares the
+// host runtime with the staged backend bit for bit, tests/gpu/test_cuda_recipes.cu with
+// cuda_kernels over NCCL within tolerances.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <device_llama_steps.hpp>
+#include <tessera/train/parallel_llama.hpp>
+#include <tessera/train/trainer.hpp>
+
+namespace tessera::testing {
+
+/// Tokens over a vocabulary of `vocab`, with structure (so the loss falls).
+inline std::vector<std::int32_t> recipe_tokens(std::int32_t vocab) {
+  std::vector<std::int32_t> toks(6000);
+  for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<std::int32_t>((i * 131 + 7 + i / 11) % vocab);
+  return toks;
+}
+
+/// This rank's record of 3 trainer steps of recipe R on backend K over communicator `c`
+/// (every rank calls it; the records are the same on all ranks).
+template <class R, class K, class C>
+step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16) {
+  const auto toks = recipe_tokens(static_cast<std::int32_t>(R::model::config.vocab_size));
+  device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
+  train::parallel_llama<R, K> pm(dm);
+  pm.init_weights(3);
+  train::batch_loader loader(toks, 4, seq_len, 1);
+  train::optimizer_options opt;
+  opt.lr = 3e-3, opt.max_norm = 0.5, opt.warmup = 1;
+  train::basic_trainer<train::parallel_llama<R, K>> tr(pm, loader, 3, 2, opt, 0);
+  step_record r;
+  for (int s = 0; s < 3; ++s) {
+    const auto m = tr.train_step();
+    r.losses.push_back(static_cast<float>(m.loss));
+    r.norms.push_back(static_cast<float>(m.grad_norm));
+  }
+  for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) {
+    const std::vector<float> p = pm.full_param(i);
+    r.params.insert(r.params.end(), p.begin(), p.end());
+  }
+  return r;
+}
+
+}  // namespace tessera::testing

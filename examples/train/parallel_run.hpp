@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <string>
 #include <type_traits>
-#include <variant>
 #include <vector>
 
 #include <tessera/comm/flight_recorder.hpp>
@@ -147,7 +146,6 @@ std::int64_t global_batch(const typename R::mesh& m, std::int64_t local, std::in
 template <class R, class K, class C, class F>
 void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   using model_t = train::parallel_llama<R, K>;
-  constexpr bool on_host = K::space::host_accessible;
   device_mesh<typename R::mesh> dm = [&] {
     if constexpr (std::is_same_v<F, C>) return device_mesh<typename R::mesh>(mesh, c);
     else return device_mesh<typename R::mesh>(mesh, *flight);
@@ -209,22 +207,14 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
                 hardware_words<K>(local_ranks).c_str());
   train::jsonl_writer jsonl;
   if (lead && !in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
-  // distributed checkpoints read and write host memory (train::checkpointer refuses a device
-  // model; --device cuda refuses --checkpoint.* before a rank starts)
-  using ckpt_t = std::conditional_t<on_host, train::checkpointer<model_t>, std::monostate>;
-  ckpt_t ckpt = [&] {
-    if constexpr (on_host) return ckpt_t(pm, tr, loader, in.checkpoint);
-    else return ckpt_t{};
-  }();
-  if constexpr (on_host) {
-    if (const auto from = ckpt.resume(); from && lead)  // collective
-      std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
-                  io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(),
-                  static_cast<long long>(*from), static_cast<double>(ckpt.read_bytes()) / (1 << 20));
-  }
+  train::checkpointer<model_t> ckpt(pm, tr, loader, in.checkpoint);
+  if (const auto from = ckpt.resume(); from && lead)  // collective
+    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
+                io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(), static_cast<long long>(*from),
+                static_cast<double>(ckpt.read_bytes()) / (1 << 20));
   for (std::int64_t s = tr.step(); s < in.steps; ++s) {
     const auto m = tr.train_step();
-    if constexpr (on_host) if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
+    if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
       ckpt.save(m.step);
       if (lead)
         std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
@@ -253,7 +243,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
     std::fflush(stdout);
     jsonl.write(m);
   }
-  if constexpr (on_host) ckpt.finish();  // the last asynchronous save is committed before the run ends
+  ckpt.finish();  // the last asynchronous save is committed before the run ends
   if (!in.checkpoint.folder.empty() && lead) std::printf("checkpoints in %s\n", in.checkpoint.folder.c_str());
   if (!in.save_weights.empty()) {
     std::vector<std::vector<float>> full;

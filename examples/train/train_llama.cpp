@@ -220,10 +220,6 @@ int run(int argc, char** argv) {
     check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
           "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
           "for one rank use --recipe debug_fsdp --ranks 1)");
-    check(o.device == "cpu" || o.ckpt_folder.empty(),
-          "--checkpoint.folder with --device cuda: distributed checkpoints read and write host memory, and a "
-          "device model's staging copy is not built yet (docs/cuda.md); train with --device cpu to checkpoint, or "
-          "save the final weights with --save-weights");
     if (o.device == "cuda" && !o.recipe.empty())  // a recipe GPUs cannot run yet, before anything starts
       recipes::visit(o.recipe, [&]<class R>() {
         const std::string why = train_llama_cli::device_refusal<R>();

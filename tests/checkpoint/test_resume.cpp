@@ -19,6 +19,8 @@
 #include <tessera/train/recipes.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include <staged_kernels.hpp>
+
 #include "../parallel/training_check.hpp"
 #include "scratch.hpp"
 
@@ -29,20 +31,22 @@ namespace fs = std::filesystem;
 namespace {
 using checkpoint_test::scratch;
 
-/// Steps [from, to) of recipe R on `world` threads: from 0 it initialises the weights, else
-/// it resumes from the latest checkpoint in `folder`; saves after step `save_at` (0: never).
-template <class R>
+/// Steps [from, to) of recipe R on `world` threads, on kernel backend K: from 0 it
+/// initialises the weights, else it resumes from the latest checkpoint in `folder`; saves
+/// after step `save_at` (0: never).
+template <class R, class K = cpu_kernels>
 std::vector<double> run(int world, const std::vector<std::int32_t>& toks, std::int64_t from, std::int64_t to,
                         const std::string& folder, std::int64_t save_at,
                         train::async_mode mode = train::async_mode::disabled) {
   std::vector<double> got;
   comm::run_threads(world, [&](comm::threads_communicator& c) {
+    using model_t = train::parallel_llama<R, K>;
     device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
-    train::parallel_llama<R> pm(dm);
+    model_t pm(dm);
     pm.init_weights(from == 0 ? 9 : 1234);  // a resumed run must overwrite every weight
     train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
-    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options(), 0);
-    train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader, {.folder = folder, .mode = mode});
+    train::basic_trainer<model_t> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+    train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
     if (from > 0) {
       const auto s = ck.resume();
       REQUIRE(s.has_value());
@@ -76,6 +80,33 @@ TEST_CASE("10 steps + save + resume 10 is bit-identical to 20 steps (debug_2d, 4
     REQUIRE(second.size() == 10);
     for (std::size_t i = 0; i < 10; ++i) CHECK(second[i] == straight[10 + i]);  // bit-identical
   }
+}
+
+// A model on a device backend (staged_kernels: state in a memory space the library reaches
+// only through the backend's copies, as GPU memory) stages every block through the host in
+// both modes and loads through a host buffer: its checkpoints resume bit-identically on the
+// same backend, and are the host runtime's files (each resumes the other's).
+TEST_CASE("a device-backend model's checkpoints: resumed bit-identically, and the same files as the host's") {
+  const auto toks = tc::tokens();
+  using R = recipes::debug_2d;
+  const auto straight = run<R>(4, toks, 0, 8, "", 0);
+  for (auto mode : {train::async_mode::disabled, train::async_mode::async}) {
+    CAPTURE(static_cast<int>(mode));
+    scratch a(mode == train::async_mode::async ? "staged_async" : "staged_sync"), b("host_saved");
+    const auto first = run<R, testing::staged_kernels>(4, toks, 0, 4, a.dir.string(), 4, mode);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(first[i] == straight[i]);
+    const auto on_staged = run<R, testing::staged_kernels>(4, toks, 4, 8, a.dir.string(), 0);
+    const auto on_host = run<R>(4, toks, 4, 8, a.dir.string(), 0);  // the device's checkpoint, the host's runtime
+    run<R>(4, toks, 0, 4, b.dir.string(), 4, mode);
+    const auto host_to_staged = run<R, testing::staged_kernels>(4, toks, 4, 8, b.dir.string(), 0);
+    REQUIRE(on_staged.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+      CHECK(on_staged[i] == straight[4 + i]);
+      CHECK(on_host[i] == straight[4 + i]);
+      CHECK(host_to_staged[i] == straight[4 + i]);
+    }
+  }
+  CHECK(memory_tracker<staged::space>::current_bytes() == 0);
 }
 
 TEST_CASE("a checkpoint of debug_2d on 4 ranks resumes in debug_fsdp on 3 and 1, debug_tp on 2") {

@@ -20,6 +20,10 @@
 //   - load(dir) / resume(): every rank reads exactly the saved boxes that intersect its own
 //     storage boxes, checks checksums, names and shapes, and restores the trainer's step and
 //     the loader's position.
+// A model on a device backend (parallel_llama<R, cuda_kernels>: state in GPU memory, an NCCL
+// mesh) checkpoints the same files: its blocks are copied to the host staging arena in both
+// modes (the backend's to_host), loads go through a host buffer (to_device), and the few
+// integers the ranks exchange travel through device memory, which is what NCCL moves.
 #pragma once
 
 #include <atomic>
@@ -36,10 +40,12 @@
 #include <thread>
 #include <vector>
 
+#include <tessera/comm/any_communicator.hpp>
 #include <tessera/comm/communicator.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/io/checkpoint_format.hpp>
 #include <tessera/io/checkpoint_io.hpp>
+#include <tessera/tensor/memory.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -79,10 +85,9 @@ struct checkpoint_stats {
 
 template <class Model>
 class checkpointer {
-  static_assert(kernels_of<Model>::type::space::host_accessible,
-                "tessera::train::checkpointer: the model's parameters and the optimizer's moments are in a device's "
-                "memory; distributed checkpoints read and write host memory (a device backend's staging copy is not "
-                "built yet): checkpoint a model on cpu_kernels, or save the weights with full_param()");
+  using K = typename kernels_of<Model>::type;
+  using space = typename K::space;
+  static constexpr bool on_host = space::host_accessible;
 
  public:
   checkpointer(Model& model, basic_trainer<Model>& trainer, batch_loader& loader, checkpoint_options opt)
@@ -173,7 +178,7 @@ class checkpointer {
     std::int64_t mine = dir ? io::checkpoint::read_metadata(*dir).step : -1;
     auto& world = m_.mesh().world();
     std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
-    world.all_gather(&mine, all.data(), 1, comm::dtype::i64).wait();
+    gather_i64(world, &mine, all.data(), 1);
     for (std::size_t r = 0; r < all.size(); ++r)
       if (all[r] != mine)
         throw error("checkpoint: ranks see different latest checkpoints in '" + opt_.folder + "' (rank " +
@@ -202,9 +207,17 @@ class checkpointer {
       const shape_t g = m_.global_shape(i);
       const std::string name = m_.model().name(i);
       const std::ptrdiff_t off = m_.stored(i) - p0;
-      read_bytes_ += r.read(name, g, b, m_.stored(i));
-      read_bytes_ += r.read("optimizer.exp_avg." + name, g, b, tr_.exp_avg().data() + off);
-      read_bytes_ += r.read("optimizer.exp_avg_sq." + name, g, b, tr_.exp_avg_sq().data() + off);
+      float* to[3] = {m_.stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
+      const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
+      for (int k = 0; k < 3; ++k) {
+        if constexpr (on_host) {
+          read_bytes_ += r.read(names[k], g, b, to[k]);
+        } else {  // through a host buffer
+          host_block_.resize(static_cast<std::size_t>(b.numel()));
+          read_bytes_ += r.read(names[k], g, b, host_block_.data());
+          K::to_device(to[k], host_block_.data(), b.numel());
+        }
+      }
     }
     if (const auto it = meta.state.find("model"); it != meta.state.end() && it->second != m_.config().name)
       throw error("checkpoint: '" + mpath + "' is a checkpoint of model " + it->second + ", this run trains " +
@@ -245,12 +258,28 @@ class checkpointer {
   std::thread bg_;
   std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the box list of the save in flight (views of arena_)
   std::vector<float> arena_;   // the staging copy: allocated (and its pages touched) once, reused by every save
+  std::vector<float> host_block_;  // a device model's load: one block at a time through the host
   std::vector<bool> writes_;   // who_writes(), computed at the first save
   std::atomic<bool> cancel_{false};
   std::exception_ptr error_;
   std::uint64_t read_bytes_ = 0;
 
   static double seconds(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+  /// all[r * n + k] = rank r's mine[k], on every rank (through device memory where the
+  /// model's communicator moves device buffers).
+  static void gather_i64(comm::any_communicator& world, const std::int64_t* mine, std::int64_t* all, std::size_t n) {
+    if constexpr (on_host) {
+      world.all_gather(mine, all, n, comm::dtype::i64).wait();
+    } else {
+      const std::size_t ranks = static_cast<std::size_t>(world.size());
+      space_vector<std::int64_t, space> d(n * (ranks + 1));
+      space::from_host(d.data(), mine, n * sizeof(std::int64_t));
+      space::fence();
+      world.all_gather(d.data(), d.data() + n, n, comm::dtype::i64).wait();
+      space::to_host(all, d.data() + n, n * ranks * sizeof(std::int64_t));
+    }
+  }
 
   std::map<std::string, std::string> state(std::int64_t step) const {
     const lr_schedule& s = tr_.schedule();
@@ -273,10 +302,11 @@ class checkpointer {
   /// them into the arena first (the staging copy), which is sized at the first save and
   /// kept, so the copy goes into pages already touched: a plain memcpy (TorchTitan stages
   /// into pinned memory kept across saves for the same reason). Sync: views of the live
-  /// state, no copy (training waits for the write anyway).
+  /// state, no copy (training waits for the write anyway) -- but a device model's state is
+  /// always copied to the arena (the backend's to_host), in both modes.
   void stage_into(io::checkpoint::shard_writer& w) {
     const std::int64_t n = m_.model().n_tensors();
-    const bool copy = opt_.mode == async_mode::async;
+    const bool copy = opt_.mode == async_mode::async || !on_host;
     if (copy && arena_.empty()) {
       std::size_t total = 0;
       for (std::int64_t i = 0; i < n; ++i)
@@ -299,7 +329,11 @@ class checkpointer {
           w.add_view(names[k], g, b, from[k]);
           continue;
         }
-        if (count) std::memcpy(at, from[k], count * sizeof(float));
+        if constexpr (on_host) {
+          if (count) std::memcpy(at, from[k], count * sizeof(float));
+        } else {
+          K::to_host(at, from[k], static_cast<std::int64_t>(count));
+        }
         w.add_view(names[k], g, b, at);
         at += count;
       }
@@ -320,7 +354,7 @@ class checkpointer {
         mine[static_cast<std::size_t>((i * 2 + 1) * max_tensor_rank + d)] = b.numel() ? b.size[static_cast<std::size_t>(d)] : 0;
       }
     }
-    world.all_gather(mine.data(), all.data(), per, comm::dtype::i64).wait();
+    gather_i64(world, mine.data(), all.data(), per);
     std::vector<bool> w(static_cast<std::size_t>(n));
     const int rank = world.rank();
     for (std::int64_t i = 0; i < n; ++i) {

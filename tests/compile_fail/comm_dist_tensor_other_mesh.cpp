@@ -1,6 +1,6 @@
 // expect: tessera::dist_tensor::redistribute<L>: L must be a layout on this tensor's mesh
 // max-errors: 1
-#include <tessera/tessera.hpp>
+#include <tessera/tensor/dist_tensor.hpp>
 using namespace tessera;
 // The target layout names a mesh with a "cp" axis; the tensor lives on (dp, tp): one message,
 // not a "no matching function" wall from the result's constructor.

@@ -1,5 +1,5 @@
 // expect: each part must be shard<D>, replicate, partial<Op>
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>>;
 using L = layout_t<M, 2, int>;

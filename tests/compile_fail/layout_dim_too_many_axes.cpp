@@ -1,5 +1,5 @@
 // expect: tessera::dim: too many axes
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using D = dim<0, "a", "b", "c", "d", "e", "f", "g", "h", "i">;
 constexpr auto x = D::item;

@@ -1,5 +1,5 @@
 // expect: the extents' rank differs from the layout's tensor rank
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>>;
 using E = local_extents_t<layout_t<M, 1, shard<0>>, extents<4, 4>>;

@@ -1,5 +1,5 @@
 // expect: every argument must be a tessera::axis
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 mesh<axis<"dp", 2>, int>* m = nullptr;
 constexpr int n = mesh<axis<"dp", 2>, int>::ndim;

@@ -1,5 +1,5 @@
 // expect: spell a layout with DTensor placements (shard, replicate, partial) or with dim<>/partial_on<>, not both
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>>;
 using L = layout_t<M, 2, shard<0>, dim<1, "dp">>;

@@ -1,5 +1,5 @@
 // expect: the first argument must be a tessera::mesh
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using L = layout_t<int, 2, shard<0>>;
 int main() {}

@@ -1,5 +1,5 @@
 // expect: tessera::partial_on: too many axes
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using D = partial_on<reduce::sum, "a", "b", "c", "d", "e", "f", "g", "h", "i">;
 constexpr auto x = D::item;

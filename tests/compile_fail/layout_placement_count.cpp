@@ -1,5 +1,5 @@
 // expect: a DTensor-style layout needs exactly one placement per mesh axis
-#include <tessera/tessera.hpp>
+#include <tessera/layout/layout.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;
 using L = layout_t<M, 2, shard<0>>;

@@ -1,6 +1,6 @@
 // expect: the extents must be tessera::extents<...> of the layouts' tensor rank
 // max-errors: 1
-#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;

@@ -1,7 +1,7 @@
 // expect: source and target layouts must be on the same mesh
 // expect-also: text<'d', 'p', ',', ' ', 'c', 'p'>
 // max-errors: 1
-#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;

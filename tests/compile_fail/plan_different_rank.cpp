@@ -1,6 +1,6 @@
 // expect: source and target layouts describe tensors of different rank
 // max-errors: 1
-#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;

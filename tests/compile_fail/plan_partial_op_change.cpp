@@ -1,7 +1,7 @@
 // expect: partial(op1) -> partial(op2) on one mesh axis is not a transition
 // expect-also: text<'d', 'p'>
 // max-errors: 1
-#include <tessera/tessera.hpp>
+#include <tessera/plan/plan.hpp>
 #include <tessera/plan/plan.hpp>
 using namespace tessera;
 using M = mesh<axis<"dp", 2>, axis<"tp", 4>>;

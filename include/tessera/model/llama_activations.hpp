@@ -25,12 +25,8 @@ using id_buffer = space_buffer<std::int32_t, Space>;
 /// Keeps `ids` in `buf` (in K's memory).
 template <class K>
 void keep_ids(id_buffer<typename K::space>& buf, std::span<const std::int32_t> ids) {
-  if constexpr (K::space::host_accessible) {
-    buf.assign(ids.begin(), ids.end());
-  } else {
-    if (buf.size() != ids.size()) buf = id_buffer<typename K::space>(ids.size());
-    K::to_device(buf.data(), ids.data(), static_cast<std::int64_t>(ids.size()));
-  }
+  reserve_buffer<std::int32_t, typename K::space>(buf, ids.size());
+  K::to_device(buf.data(), ids.data(), static_cast<std::int64_t>(ids.size()));
 }
 
 /// What the model keeps between the forward of one batch and its backward: the residual

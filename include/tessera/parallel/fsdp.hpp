@@ -147,17 +147,18 @@ class sharded_params {
   std::vector<float> gather_whole(std::int64_t i, const float* block) {
     std::vector<float> out(static_cast<std::size_t>(info(i).shape.numel()));
     if (!info(i).local) return out;
-    space_buffer<float, space> whole;
-    reserve_buffer<float, space>(whole, out.size());
+    space_buffer<float, space> whole;  // device memory: gathered there, then copied out
+    float* to = out.data();
+    if constexpr (!space::host_accessible) {
+      reserve_buffer<float, space>(whole, out.size());
+      to = whole.data();
+    }
     visit(i, [&]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>, default_cost_model, space>(
-          dm_, info(i).shape, block, whole.data());
+          dm_, info(i).shape, block, to);
     });
-    if constexpr (space::host_accessible)
-      return whole;
-    else
-      K::to_host(out.data(), whole.data(), static_cast<std::int64_t>(out.size()));
+    if constexpr (!space::host_accessible) K::to_host(out.data(), to, static_cast<std::int64_t>(out.size()));
     return out;
   }
 
@@ -213,7 +214,7 @@ class sharded_params {
         redistribute_local<typename L::grad, typename L::storage, default_cost_model, space>(dm_, info(i).shape,
                                                                                               st.g[k].data(), stage_.data());
         float* dst = stored_grad(i);
-        add_into(dst, stage_.data(), n);
+        K::add(dst, dst, stage_.data(), static_cast<std::int64_t>(n));
       });
     }
     st.g.clear();
@@ -248,14 +249,6 @@ class sharded_params {
   space_buffer<float, space> stage_;
   space_buffer<bf16, space> half_in_, half_out_;
 
-  /// dst[e] += add[e] (n elements; the host's loop, K's kernel elsewhere).
-  static void add_into(float* dst, const float* add, std::size_t n) {
-    if constexpr (space::host_accessible) {
-      for (std::size_t e = 0; e < n; ++e) dst[e] += add[e];
-    } else {
-      K::add(dst, dst, add, static_cast<std::int64_t>(n));
-    }
-  }
 
   unit_state& unit(std::int64_t u) { return units_[static_cast<std::size_t>(u)]; }
   const arena_slot& slot(std::int64_t i) const { return master_.layout().slots()[static_cast<std::size_t>(i)]; }

@@ -309,6 +309,7 @@ class parallel_llama {
   parallel::tp_activations<stage_mesh_type, ps, space> tp_;
   std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
   std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
+  space_buffer<double, space> scalars_;  // a device backend's loss and norm sums (sum_over), kept
   hooks hooks_;
   pipeline_stages<parallel_llama> stages_{*this};
 
@@ -441,10 +442,10 @@ class parallel_llama {
     if constexpr (space::host_accessible) {
       redistribute_local<from, to>(sdm_, shape_t{1}, &x, &total);
     } else {  // the mesh's communicator moves device buffers
-      space_vector<double, space> buf(2);
-      space::from_host(buf.data(), &x, sizeof x);
-      redistribute_local<from, to, default_cost_model, space>(sdm_, shape_t{1}, buf.data(), buf.data() + 1);
-      space::to_host(&total, buf.data() + 1, sizeof total);
+      reserve_buffer<double, space>(scalars_, 2);
+      space::from_host(scalars_.data(), &x, sizeof x);
+      redistribute_local<from, to, default_cost_model, space>(sdm_, shape_t{1}, scalars_.data(), scalars_.data() + 1);
+      space::to_host(&total, scalars_.data() + 1, sizeof total);
     }
     return total;
   }

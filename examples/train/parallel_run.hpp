@@ -85,9 +85,7 @@ void gather_and_write_trace(C& c, trace::recorder& t, const std::string& path) {
 template <class R>
 constexpr std::string_view host_only_policy() {
   constexpr parallel_spec ps = recipe_traits<R>::spec;
-  if (ps.pp >= 0) return "pipeline_parallel";
   if (ps.cp >= 0) return "context_parallel";
-  if (ps.float8.all_gather) return "float8's fp8::all_gather";
   return {};
 }
 

@@ -2,7 +2,9 @@
 // this process, an NCCL device mesh -- against parallel_llama<R> on the CPU (thread ranks), the
 // same 3 trainer steps (accumulation 2, clipping): FSDP over every visible GPU (up to 4), and
 // with 2 or 4 GPUs tensor parallel with sequence parallel (the logits gathered), with loss
-// parallel (the vocabulary-parallel cross-entropy), and FSDP x TP with bf16 gathers. Without a GPU it prints why and
+// parallel (the vocabulary-parallel cross-entropy), FSDP x TP with bf16 gathers, and pipeline
+// parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP); and FSDP with Float8
+// tensorwise and the FP8 all-gather on every visible GPU. Without a GPU it prints why and
 // exits 77 (ctest: skipped, never passed). Tolerance as gpu.cuda_llama's: every loss and
 // gradient norm within 2^-8 of the CPU's, relative (f32 on both sides, sums in another order).
 #include <cmath>
@@ -43,6 +45,29 @@ struct fsdp_tp_bf16 {
   using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>, tensor_parallel<"tp", loss_parallel>>;
 };
 
+struct fsdp_f8_all_gather {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise, fp8::all_gather>>;
+};
+struct tiny4 {
+  static constexpr llama_config config{.name = "tiny4", .dim = 64, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2,
+                                       .vocab_size = 97, .multiple_of = 32};
+};
+struct pp_1f1b_fsdp {
+  using model = tiny4;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"dp">>;
+  using parallelize =
+      tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>>, fsdp<"dp">>;
+};
+struct pp_zbv_tp {
+  using model = tiny4;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"tp">>;
+  using parallelize =
+      tessera::parallelize<pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>>,
+                           tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
+};
+
 template <class R>
 int compare(int world, const char* what) {
   testing::step_record cpu, gpu;
@@ -70,10 +95,13 @@ int main() {
   int bad = 0;
   try {
     bad += compare<fsdp_all>(world, "FSDP");
+    bad += compare<fsdp_f8_all_gather>(world, "FSDP with Float8 tensorwise and the FP8 all-gather");
     if (world >= 2) {
       bad += compare<tp_all>(world, "TP + SP (logits gathered)");
       bad += compare<tp_loss_parallel>(world, "TP + SP + loss parallel");
       bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
+      bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
+      bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
     }
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());

@@ -1,6 +1,7 @@
 // tests/support/recipe_steps.hpp: the same trainer steps of a recipe on any kernel backend and
 // communicator -- parallel_llama<R, K> on a device mesh of `world` ranks, 3 steps with
-// accumulation 2 and clipping -- recording each step's loss and gradient norm and, gathered
+// accumulation 2 and clipping, then an evaluation forward -- recording each step's loss and gradient
+// norm, the evaluation's loss and, gathered
 // whole, every parameter after the last: tests/parallel/test_device_runtime.cpp compares the
 // host runtime with the staged backend bit for bit, tests/gpu/test_cuda_recipes.cu with
 // cuda_kernels over NCCL within tolerances.
@@ -40,6 +41,10 @@ step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16) {
     r.losses.push_back(static_cast<float>(m.loss));
     r.norms.push_back(static_cast<float>(m.grad_norm));
   }
+  // An evaluation forward (no backward; under a pipeline: microbatch by microbatch, stage by
+  // stage) on a batch of every data-parallel rank's rows, its loss recorded after the steps'.
+  const step_batch eval(7, 4, seq_len, R::model::config.vocab_size);
+  r.losses.push_back(pm.forward(eval.inputs, eval.targets, 4, seq_len, false));
   for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) {
     const std::vector<float> p = pm.full_param(i);
     r.params.insert(r.params.end(), p.begin(), p.end());

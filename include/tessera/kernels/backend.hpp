@@ -202,6 +202,17 @@ struct cpu_kernels : space_transfers<host_space> {
                                  float* a, float* b, cpu::f8_split split, Reduce&& reduce) {
     cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce);
   }
+  /// Float8's FP8 all-gather of a weight block (parallel/fsdp.hpp): *amax = max |x[i]| over
+  /// n values, then the codes of x under one scale and back; amax and scale in this
+  /// backend's memory (cpu/float8.hpp's tensorwise casts).
+  static void abs_max(float* amax, const float* x, std::int64_t n) { *amax = cpu::abs_max(x, n); }
+  static void f8_quantize(std::uint8_t* codes, const float* x, const float* scale, std::int64_t n, cpu::f8_cast c) {
+    cpu::f8_quantize(codes, x, scale, 1, n, c);
+  }
+  static void f8_dequantize(float* out, const std::uint8_t* codes, const float* scale, std::int64_t n,
+                            cpu::f8_cast c) {
+    cpu::f8_dequantize(out, codes, scale, 1, n, c);
+  }
   static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
                            const cpu::adamw_config& cfg) {
     cpu::adamw_update(p, g, m, v, static_cast<std::size_t>(n), step, cfg);

@@ -21,7 +21,7 @@
 // The model is a template on its kernel backend (kernels/backend.hpp): `llama_model` is
 // basic_llama_model<cpu_kernels>; on another backend (cuda_kernels) the parameters, gradients
 // and activations are in its memory and the parts run its kernels (device_llama.hpp adds
-// the optimizer and host transfers). The split backward (zero-bubble schedules) is the CPU's.
+// the optimizer and host transfers), the split backward of zero-bubble schedules included.
 #pragma once
 
 #include <algorithm>
@@ -281,11 +281,11 @@ class basic_llama_model {
   template <class Hooks>
   void backward_head_input(Hooks& h) {
     take_dlogits();
-    head_backward_input(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), param(final_norm_index()),
+    head_backward_input<K>(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), param(final_norm_index()),
                         output_weight(), act_->head_buffers, scratch_.dfull.data(), scratch_.dtmp.data(), dims(), h);
   }
   void backward_head_weight() {
-    head_backward_weight(grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
+    head_backward_weight<K>(grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
                          act_->head_buffers, dims());
   }
   /// A checkpointed block recomputes before its I, as before a whole backward, and keeps
@@ -293,14 +293,14 @@ class basic_llama_model {
   template <class Hooks>
   void backward_block_input(std::int64_t l, Hooks& h) {
     {
-      block_work w(saved(l), recompute_, keep_of(l));
+      basic_block_work<space> w(saved(l), recompute_, keep_of(l));
       rebuild(w, l, h);
-      block_backward_input(residual_grad(), residual(l), block_weights_of(l), w.saved(), scratch_, deferred(l), dims(),
+      block_backward_input<K>(residual_grad(), residual(l), block_weights_of(l), w.saved(), scratch_, deferred(l), dims(),
                            h);
     }
     const std::uint16_t keep = keep_of(l);
     if (keep == ac_keep_all) return;
-    block_deferred& def = deferred(l);
+    auto& def = deferred(l);
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(def.recomputed, recompute_, redo, false);  // the recomputed groups go with the deferred ones
     def.recomputed_floats = block_recompute_floats(dims(), keep);
@@ -312,19 +312,19 @@ class basic_llama_model {
   void backward_block_weight(std::int64_t l, Hooks& h) {
     const std::uint16_t keep = keep_of(l);
     if (keep == ac_keep_all) {
-      block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);
+      block_backward_weight<K>(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);
       return;
     }
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(saved(l), deferred(l).recomputed, redo, false);
-    block_backward_weight(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);  // releases the deferred
+    block_backward_weight<K>(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);  // releases the deferred
     release_groups(saved(l), redo);
   }
   template <class Hooks>
   void backward_embedding_input(Hooks& h) {
-    embed_backward_input(act_->embed_dres, residual_grad(), scratch_.dgath.data(), dims(), h);
+    embed_backward_input<K>(act_->embed_dres, residual_grad(), scratch_.dgath.data(), dims(), h);
   }
-  void backward_embedding_weight() { embed_backward_weight(grad(0), act_->embed_dres, act_->inputs.data(), dims()); }
+  void backward_embedding_weight() { embed_backward_weight<K>(grad(0), act_->embed_dres, act_->inputs.data(), dims()); }
 
   // ---- activations ----
 
@@ -392,7 +392,7 @@ class basic_llama_model {
     check(l >= act_->first && l < act_->last, "llama: block " + std::to_string(l) + " has no activations in use");
     return act_->saved[static_cast<std::size_t>(l - act_->first)];
   }
-  block_deferred& deferred(std::int64_t l) {
+  basic_block_deferred<space>& deferred(std::int64_t l) {
     if (act_->deferred.size() != act_->saved.size()) act_->deferred.resize(act_->saved.size());
     return act_->deferred[static_cast<std::size_t>(l - act_->first)];
   }

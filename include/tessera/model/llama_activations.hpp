@@ -40,10 +40,10 @@ struct basic_llama_activations {
   bool embedding = true, head = true;
   llama_dims dims;
   std::vector<basic_block_saved<space>> saved;  ///< blocks first..last-1
-  std::vector<block_deferred> deferred;          ///< what each block's I keeps for its W (split backward: host)
+  std::vector<basic_block_deferred<space>> deferred;  ///< what each block's I keeps for its W (split backward)
   tensor<float, space> res;                      ///< residual streams in front of blocks first..last, [Nr, D] each
   basic_head_saved<space> head_buffers;
-  tensor<float> head_dxf, embed_dres;  ///< what the head's and embedding's I keep for W (split backward: host)
+  tensor<float, space> head_dxf, embed_dres;  ///< what the head's and embedding's I keep for W (split backward)
   id_buffer<space> inputs, targets;
   bool have_dlogits = false;
   /// saved + residual + head buffers, as allocated (and the ids where they are in device

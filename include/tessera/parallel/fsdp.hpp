@@ -21,7 +21,7 @@
 // The blocks live in kernel backend K's memory (cpu_kernels: the host's; cuda_kernels: the
 // GPU's, over an nccl device mesh): gathers and reductions run the plans in K's space, bf16
 // casts and gradient sums are K's kernels, and the space's fence runs before a collective is
-// issued on buffers the backend's kernels wrote. The FP8 all-gather is the host's.
+// issued on buffers the backend's kernels wrote; the FP8 all-gather's amax, casts and codes too.
 #pragma once
 
 #include <cstdint>
@@ -92,9 +92,6 @@ class sharded_params {
       std::vector<std::int64_t> shape(b.size.begin(), b.size.begin() + b.rank);
       layout.add(params_[i].name, std::span<const std::int64_t>(shape));
       if (params_[i].local) units_[static_cast<std::size_t>(params_[i].unit)].params.push_back(static_cast<std::int64_t>(i));
-      check(space::host_accessible || !params_[i].fp8_gather,
-            "fsdp: the FP8 all-gather of " + params_[i].name + " runs on host memory only; the " +
-                std::string(K::name) + " backend gathers in bf16 or f32");
     }
     master_ = arena<float, space>(layout);
     grads_ = arena<float, space>(layout);
@@ -229,8 +226,8 @@ class sharded_params {
  private:
   struct fp8_state {
     std::size_t k = 0;
-    float scale = 1;
-    std::vector<std::uint8_t> codes;
+    space_buffer<float, space> scale;             // the weight's e4m3 scale (one float)
+    space_buffer<std::uint8_t, space> codes;      // this block's codes, then the gathered ones
   };
   struct unit_state {
     std::vector<std::int64_t> params;
@@ -248,6 +245,7 @@ class sharded_params {
   arena<float, space> master_, grads_;
   space_buffer<float, space> stage_;
   space_buffer<bf16, space> half_in_, half_out_;
+  space_buffer<float, space> amax_ = space_buffer<float, space>(1);  // an FP8 gather's amax (all-reduced in K's memory)
 
 
   unit_state& unit(std::int64_t u) { return units_[static_cast<std::size_t>(u)]; }
@@ -313,22 +311,28 @@ class sharded_params {
     axis_group amax_group;
     for (int a = 0; a < Mesh::ndim; ++a)
       if ((mask >> a) & 1u) amax_group.push(a);
-    float amax = cpu::abs_max(stored(i), static_cast<std::int64_t>(n_in));
-    comm::all_reduce(dm_.group(amax_group), std::span<float>(&amax, 1), reduce_op::max).wait();
+    K::abs_max(amax_.data(), stored(i), static_cast<std::int64_t>(n_in));
+    space::fence();  // the amax kernel (and the optimizer's last step) before the collective
+    comm::all_reduce(dm_.group(amax_group), std::span<float>(amax_.data(), 1), reduce_op::max).wait();
+    float amax = 0;
+    K::to_host(&amax, amax_.data(), 1);
     const cpu::f8_cast cast{};  // e4m3, one scale, not rounded: tensorwise
     fp8_state& f = st.fp8.emplace_back();
     f.k = k;
-    f.scale = cpu::f8_scale_from_amax(amax, cast.target, cast.rounding);
-    f.codes.resize(n_in + n_out);
-    cpu::f8_quantize(f.codes.data(), stored(i), &f.scale, 1, static_cast<std::int64_t>(n_in), cast);
+    const float scale = cpu::f8_scale_from_amax(amax, cast.target, cast.rounding);
+    f.scale = space_buffer<float, space>(1);
+    K::to_device(f.scale.data(), &scale, 1);
+    f.codes = space_buffer<std::uint8_t, space>(n_in + n_out);
+    K::f8_quantize(f.codes.data(), stored(i), f.scale.data(), static_cast<std::int64_t>(n_in), cast);
+    space::fence();  // the codes written before the collective reads them
     visit(i, [&]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       if (is_even(L::storage::spec, dm_.shape(), info(i).shape))
         st.pending.push_back(comm::all_gather(c, std::span<const std::uint8_t>(f.codes.data(), n_in),
                                               std::span<std::uint8_t>(f.codes.data() + n_in, n_out)));
       else
-        redistribute_local<typename L::storage, typename L::compute>(dm_, info(i).shape, f.codes.data(),
-                                                                     f.codes.data() + n_in);
+        redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(
+            dm_, info(i).shape, f.codes.data(), f.codes.data() + n_in);
     });
   }
   /// Waits for a unit's prefetch gathers (and widens bf16 and FP8 ones to the f32 compute copies).
@@ -342,7 +346,7 @@ class sharded_params {
     st.half.clear();
     for (fp8_state& f : st.fp8) {
       const std::int64_t n_out = st.p[f.k].numel(), n_in = static_cast<std::int64_t>(f.codes.size()) - n_out;
-      cpu::f8_dequantize(st.p[f.k].data(), f.codes.data() + n_in, &f.scale, 1, n_out, cpu::f8_cast{});
+      K::f8_dequantize(st.p[f.k].data(), f.codes.data() + n_in, f.scale.data(), n_out, cpu::f8_cast{});
     }
     st.fp8.clear();
   }

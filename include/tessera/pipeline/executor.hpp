@@ -16,6 +16,13 @@
 // forward keeps whatever its backward needs. Gradients accumulate inside the callbacks,
 // over the microbatches, in the order of the schedule.
 //
+// Memory: the tensors between stages live in the memory space the callbacks type names
+// (`using space = ...`, a tensor/memory.hpp data_space; the host's when it names none): the
+// executor allocates them there, hands the callbacks spans of that memory, copies within it,
+// and runs the space's fence before each send (the kernels that wrote the tensor have
+// finished), so a stage on a GPU backend passes device buffers to a communicator that moves
+// them (NCCL).
+//
 // Optional hooks for FSDP actions: unshard(s), reshard(s), reduce_grad(s); a callbacks
 // type without them treats UNSHARD/RESHARD/REDUCE_GRAD as nothing to do (its stages hold
 // their full parameters). Every failure of the executor is a tessera::error naming rank,
@@ -26,6 +33,11 @@
 // completes, at the latest at the end of run()); RECV waits for its tensor. Each tensor has
 // its own tag (boundary, microbatch, direction; mod 32768, MPI's smallest tag limit):
 // tags repeat only in very large schedules, where the verified order keeps them matched.
+// On NCCL, which has no tags and whose send may block until the peer receives (NVIDIA/nccl
+// #479, #783), a verified schedule runs as written: verify() runs it under exactly those
+// semantics (a SEND and its RECV complete together, each rank in its own order), so every
+// pair of ranks sends and receives the same tensors in the same order and none waits on a
+// send that cannot be received.
 #pragma once
 
 #include <algorithm>
@@ -38,6 +50,7 @@
 #include <tessera/pipeline/action.hpp>
 #include <tessera/pipeline/schedule.hpp>
 #include <tessera/pipeline/verify.hpp>
+#include <tessera/tensor/memory.hpp>
 #include <utility>
 #include <vector>
 
@@ -55,6 +68,17 @@ concept stage_callbacks = requires(S& s, int stage, int mb, std::span<const floa
   s.forward(stage, mb, in, out);
   s.backward_input(stage, mb, in, out);  // (grad_out, grad_in)
   s.backward_weight(stage, mb);
+};
+
+/// The memory space of a stage implementation's tensors: S::space, else the host's.
+template <class S>
+struct stage_space {
+  using type = host_space;
+};
+template <class S>
+  requires requires { typename S::space; }
+struct stage_space<S> {
+  using type = typename S::space;
 };
 
 /// Counts of one run() on one rank.
@@ -99,7 +123,7 @@ class executor {
   /// Runs this rank's actions once (one training step over m microbatches).
   /// `batch_in`: m * boundary(0) floats on the rank of stage 0 (ignored elsewhere);
   /// `batch_out`: m * boundary(stages) floats on the rank of the last stage, or empty
-  /// when the outputs are not wanted (ignored elsewhere).
+  /// when the outputs are not wanted (ignored elsewhere); both in the callbacks' memory.
   template <comm::communicator C, stage_callbacks S>
   run_stats run(C& comm, S& stages, std::span<const float> batch_in, std::span<float> batch_out) const;
 
@@ -118,9 +142,9 @@ struct request_of {
                                                 std::declval<tessera::source_location>()));
 };
 
-template <class Req>
+template <class Req, class Buf>
 struct in_flight {
-  std::vector<float> buf;  // declared before req: the request is destroyed (waited) first
+  Buf buf;  // declared before req: the request is destroyed (waited) first
   Req req{};
   bool active = false;
 };
@@ -150,16 +174,20 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
                           std::to_string(Mz * sizes_.back()) + " (or pass an empty span)");
 
   using req_t = typename detail::request_of<C>::type;
+  using space = typename stage_space<S>::type;
+  using buf_t = space_buffer<float, space>;  // a tensor between stages
+  auto view = [](buf_t& b) { return std::span<float>(b.data(), b.size()); };
+  auto cview = [](const buf_t& b) { return std::span<const float>(b.data(), b.size()); };
   const std::size_t pairs = static_cast<std::size_t>(S_) * Mz;
   auto idx = [&](int st, int mb) { return static_cast<std::size_t>(st) * Mz + static_cast<std::size_t>(mb); };
   // act[idx(s, mb)]: the input of F(s, mb); grad[idx(s, mb)]: the gradient of stage s's output.
-  std::vector<std::vector<float>> act(pairs), grad(pairs);
+  std::vector<buf_t> act(pairs), grad(pairs);
   std::vector<char> has_act(pairs, 0), has_grad(pairs, 0), done_i(pairs, 0);
   // Results waiting for their SEND: [0] activations out of stage s, [1] input grads of stage s.
-  std::vector<std::vector<float>> outbox[2] = {std::vector<std::vector<float>>(pairs), std::vector<std::vector<float>>(pairs)};
+  std::vector<buf_t> outbox[2] = {std::vector<buf_t>(pairs), std::vector<buf_t>(pairs)};
   std::vector<char> has_out[2] = {std::vector<char>(pairs, 0), std::vector<char>(pairs, 0)};
-  std::vector<detail::in_flight<req_t>> sending[2] = {std::vector<detail::in_flight<req_t>>(pairs),
-                                                      std::vector<detail::in_flight<req_t>>(pairs)};
+  using flight_t = detail::in_flight<req_t, buf_t>;
+  std::vector<flight_t> sending[2] = {std::vector<flight_t>(pairs), std::vector<flight_t>(pairs)};
   std::vector<std::pair<int, std::size_t>> active;  // sends posted and not known complete
   run_stats st{};
   // One tag per tensor (boundary, microbatch, direction); both peers compute the same.
@@ -179,18 +207,18 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
            " is not here yet (stage " + std::to_string(s + 1) + " on rank " + std::to_string(s_.rank_of(s + 1)) +
            " must run its backward and the gradient reach this rank first)");
     if (done_i[i]) fail("this backward already ran");
-    std::vector<float> gin(sizes_[static_cast<std::size_t>(s)]);
-    const std::span<const float> gout = s + 1 < S_ ? std::span<const float>(grad[i]) : std::span<const float>();
-    if constexpr (requires { stages.backward(s, mb, gout, std::span<float>(gin)); }) {
+    buf_t gin(sizes_[static_cast<std::size_t>(s)]);
+    const std::span<const float> gout = s + 1 < S_ ? cview(grad[i]) : std::span<const float>();
+    if constexpr (requires { stages.backward(s, mb, gout, view(gin)); }) {
       if (whole)
-        stages.backward(s, mb, gout, std::span<float>(gin));
+        stages.backward(s, mb, gout, view(gin));
       else
-        stages.backward_input(s, mb, gout, std::span<float>(gin));
+        stages.backward_input(s, mb, gout, view(gin));
     } else {
-      stages.backward_input(s, mb, gout, std::span<float>(gin));
+      stages.backward_input(s, mb, gout, view(gin));
       if (whole) stages.backward_weight(s, mb);
     }
-    grad[i] = {};
+    grad[i] = buf_t{};
     has_grad[i] = 0;
     done_i[i] = 1;
     ++st.backward_inputs;
@@ -210,17 +238,18 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
     f.buf = std::move(outbox[dir][i]);
     has_out[dir][i] = 0;
     const int peer = s_.rank_of(dir == 0 ? s + 1 : s - 1);
-    f.req = comm::send(comm, std::span<const float>(f.buf), peer, tag_of(dir == 0 ? s : s - 1, mb, dir));
+    space::fence();  // the kernels that wrote the tensor have finished
+    f.req = comm::send(comm, cview(f.buf), peer, tag_of(dir == 0 ? s : s - 1, mb, dir));
     f.active = true;
     active.emplace_back(dir, i);
     ++st.sends;
     st.floats_sent += f.buf.size();
   };
-  auto finish_send = [&](detail::in_flight<req_t>& f) {
+  auto finish_send = [&](flight_t& f) {
     if (!f.active) return;
     f.req.wait();
     f.active = false;
-    f.buf = {};
+    f.buf = buf_t{};
   };
   auto receive = [&](int dir, int s, int mb) {
     // dir 0: the input of stage s from stage s-1; dir 1: the output gradient of s from s+1.
@@ -228,9 +257,9 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
     auto& dst = dir == 0 ? act[i] : grad[i];
     auto& flag = dir == 0 ? has_act[i] : has_grad[i];
     if (flag) fail("this tensor was already received");
-    dst.assign(sizes_[static_cast<std::size_t>(dir == 0 ? s : s + 1)], 0.0f);
+    dst = buf_t(sizes_[static_cast<std::size_t>(dir == 0 ? s : s + 1)]);
     const int peer = s_.rank_of(dir == 0 ? s - 1 : s + 1);
-    comm::recv(comm, std::span<float>(dst), peer, tag_of(dir == 0 ? s - 1 : s, mb, dir)).wait();
+    comm::recv(comm, view(dst), peer, tag_of(dir == 0 ? s - 1 : s, mb, dir)).wait();
     flag = 1;
     ++st.recvs;
   };
@@ -250,16 +279,17 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
               fail("the input of stage " + std::to_string(s) + " for microbatch " + std::to_string(mb) +
                    " is not here (stage " + std::to_string(s - 1) + " on rank " + std::to_string(s_.rank_of(s - 1)) +
                    " must run its forward and the activation reach this rank first)");
-            in = act[i];
+            in = cview(act[i]);
           }
-          std::vector<float> out(sizes_[static_cast<std::size_t>(s + 1)]);
-          stages.forward(s, mb, in, std::span<float>(out));
+          buf_t out(sizes_[static_cast<std::size_t>(s + 1)]);
+          stages.forward(s, mb, in, view(out));
           ++st.forwards;
-          act[i] = {};
+          act[i] = buf_t{};
           has_act[i] = 0;
           if (s + 1 == S_) {
             if (want_out)
-              std::copy(out.begin(), out.end(), batch_out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(mb) * sizes_.back()));
+              space::copy(batch_out.data() + static_cast<std::size_t>(mb) * sizes_.back(), out.data(),
+                          out.size() * sizeof(float));
           } else if (local(s + 1)) {
             act[idx(s + 1, mb)] = std::move(out);
             has_act[idx(s + 1, mb)] = 1;
@@ -302,7 +332,7 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
           auto& f = sending[k.first][k.second];
           if (f.active && !f.req.test()) return false;
           f.active = false;
-          f.buf = {};
+          f.buf = buf_t{};
           return true;
         });
     } catch (const comm::aborted&) {

@@ -26,8 +26,10 @@
 // parallel_llama<Recipe, K> runs the model on kernel backend K (cpu_kernels unless named):
 // its parameters, gradients and activations in K's memory, the FSDP and TP plans executed
 // there (cuda_kernels: on a device mesh whose communicator is nccl's, one GPU per rank).
-// Pipeline and context parallel and Float8's FP8 all-gather move host buffers: on a backend
-// whose memory is not the host's they are refused at compile time.
+// Pipeline parallel and Float8's FP8 all-gather run there too (the stages' activations and
+// transfers, the gathers' amaxes, casts and codes in K's memory); context parallel's ring
+// attention moves host buffers: on a backend whose memory is not the host's it is refused at
+// compile time.
 #pragma once
 
 #include <algorithm>
@@ -67,18 +69,10 @@ class parallel_llama {
   using kernels = K;  // train::basic_trainer runs its optimizer with them
   using space = typename K::space;
   using model_type = basic_llama_model<K>;
-  static_assert(space::host_accessible || ps.pp < 0,
-                "tessera::train::parallel_llama<Recipe, K>: pipeline_parallel moves host buffers (its stages' "
-                "activations and transfers); on a backend whose memory is not the host's, drop pipeline_parallel from "
-                "the recipe or train it with cpu_kernels");
   static_assert(space::host_accessible || ps.cp < 0,
                 "tessera::train::parallel_llama<Recipe, K>: context_parallel's ring attention runs on host buffers; on a "
                 "backend whose memory is not the host's, drop context_parallel from the recipe or train it with "
                 "cpu_kernels");
-  static_assert(space::host_accessible || !ps.float8.all_gather,
-                "tessera::train::parallel_llama<Recipe, K>: Float8's FP8 all-gather runs on host buffers; on a backend "
-                "whose memory is not the host's, set the float8 policy's all_gather to false (FSDP gathers in f32 or "
-                "bf16)");
 
   /// `pipeline`: run-time choices of a pipeline recipe (a schedule, stages per rank or a
   /// microbatch count other than the policy's), checked at start-up as the policy's are.

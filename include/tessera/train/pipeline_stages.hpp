@@ -20,11 +20,14 @@
 // are one float (the ids and targets are read here; the output is the loss). Each
 // microbatch's loss is scaled by its share of the step's counted targets, so the gradients
 // are those of the mean over the whole global batch, as on one rank.
+// On a kernel backend whose memory is not the host's (parallel_llama<Recipe, cuda_kernels>)
+// the tensors between stages, the activations and what I keeps for W are in its memory: the
+// executor sends device buffers (comm/nccl.hpp), the stage copies them with the backend's
+// copies, and only the ids, the targets and the losses are on the host.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <optional>
 #include <span>
@@ -63,6 +66,11 @@ struct pipeline_timing {
 template <class Owner>
 class pipeline_stages {
  public:
+  using kernels = typename Owner::kernels;
+  using space = typename kernels::space;  // where the executor keeps the tensors between stages
+  using model_type = typename Owner::model_type;
+  using activations_type = basic_llama_activations<kernels>;
+
   explicit pipeline_stages(Owner& o) : o_(o) {}
 
   /// One step over this rank's rows [B, T] of the global batch (`count_all`: the counted
@@ -92,8 +100,8 @@ class pipeline_stages {
         exec_.emplace(L.lowered, std::move(sizes));
         exec_B_ = Bm_, exec_T_ = T;
       }
-      const std::vector<float> dummy(static_cast<std::size_t>(m), 0.0f);
-      exec_->run(comm, *this, std::span<const float>(dummy), std::span<float>());
+      const space_buffer<float, space> dummy(static_cast<std::size_t>(m));  // stage 0 reads the ids instead
+      exec_->run(comm, *this, std::span<const float>(dummy.data(), dummy.size()), std::span<float>());
     } else {
       forward_only(comm);
     }
@@ -111,13 +119,13 @@ class pipeline_stages {
     const pipeline_layout& L = o_.pp_;
     const int first = L.first_layer(s), last = L.last_layer(s);
     const bool head = s == L.stages() - 1;
-    llama_model& md = o_.model_;
-    llama_activations& a = acts_[{s, mb}] = md.make_activations(Bm_, T_, first, last, s == 0, head);
+    model_type& md = o_.model_;
+    activations_type& a = acts_[{s, mb}] = md.make_activations(Bm_, T_, first, last, s == 0, head);
     md.use(a);
     if (s == 0)
       md.forward_embedding(rows(inputs_, mb), Bm_, T_, o_.hooks_);
     else
-      std::memcpy(md.residual(first), in.data(), in.size_bytes());
+      kernels::copy(md.residual(first), in.data(), static_cast<std::int64_t>(in.size()));
     for (int l = first; l < last; ++l) md.forward_block(l, o_.hooks_);
     if (head) {
       const auto tg = rows(targets_, mb);
@@ -125,9 +133,9 @@ class pipeline_stages {
       const float share = count_all_ ? static_cast<float>(count) / static_cast<float>(count_all_) : 0.0f;
       const float loss = md.forward_head(tg, need_backward_, loss_scale_ * share, o_.hooks_);
       loss_ += loss * share;
-      out[0] = loss;
+      kernels::to_device(out.data(), &loss, 1);
     } else {
-      std::memcpy(out.data(), md.residual(last), out.size_bytes());
+      kernels::copy(out.data(), md.residual(last), static_cast<std::int64_t>(out.size()));
     }
     note_peak();
     if (!need_backward_) acts_.erase({s, mb});
@@ -151,7 +159,7 @@ class pipeline_stages {
     trace::scope t("backward weight stage", "stage", s);
     timed tm(timing_, pipeline::op::W, s, mb);
     require_gathered(s);
-    llama_model& md = o_.model_;
+    model_type& md = o_.model_;
     md.use(at(s, mb));
     const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
     if (s == o_.pp_.stages() - 1) md.backward_head_weight();
@@ -190,7 +198,7 @@ class pipeline_stages {
 
  private:
   Owner& o_;
-  std::map<std::pair<int, int>, llama_activations> acts_;  // (stage, microbatch) in flight
+  std::map<std::pair<int, int>, activations_type> acts_;  // (stage, microbatch) in flight
   std::optional<pipeline::executor> exec_;
   std::vector<char> gathered_;  // per stage: its parameters are gathered (between UNSHARD and RESHARD)
   pipeline_fsdp_counts counts_;
@@ -235,7 +243,7 @@ class pipeline_stages {
     check(gathered(s), "pipeline_stages: stage " + std::to_string(s) +
                                               " computes without its parameters gathered (no UNSHARD before it)");
   }
-  llama_activations& at(int s, int mb) {
+  activations_type& at(int s, int mb) {
     auto it = acts_.find({s, mb});
     check(it != acts_.end(), "pipeline_stages: no activations of stage " + std::to_string(s) + ", microbatch " +
                                  std::to_string(mb) + " (its forward has not run on this rank)");
@@ -246,12 +254,12 @@ class pipeline_stages {
   void run_backward(int s, int mb, std::span<const float> grad_out, std::span<float> grad_in, bool input_only) {
     require_gathered(s);
     o_.attention_rows(mb * Bm_, Bm_);
-    llama_model& md = o_.model_;
+    model_type& md = o_.model_;
     md.use(at(s, mb));
     auto& h = o_.hooks_;
     const int first = o_.pp_.first_layer(s), last = o_.pp_.last_layer(s);
     if (s < o_.pp_.stages() - 1)
-      std::memcpy(md.residual_grad(), grad_out.data(), grad_out.size_bytes());
+      kernels::copy(md.residual_grad(), grad_out.data(), static_cast<std::int64_t>(grad_out.size()));
     else if (input_only)
       md.backward_head_input(h);
     else
@@ -263,7 +271,7 @@ class pipeline_stages {
         md.backward_block(l, h);
     }
     if (s > 0)
-      std::memcpy(grad_in.data(), md.residual_grad(), grad_in.size_bytes());
+      kernels::copy(grad_in.data(), md.residual_grad(), static_cast<std::int64_t>(grad_in.size()));
     else if (input_only)
       md.backward_embedding_input(h);
     else
@@ -274,19 +282,21 @@ class pipeline_stages {
   /// rank in that one order, activations sent on as they come out.
   void forward_only(comm::any_communicator& comm) {
     const pipeline_layout& L = o_.pp_;
-    std::vector<float> in(residual_floats()), out(residual_floats());
-    float loss = 0;
+    space_buffer<float, space> in(residual_floats()), out(residual_floats()), loss(1);
+    auto view = [](space_buffer<float, space>& b) { return std::span<float>(b.data(), b.size()); };
     for (int s = 0; s < L.stages(); ++s)
       if (L.local(s)) o_.store_.unshard(s);
     for (int mb = 0; mb < L.microbatches(); ++mb)
       for (int s = 0; s < L.stages(); ++s) {
         if (!L.local(s)) continue;
         if (s > 0 && !L.local(s - 1))
-          comm::recv(comm, std::span<float>(in), L.rank_of(s - 1), (mb * L.stages() + s) % 32768).wait();
+          comm::recv(comm, view(in), L.rank_of(s - 1), (mb * L.stages() + s) % 32768).wait();
         const bool last = s == L.stages() - 1;
-        forward(s, mb, std::span<const float>(in), last ? std::span<float>(&loss, 1) : std::span<float>(out));
-        if (!last && !L.local(s + 1))
-          comm::send(comm, std::span<const float>(out), L.rank_of(s + 1), (mb * L.stages() + s + 1) % 32768).wait();
+        forward(s, mb, view(in), last ? view(loss) : view(out));
+        if (!last && !L.local(s + 1)) {
+          space::fence();  // the stage's kernels have written `out`
+          comm::send(comm, std::span<const float>(view(out)), L.rank_of(s + 1), (mb * L.stages() + s + 1) % 32768).wait();
+        }
         std::swap(in, out);
       }
     for (int s = 0; s < L.stages(); ++s)

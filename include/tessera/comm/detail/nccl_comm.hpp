@@ -125,6 +125,10 @@ class nccl_communicator {
     if (depth_ == 0) throw error(prefix() + ": group_end() without a matching group_start()");
     --depth_;
     check(ncclGroupEnd(), "ncclGroupEnd");
+    if (depth_ == 0) {
+      for (cudaEvent_t e : grouped_) cuda(cudaEventRecord(e, state_->stream), "cudaEventRecord");
+      grouped_.clear();
+    }
   }
 
   /// A new NCCL communicator over the listed ranks (called by those ranks only): the
@@ -208,7 +212,12 @@ class nccl_communicator {
     const ncclResult_t rc = f();
     if (rc != ncclSuccess && rc != ncclInProgress) throw error(w + ": " + ncclGetErrorString(rc));
     cuda(cudaEventCreateWithFlags(&r.ev_, cudaEventDisableTiming), "cudaEventCreate");
-    cuda(cudaEventRecord(r.ev_, state_->stream), "cudaEventRecord");
+    // Inside a group NCCL enqueues the calls at ncclGroupEnd: the completion event is
+    // recorded there, after them (recorded now it would precede them and report done).
+    if (depth_ > 0)
+      grouped_.push_back(r.ev_);
+    else
+      cuda(cudaEventRecord(r.ev_, state_->stream), "cudaEventRecord");
     return r;
   }
 
@@ -243,6 +252,7 @@ class nccl_communicator {
   int rank_ = 0, size_ = 1;
   std::vector<int> world_ranks_;
   int depth_ = 0;
+  std::vector<cudaEvent_t> grouped_;  // events of the calls of the open group, recorded at its end
 };
 
 static_assert(communicator<nccl_communicator>);

@@ -132,6 +132,17 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, space_transfers<cuda_
     cuda::f8_matmul_backward<cuda_kernels>(f8_workspace_for(N, C, OC), dinp, dw, dout, inp, w, N, C, OC, c, a, b, split,
                                            reduce);
   }
+  /// Float8's FP8 all-gather of a weight block, as cpu_kernels' (device memory throughout).
+  static void abs_max(float* amax, const float* x, std::int64_t n) {
+    cuda::f8_amax(amax, x, 1, n, cpu::f8_granularity::tensorwise);
+  }
+  static void f8_quantize(std::uint8_t* codes, const float* x, const float* scale, std::int64_t n, cpu::f8_cast c) {
+    cuda::f8_quantize(codes, x, scale, 1, n, c);
+  }
+  static void f8_dequantize(float* out, const std::uint8_t* codes, const float* scale, std::int64_t n,
+                            cpu::f8_cast c) {
+    cuda::f8_dequantize(out, codes, scale, 1, n, c);
+  }
   static void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
                            const cpu::adamw_config& cfg) {
     cuda::adamw_update(p, g, m, v, n, cpu::adamw_step_scalars(step, cfg));

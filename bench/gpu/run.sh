@@ -23,7 +23,7 @@ if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BEN
 fi
 targets=$(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
 # the executables behind the gpu tests (test names are <area>.<name>; targets test_<...>)
-build_targets="test_cuda_kernels test_cuda_llama bench_gpu_kernels bench_gpu_llama"
+build_targets="test_cuda_kernels test_cuda_float8 test_cuda_llama bench_gpu_kernels bench_gpu_llama"
 grep -q "^gpu.cuda_recipes$" <<< "$targets" && build_targets="$build_targets test_cuda_recipes"
 grep -q '^comm.nccl$' <<< "$targets" && build_targets="$build_targets test_comm_nccl"
 if ! cmake --build "$build" -j "$(nproc)" --target $build_targets > "$build/build.log" 2>&1; then

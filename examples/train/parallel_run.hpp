@@ -80,31 +80,6 @@ void gather_and_write_trace(C& c, trace::recorder& t, const std::string& path) {
   t.write(path, others);
 }
 
-/// The policy of recipe R that moves host buffers, so that it does not run on a device
-/// backend yet (parallel_llama<R, K> refuses it at compile time); empty when R runs on GPUs.
-template <class R>
-constexpr std::string_view host_only_policy() {
-  constexpr parallel_spec ps = recipe_traits<R>::spec;
-  if (ps.cp >= 0) return "context_parallel";
-  return {};
-}
-
-/// Why recipe R cannot run with --device cuda ("" when it can).
-template <class R>
-std::string device_refusal() {
-  if constexpr (host_only_policy<R>().empty()) {
-    return "";
-  } else {
-    std::string ok;
-    recipes::detail::for_each_runnable([&]<class Q>() {
-      if constexpr (host_only_policy<Q>().empty()) ok += (ok.empty() ? "" : "|") + std::string(Q::name);
-    });
-    return "--device cuda --recipe " + std::string(R::name) + ": the recipe uses " + std::string(host_only_policy<R>()) +
-           ", which moves host buffers and does not run on GPUs yet (docs/cuda.md); train it with --device cpu, or "
-           "choose a recipe that runs on GPUs: " + ok;
-  }
-}
-
 /// Checks that `ranks` fits recipe R's mesh, in the words a user needs.
 template <class R>
 typename R::mesh bind_mesh(std::int64_t ranks) {

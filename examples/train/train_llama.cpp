@@ -220,11 +220,6 @@ int run(int argc, char** argv) {
     check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
           "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
           "for one rank use --recipe debug_fsdp --ranks 1)");
-    if (o.device == "cuda" && !o.recipe.empty())  // a recipe GPUs cannot run yet, before anything starts
-      recipes::visit(o.recipe, [&]<class R>() {
-        const std::string why = train_llama_cli::device_refusal<R>();
-        check(why.empty(), why);
-      });
 #ifdef TESSERA_HAS_CUDA_TRAINER
     if (o.device == "cuda")
       if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);

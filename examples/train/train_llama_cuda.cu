@@ -109,28 +109,24 @@ int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std
 #else
   int status = 2;
   recipes::visit(name, [&]<class R>() {
-    if constexpr (!host_only_policy<R>().empty()) {
-      throw error(device_refusal<R>());
+    if (mpi) {
+      const auto mesh = bind_mesh<R>(mpi->size());
+      auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
+      run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
     } else {
-      if (mpi) {
-        const auto mesh = bind_mesh<R>(mpi->size());
-        auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
-        run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
-      } else {
-        const auto mesh = bind_mesh<R>(ranks);
-        const int devices = cuda_device_count();
-        if (ranks > devices)
-          throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
-                      std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
-        run_inputs mine = in;
-        mine.local_ranks = static_cast<int>(ranks);
-        comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
-          auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
-          run_rank<R, cuda_kernels>(nc, c, mesh, mine);
-        });
-      }
-      status = 0;
+      const auto mesh = bind_mesh<R>(ranks);
+      const int devices = cuda_device_count();
+      if (ranks > devices)
+        throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
+                    std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
+      run_inputs mine = in;
+      mine.local_ranks = static_cast<int>(ranks);
+      comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
+        auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
+        run_rank<R, cuda_kernels>(nc, c, mesh, mine);
+      });
     }
+    status = 0;
   });
   return status;
 #endif

@@ -8,15 +8,12 @@
 // CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums); 1e-5 x
 // sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
 // order; bf16 operands are exact in f32, so the same bound); 2e-6 for cross-entropy's
-// gradient and 1e-5 for its loss (its row sums in another order); attention 1e-5 for out
-// and lse, 1e-4 for dq, dk, dv (sums over up to T keys or queries in other orders); 0 for
-// Float8's scales, codes and dequantized values (maxima, the CPU's scale function, the
-// shared casts); the sum of squares to 1e-12 relative (double, another order), 0 for the
-// clipping scale; 2e-3 for the FP8 GEMMs against the CPU's f32 GEMM of the dequantized
-// values (the same products, accumulated by FP8 tensor cores in another order; the
-// reciprocal scales round once more), the same for the backward's FP8 GEMMs (grad_input and
-// grad_weight with each recipe's casts, accumulating), 0 for the transpose of FP8 codes. On a
-// GPU older than sm_89 the FP8 cases are skipped.
+// gradient and 1e-5 for its loss (its row sums in another order); attention (and context
+// parallel's block kernels, merged and accumulated) 1e-5 for out and lse, 1e-4 for dq, dk,
+// dv (sums over up to T keys or queries in other orders); 0 for
+// the sum of squares to 1e-12 relative (double, another order), 0 for the clipping scale
+// and the bf16 casts. Float8's casts and FP8 GEMMs: test_cuda_float8.cu; the helpers:
+// cuda_checks.cuh.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -30,70 +27,27 @@
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
-#include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
-#include <tessera/kernels/cuda/float8.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/kernels/cuda/ring_attention.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
+
+#include "cuda_checks.cuh"
 
 using namespace tessera;
 
 namespace {
-int failures = 0;
-
-std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
-
-/// A device copy of a host vector.
-struct dvec {
-  tensor<float, cuda_space> t;
-  explicit dvec(const std::vector<float>& h) : t({static_cast<std::int64_t>(h.size())}) {
-    copy_to_device(t.data(), h.data(), h.size() * sizeof(float));
-  }
-  float* get() { return t.data(); }
-  std::vector<float> host() const {
-    std::vector<float> h(static_cast<std::size_t>(t.numel()));
-    copy_to_host(h.data(), t.data(), h.size() * sizeof(float));
-    return h;
-  }
-};
-
-/// Token ids on the device (tensor<> holds floating-point elements: the space directly).
-struct device_ids {
-  std::size_t bytes;
-  void* p;
-  explicit device_ids(const std::vector<std::int32_t>& h)
-      : bytes(h.size() * sizeof(std::int32_t)), p(cuda_space::allocate(bytes)) {
-    copy_to_device(p, h.data(), bytes);
-  }
-  ~device_ids() { cuda_space::deallocate(p, bytes); }
-  device_ids(const device_ids&) = delete;
-  device_ids& operator=(const device_ids&) = delete;
-  const std::int32_t* get() const { return static_cast<const std::int32_t*>(p); }
-};
-
-void expect_close(const char* what, const std::vector<float>& gpu, const std::vector<float>& cpu, double tol) {
-  double worst = 0;
-  for (std::size_t i = 0; i < cpu.size(); ++i)
-    worst = std::max(worst, std::abs(static_cast<double>(gpu[i]) - cpu[i]) / std::max(1.0, std::abs(static_cast<double>(cpu[i]))));
-  const bool ok = gpu.size() == cpu.size() && worst <= tol;
-  std::printf("%-40s %s  max relative difference %.2e (tolerance %.0e)\n", what, ok ? "PASS" : "FAIL", worst, tol);
-  failures += ok ? 0 : 1;
-}
+using namespace tessera::testing;
 
 void device_memory() {
   const std::int64_t before = memory_tracker<cuda_space>::current_bytes();
@@ -319,154 +273,61 @@ void attention() {
     expect_close(("attention backward dv" + hd).c_str(), ddv.host(), dv, 1e-4);
   }
 }
-void float8() {
-  const std::int64_t rows = 33, cols = 300;
-  auto x = randn(static_cast<std::size_t>(rows * cols), 30, 4.0f);
-  x[7] = 1e4f, x[500] = -3e-9f;  // saturating and subnormal codes
-  for (dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
-    for (cpu::f8_granularity gr : {cpu::f8_granularity::tensorwise, cpu::f8_granularity::per_row,
-                                   cpu::f8_granularity::per_column})
-      for (cpu::f8_scale_rounding rd : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
-        const cpu::f8_cast c{target, gr, rd};
-        const std::int64_t n = cpu::f8_scale_count(gr, rows, cols);
-        std::vector<float> scales(static_cast<std::size_t>(n)), back(x.size());
-        std::vector<std::uint8_t> bits(x.size());
-        cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
-        cpu::f8_quantize(bits.data(), x.data(), scales.data(), rows, cols, c);
-        cpu::f8_dequantize(back.data(), bits.data(), scales.data(), rows, cols, c);
-        dvec dx(x), dscales{std::vector<float>(scales.size())}, dback{std::vector<float>(back.size())};
-        tensor<float, cuda_space> dbits({static_cast<std::int64_t>((bits.size() + 3) / 4)});  // the codes' bytes
-        auto* db = reinterpret_cast<std::uint8_t*>(dbits.data());
-        cuda::f8_scales(dscales.get(), dx.get(), rows, cols, c);
-        cuda::f8_quantize(db, dx.get(), dscales.get(), rows, cols, c);
-        cuda::f8_dequantize(dback.get(), db, dscales.get(), rows, cols, c);
-        std::vector<std::uint8_t> gbits(bits.size());
-        copy_to_host(gbits.data(), db, gbits.size());
-        const std::string what = std::string("float8 ") + std::string(short_name(target)) +
-                                 (gr == cpu::f8_granularity::tensorwise ? " tensorwise"
-                                  : gr == cpu::f8_granularity::per_row ? " per row" : " per column") +
-                                 (rd == cpu::f8_scale_rounding::power_of_two ? ", pow2" : "");
-        expect_close((what + ": scales").c_str(), dscales.host(), scales, 0);
-        expect_close((what + ": codes").c_str(), std::vector<float>(gbits.begin(), gbits.end()),
-                     std::vector<float>(bits.begin(), bits.end()), 0);
-        expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
-      }
+/// Context parallel's block kernels (cuda/ring_attention.cuh): rank 0's queries of a
+/// head-tail split over cp = 2 (chunks 0 and 3 of 4), with packed documents, against its own
+/// block and rank 1's (chunks 1 and 2), merged; then both blocks' backward, accumulating. The
+/// same tolerances as attention's.
+void ring_attention() {
+  const std::int64_t B = 2, Tl = 40, NH = 4, NKV = 2, HD = 16;
+  std::vector<std::int64_t> p0, p1;
+  for (std::int64_t i = 0; i < 20; ++i) p0.push_back(i), p1.push_back(20 + i);
+  for (std::int64_t i = 0; i < 20; ++i) p1.push_back(40 + i), p0.push_back(60 + i);
+  std::vector<std::int32_t> d0, d1;  // documents of 23 tokens
+  for (std::int64_t i = 0; i < Tl; ++i) d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
+  const std::size_t nq = static_cast<std::size_t>(B * Tl * NH * HD), nk = static_cast<std::size_t>(B * Tl * NKV * HD),
+                    nl = static_cast<std::size_t>(B * NH * Tl);
+  const auto q = randn(nq, 60), k0 = randn(nk, 61), v0 = randn(nk, 62), k1 = randn(nk, 63), v1 = randn(nk, 64),
+             dy = randn(nq, 65);
+  // the CPU
+  const cpu::token_span qs{p0.data(), d0.data(), Tl}, ks1{p1.data(), d1.data(), Tl};
+  std::vector<float> out(nq, 0.0f), lse(nl, -INFINITY), ob(nq), lb(nl), D(nl), dq(nq, 0.0f), dk0(nk, 0.0f),
+      dv0(nk, 0.0f), dk1(nk, 0.0f), dv1(nk, 0.0f);
+  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k0.data(), v0.data(), qs, qs, B, NH, NKV, HD);
+  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), B, Tl, NH, HD);
+  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k1.data(), v1.data(), qs, ks1, B, NH, NKV, HD);
+  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), B, Tl, NH, HD);
+  cpu::attention_delta(D.data(), dy.data(), out.data(), B, Tl, NH, HD);
+  cpu::attention_block_backward(dq.data(), dk0.data(), dv0.data(), dy.data(), q.data(), k0.data(), v0.data(),
+                                lse.data(), D.data(), qs, qs, B, NH, NKV, HD);
+  cpu::attention_block_backward(dq.data(), dk1.data(), dv1.data(), dy.data(), q.data(), k1.data(), v1.data(),
+                                lse.data(), D.data(), qs, ks1, B, NH, NKV, HD);
+  // the GPU, spans in device memory
+  space_vector<std::int64_t, cuda_space> gp0(p0.size()), gp1(p1.size());
+  copy_to_device(gp0.data(), p0.data(), p0.size() * sizeof(std::int64_t));
+  copy_to_device(gp1.data(), p1.data(), p1.size() * sizeof(std::int64_t));
+  const device_ids gd0(d0), gd1(d1);
+  const cpu::token_span gqs{gp0.data(), gd0.get(), Tl}, gks1{gp1.data(), gd1.get(), Tl};
+  dvec gq(q), gk0(k0), gv0(v0), gk1(k1), gv1(v1), gdy(dy), gout{std::vector<float>(nq, 0.0f)},
+      glse{std::vector<float>(nl, -INFINITY)}, gob{std::vector<float>(nq)}, glb{std::vector<float>(nl)},
+      gD{std::vector<float>(nl)}, gdq{std::vector<float>(nq, 0.0f)}, gdk0{std::vector<float>(nk, 0.0f)},
+      gdv0{std::vector<float>(nk, 0.0f)}, gdk1{std::vector<float>(nk, 0.0f)}, gdv1{std::vector<float>(nk, 0.0f)};
+  cuda::attention_block_forward(gob.get(), glb.get(), gq.get(), gk0.get(), gv0.get(), gqs, gqs, B, NH, NKV, HD);
+  cuda::attention_merge(gout.get(), glse.get(), gob.get(), glb.get(), B, Tl, NH, HD);
+  cuda::attention_block_forward(gob.get(), glb.get(), gq.get(), gk1.get(), gv1.get(), gqs, gks1, B, NH, NKV, HD);
+  cuda::attention_merge(gout.get(), glse.get(), gob.get(), glb.get(), B, Tl, NH, HD);
+  cuda::attention_delta(gD.get(), gdy.get(), gout.get(), B, Tl, NH, HD);
+  cuda::attention_block_backward(gdq.get(), gdk0.get(), gdv0.get(), gdy.get(), gq.get(), gk0.get(), gv0.get(),
+                                 glse.get(), gD.get(), gqs, gqs, B, NH, NKV, HD);
+  cuda::attention_block_backward(gdq.get(), gdk1.get(), gdv1.get(), gdy.get(), gq.get(), gk1.get(), gv1.get(),
+                                 glse.get(), gD.get(), gqs, gks1, B, NH, NKV, HD);
+  expect_close("ring attention: merged out", gout.host(), out, 1e-5);
+  expect_close("ring attention: merged lse", glse.host(), lse, 1e-5);
+  expect_close("ring attention: dq (both blocks)", gdq.host(), dq, 1e-4);
+  expect_close("ring attention: dk, own block", gdk0.host(), dk0, 1e-4);
+  expect_close("ring attention: dv, own block", gdv0.host(), dv0, 1e-4);
+  expect_close("ring attention: dk, rank 1's block", gdk1.host(), dk1, 1e-4);
+  expect_close("ring attention: dv, rank 1's block", gdv1.host(), dv1, 1e-4);
 }
-/// An operand through an FP8 cast on the CPU: its codes, its dequantized values, and the
-/// inverse scales the GPU's GEMM takes.
-struct f8_host_operand {
-  std::vector<std::uint8_t> codes;
-  std::vector<float> values, inverse_scales;
-  cudaDataType_t type;
-  f8_host_operand(const std::vector<float>& x, std::int64_t rows, std::int64_t cols, const cpu::f8_cast& c)
-      : codes(x.size()), values(x.size()), type(c.target == dtype::f8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3) {
-    std::vector<float> scales(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, rows, cols)));
-    cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
-    cpu::f8_quantize(codes.data(), x.data(), scales.data(), rows, cols, c);
-    cpu::f8_dequantize(values.data(), codes.data(), scales.data(), rows, cols, c);
-    for (float v : scales) inverse_scales.push_back(1.0f / v);
-  }
-};
-
-/// Device bytes.
-struct dbytes {
-  tensor<float, cuda_space> t;
-  explicit dbytes(std::size_t n) : t({static_cast<std::int64_t>((n + 3) / 4)}) {}
-  explicit dbytes(const std::vector<std::uint8_t>& h) : dbytes(h.size()) { copy_to_device(get(), h.data(), h.size()); }
-  std::uint8_t* get() { return reinterpret_cast<std::uint8_t*>(t.data()); }
-};
-
-/// The backward's FP8 GEMMs (grad_input, grad_weight; accumulating onto 0.25) with each
-/// recipe's casts (f8_linear_casts_of), against the CPU's emulation; and f8_transpose (exact).
-void gemm_f8_backward(std::int64_t N, std::int64_t C, std::int64_t OC, const std::vector<float>& x,
-                      const std::vector<float>& w, int sm) {
-  const auto dy = randn(static_cast<std::size_t>(N * OC), 52, 0.5f);
-  cuda::blas b;
-  {  // the transpose
-    std::vector<std::uint8_t> in(static_cast<std::size_t>(70 * 45)), want(in.size()), got(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 31 + 7);
-    for (std::int64_t r = 0; r < 70; ++r)
-      for (std::int64_t c = 0; c < 45; ++c) want[static_cast<std::size_t>(c * 70 + r)] = in[static_cast<std::size_t>(r * 45 + c)];
-    dbytes din(in), dout(in.size());
-    cuda::f8_transpose(dout.get(), din.get(), 70, 45);
-    copy_to_host(got.data(), dout.get(), got.size());
-    expect_close("FP8 codes: transpose (70 x 45)", std::vector<float>(got.begin(), got.end()),
-                 std::vector<float>(want.begin(), want.end()), 0);
-  }
-  for (const f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise}) {
-    const bool rowwise = r == f8_recipe::rowwise;
-    if (rowwise && sm < 90) continue;  // outer-vector scales: sm_90 and newer (reported above)
-    const cpu::f8_linear_casts c = cpu::f8_linear_casts_of(r);
-    const std::string name = rowwise ? " (rowwise)" : " (tensorwise)";
-    // grad_input: dinp += q(dy) . q(w)
-    const f8_host_operand gy(dy, N, OC, *c.grad_output), gw(w, OC, C, *c.weight_for_grad_input);
-    std::vector<float> want(static_cast<std::size_t>(N * C), 0.25f);
-    cpu::matmul_backward(want.data(), nullptr, nullptr, gy.values.data(), nullptr, gw.values.data(), N, C, OC);
-    dbytes dgy(gy.codes), dgw(gw.codes), dgw_t(gw.codes.size());
-    cuda::f8_transpose(dgw_t.get(), dgw.get(), OC, C);
-    dvec sy(gy.inverse_scales), sw(gw.inverse_scales), dinp{std::vector<float>(want.size(), 0.25f)};
-    cuda::matmul_grad_input_f8(b, dinp.get(), dgy.get(), gy.type, sy.get(), dgw_t.get(), gw.type, sw.get(), N, C, OC,
-                               rowwise);
-    expect_close(("cuBLASLt FP8 grad_input" + name).c_str(), dinp.host(), want, 2e-3);
-    // grad_weight: dw += q(dy)^T . q(x)
-    const f8_host_operand hy(dy, N, OC, *c.grad_output_for_grad_weight), hx(x, N, C, *c.input_for_grad_weight);
-    std::vector<float> want_w(static_cast<std::size_t>(OC * C), 0.25f);
-    cpu::matmul_backward(nullptr, want_w.data(), nullptr, hy.values.data(), hx.values.data(), nullptr, N, C, OC);
-    dbytes dhy(hy.codes), dhx(hx.codes), dhy_t(hy.codes.size()), dhx_t(hx.codes.size());
-    cuda::f8_transpose(dhy_t.get(), dhy.get(), N, OC);
-    cuda::f8_transpose(dhx_t.get(), dhx.get(), N, C);
-    dvec ty(hy.inverse_scales), tx(hx.inverse_scales), dw{std::vector<float>(want_w.size(), 0.25f)};
-    cuda::matmul_grad_weight_f8(b, dw.get(), dhy_t.get(), hy.type, ty.get(), dhx_t.get(), hx.type, tx.get(), N, C, OC,
-                                rowwise);
-    expect_close(("cuBLASLt FP8 grad_weight" + name).c_str(), dw.host(), want_w, 2e-3);
-  }
-}
-
-void gemm_f8(int sm) {
-  if (sm < 89) {
-    std::printf("%-40s skipped (sm_%d: FP8 GEMMs need sm_89 or newer)\n", "cuBLASLt FP8 GEMMs", sm);
-    return;
-  }
-  const std::int64_t N = 64, C = 128, OC = 96;  // multiples of 16, as cuBLASLt's FP8 needs
-  const auto x = randn(static_cast<std::size_t>(N * C), 50), w = randn(static_cast<std::size_t>(OC * C), 51, 0.1f);
-  cuda::blas b;
-  for (const bool rowwise : {false, true}) {
-    if (rowwise && sm < 90) {
-      std::printf("%-40s skipped (sm_%d: outer-vector scales need sm_90 or newer)\n", "cuBLASLt FP8 GEMM (rowwise)", sm);
-      continue;
-    }
-    const cpu::f8_cast c{dtype::f8_e4m3fn, rowwise ? cpu::f8_granularity::per_row : cpu::f8_granularity::tensorwise,
-                         cpu::f8_scale_rounding::none};
-    // the CPU's emulation: quantize, dequantize, f32 GEMM
-    std::vector<float> sx(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, N, C))),
-        sw(static_cast<std::size_t>(cpu::f8_scale_count(c.granularity, OC, C))), xd(x.size()), wd(w.size()),
-        want(static_cast<std::size_t>(N * OC));
-    std::vector<std::uint8_t> xb(x.size()), wb(w.size());
-    cpu::f8_scales(sx.data(), x.data(), N, C, c);
-    cpu::f8_scales(sw.data(), w.data(), OC, C, c);
-    cpu::f8_quantize(xb.data(), x.data(), sx.data(), N, C, c);
-    cpu::f8_quantize(wb.data(), w.data(), sw.data(), OC, C, c);
-    cpu::f8_dequantize(xd.data(), xb.data(), sx.data(), N, C, c);
-    cpu::f8_dequantize(wd.data(), wb.data(), sw.data(), OC, C, c);
-    cpu::matmul_forward(want.data(), xd.data(), wd.data(), nullptr, N, C, OC);
-    // the GPU: the same codes, the dequantization scales 1 / scale
-    std::vector<float> ix(sx.size()), iw(sw.size());
-    for (std::size_t i = 0; i < sx.size(); ++i) ix[i] = 1.0f / sx[i];
-    for (std::size_t i = 0; i < sw.size(); ++i) iw[i] = 1.0f / sw[i];
-    tensor<float, cuda_space> codes({(N * C + OC * C + 3) / 4});
-    auto* dxb = reinterpret_cast<std::uint8_t*>(codes.data());
-    std::uint8_t* dwb = dxb + N * C;
-    copy_to_device(dxb, xb.data(), xb.size());
-    copy_to_device(dwb, wb.data(), wb.size());
-    dvec dix(ix), diw(iw), dout{std::vector<float>(want.size())};
-    cuda::matmul_forward_f8(b, dout.get(), dxb, CUDA_R_8F_E4M3, dix.get(), dwb, CUDA_R_8F_E4M3, diw.get(), N, C, OC,
-                            rowwise);
-    expect_close(rowwise ? "cuBLASLt FP8 GEMM (rowwise scales)" : "cuBLASLt FP8 GEMM (tensorwise scales)", dout.host(),
-                 want, 2e-3);
-  }
-  gemm_f8_backward(N, C, OC, x, w, sm);
-}
-
 void grad_norm() {
   const auto g = randn(1000003, 40);
   const double want = cpu::sum_of_squares(g.data(), g.size());
@@ -499,14 +360,8 @@ void bf16_casts() {
 }  // namespace
 
 int main() {
+  if (no_cuda_device()) return 77;
   const int devices = cuda_device_count();
-  if (devices == 0) {
-    int n = 0;
-    const cudaError_t e = cudaGetDeviceCount(&n);
-    std::printf("skipped: no CUDA device (cudaGetDeviceCount: %s)\n",
-                e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
-    return 77;
-  }
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("device 0: %s (sm_%d%d), %d device(s)\n", prop.name, prop.major, prop.minor, devices);
@@ -521,10 +376,9 @@ int main() {
     cross_entropy();
     cross_entropy_vocab_parallel();
     attention();
-    float8();
+    ring_attention();
     grad_norm();
     bf16_casts();
-    gemm_f8(prop.major * 10 + prop.minor);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

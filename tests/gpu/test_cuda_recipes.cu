@@ -3,7 +3,8 @@
 // same 3 trainer steps (accumulation 2, clipping): FSDP over every visible GPU (up to 4), and
 // with 2 or 4 GPUs tensor parallel with sequence parallel (the logits gathered), with loss
 // parallel (the vocabulary-parallel cross-entropy), FSDP x TP with bf16 gathers, and pipeline
-// parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP); and FSDP with Float8
+// parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP), context parallel
+// (ring attention, head-tail) over 2 or 4; and FSDP with Float8
 // tensorwise and the FP8 all-gather on every visible GPU. Without a GPU it prints why and
 // exits 77 (ctest: skipped, never passed). Tolerance as gpu.cuda_llama's: every loss and
 // gradient norm within 2^-8 of the CPU's, relative (f32 on both sides, sums in another order).
@@ -49,6 +50,11 @@ struct fsdp_f8_all_gather {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise, fp8::all_gather>>;
+};
+struct cp_ring {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"cp">>;
+  using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<cp_rotate::ring>>>;
 };
 struct tiny4 {
   static constexpr llama_config config{.name = "tiny4", .dim = 64, .n_layers = 4, .n_heads = 4, .n_kv_heads = 2,
@@ -102,6 +108,7 @@ int main() {
       bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
       bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
+      bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
     }
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());

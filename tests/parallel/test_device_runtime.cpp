@@ -1,7 +1,8 @@
 // The parallel runtime on a kernel backend whose memory is not the host's: parallel_llama<R,
 // staged_kernels> (the CPU kernels on a memory space the library reaches only through the
 // space's operations; tests/support/staged_kernels.hpp) runs the FSDP and TP plans in that
-// space, and pipeline parallel's stages with the tensors between them there, as it runs
+// space, pipeline parallel's stages with the tensors between them and context parallel's ring
+// attention there, as it runs
 // them in device memory over NCCL with cuda_kernels. Every recipe it takes
 // trains as parallel_llama<R> on the host does, bit for bit: the same kernels on the same
 // data, moved by the same plans through the space's copies, fences and host transfers.
@@ -75,4 +76,14 @@ TEST_CASE("parallel runtime in a non-host memory space: pipeline schedules, spli
   same_on_both<tiny_recipes::pp_zbv_op>(4, "ZBV zero bubble (I and W apart) x tp + sp, selective op AC");
   same_on_both<tiny_recipes::f8_pp_zbv_tp_tw>(4, "ZBV x tp + sp, Float8 tensorwise");
   same_on_both<tiny_recipes::pp_table>(2, "a user's schedule table");
+}
+
+TEST_CASE("parallel runtime in a non-host memory space: context parallel's ring attention equals the host's") {
+  using tiny_recipes::cp_only, tiny_recipes::cp_docs;
+  same_on_both<cp_only<cp_rotate::allgather, cp_balancing::head_tail>>(2, "cp all-gather, head-tail");
+  same_on_both<cp_only<cp_rotate::ring, cp_balancing::none>>(2, "cp ring, contiguous chunks");
+  same_on_both<tiny_recipes::cp_fsdp_ring>(4, "fsdp x cp ring, full AC");
+  same_on_both<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(2, "cp ring, documents balanced per document");
+  same_on_both<tiny_recipes::cp_docs_pp>(4, "pipeline 1F1B x cp ring with documents");
+  same_on_both<tiny_recipes::cp_fsdp_f8>(4, "fsdp x cp, Float8 with the FP8 all-gather");
 }

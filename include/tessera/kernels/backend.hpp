@@ -33,6 +33,7 @@
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
@@ -149,6 +150,28 @@ struct cpu_kernels : space_transfers<host_space> {
                                  const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
                                  std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
     cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+  }
+  /// Context parallel's attention (cpu/ring_attention.hpp): one block of keys under the spans'
+  /// mask (their positions and documents in this backend's memory), the merge, D, and the
+  /// block backward (accumulating).
+  static void attention_block_forward(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
+                                      const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                      std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu::attention_block_forward(out_b, lse_b, q, k, v, qs, ks, B, NH, NKV, HD);
+  }
+  static void attention_merge(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
+                              std::int64_t Tq, std::int64_t NH, std::int64_t HD) {
+    cpu::attention_merge(out, lse, out_b, lse_b, B, Tq, NH, HD);
+  }
+  static void attention_delta(float* D, const float* dout, const float* out, std::int64_t B, std::int64_t Tq,
+                              std::int64_t NH, std::int64_t HD) {
+    cpu::attention_delta(D, dout, out, B, Tq, NH, HD);
+  }
+  static void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                       const float* k, const float* v, const float* lse, const float* D,
+                                       const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                       std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu::attention_block_backward(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD);
   }
   static void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n) {
     cpu::swiglu_forward(out, h1, h3, n);

@@ -26,7 +26,11 @@
 // blocks in the same order, so they give the same bits.
 //
 // The buffers (cp_attention_floats) are allocated once per batch shape and kept; the
-// memory estimator adds the same count.
+// memory estimator adds the same count. basic_cp_attention<K> runs on kernel backend K
+// (cp_attention: the CPU's): q, k, v, the outputs, the buffers and the spans' positions and
+// document ids the kernels read are in K's memory (a GPU's: cuda/ring_attention.cuh, the
+// blocks moved by NCCL after a fence); which blocks a rank's queries see is decided on the
+// host, from host copies of the same positions.
 #pragma once
 
 #include <algorithm>
@@ -40,6 +44,7 @@
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/comm/communicator.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/context_parallel.hpp>
@@ -56,9 +61,11 @@ struct cp_attention_timing {
   std::int64_t calls = 0;  ///< forward and backward passes
 };
 
-class cp_attention {
+template <class K = cpu_kernels>
+class basic_cp_attention {
  public:
-  cp_attention(comm::any_communicator& group, const cp_settings& s) : g_(group), s_(s) {}
+  using space = typename K::space;
+  basic_cp_attention(comm::any_communicator& group, const cp_settings& s) : g_(group), s_(s) {}
 
   int size() const { return g_.size(); }
   int rank() const { return g_.rank(); }
@@ -76,6 +83,7 @@ class cp_attention {
     if (per_row()) return;  // set_documents gives each row its positions
     for (int r = 0; r < size(); ++r) pos_[static_cast<std::size_t>(r)] = cp_positions(T, size(), r, s_.balance);
     for (int r = 0; r < size(); ++r) seen_.push_back(cpu::visibility(span_of(rank()), span_of(r)) != cpu::block_visibility::none);
+    keep_spans();
   }
   /// Under cp_documents: the document ids of this rank's `rows` whole sequences of T ids
   /// (row-major), from which every rank's tokens get theirs, and balanced per document every
@@ -104,6 +112,7 @@ class cp_attention {
       for (int r = 0; r < cp; ++r)
         row_seen_[static_cast<std::size_t>(b * cp + r)] =
             cpu::visibility(span_of(rank(), b), span_of(r, b)) != cpu::block_visibility::none;
+    keep_spans();
   }
 
   /// The rows [first, first + n) of set_documents' are the batch attention sees next (a
@@ -134,21 +143,21 @@ class cp_attention {
   void forward(float* out, float* lse, const float* q, const float* k, const float* v, const llama_dims& d) {
     prepare(d);
     const std::int64_t kvn = kv_numel(d), cp = size();
-    std::fill(out, out + d.B * d.T * d.heads * d.hd, 0.0f);
-    std::fill(lse, lse + d.B * d.heads * d.T, -std::numeric_limits<float>::infinity());
+    K::zero(out, d.B * d.T * d.heads * d.hd);
+    K::to_device(lse, ninf_.data(), d.B * d.heads * d.T);  // -inf: no block seen yet
     if (s_.rotation == cp_rotation_kind::allgather) {
-      float* K = blocks(), * V = K + cp * kvn;
-      gather_kv(k, v, K, V, kvn);
+      float* Ka = blocks(), * Va = Ka + cp * kvn;
+      gather_kv(k, v, Ka, Va, kvn);
       for (int s = 0; s < cp; ++s) {
         const int src = source(s);
-        block_forward(out, lse, q, K + src * kvn, V + src * kvn, src, d);
+        block_forward(out, lse, q, Ka + src * kvn, Va + src * kvn, src, d);
       }
       ++timing_.calls;
       return;
     }
     float* cur = blocks(), * nxt = cur + 4 * kvn;
-    std::copy(k, k + kvn, cur);
-    std::copy(v, v + kvn, cur + kvn);
+    K::copy(cur, k, kvn);
+    K::copy(cur + kvn, v, kvn);
     for (int s = 0; s < cp; ++s) {
       std::vector<comm::any_request> inflight;
       if (s + 1 < cp) inflight = pass(cur, nxt, 2 * kvn, s);
@@ -165,18 +174,19 @@ class cp_attention {
     prepare(d);
     const std::int64_t kvn = kv_numel(d), cp = size();
     float* D = delta();
-    cpu::attention_delta(D, dout, out, d.B, d.T, d.heads, d.hd);
-    std::fill(dq, dq + d.B * d.T * d.heads * d.hd, 0.0f);
+    K::attention_delta(D, dout, out, d.B, d.T, d.heads, d.hd);
+    K::zero(dq, d.B * d.T * d.heads * d.hd);
     if (s_.rotation == cp_rotation_kind::allgather) {
-      float* K = blocks(), * V = K + cp * kvn, * dK = V + cp * kvn, * dV = dK + cp * kvn;
-      gather_kv(k, v, K, V, kvn);
-      std::fill(dK, dK + 2 * cp * kvn, 0.0f);
+      float* Ka = blocks(), * Va = Ka + cp * kvn, * dK = Va + cp * kvn, * dV = dK + cp * kvn;
+      gather_kv(k, v, Ka, Va, kvn);
+      K::zero(dK, 2 * cp * kvn);
       for (int s = 0; s < cp; ++s) {
         const int src = source(s);
-        block_backward(dq, dK + src * kvn, dV + src * kvn, dout, q, K + src * kvn, V + src * kvn, lse, D, src, d);
+        block_backward(dq, dK + src * kvn, dV + src * kvn, dout, q, Ka + src * kvn, Va + src * kvn, lse, D, src, d);
       }
       std::vector<comm::any_request> r;
       const clock::time_point t0 = clock::now();
+      space::fence();  // the blocks' kernels wrote dK, dV
       r.push_back(comm::reduce_scatter(g_, std::span<const float>(dK, static_cast<std::size_t>(cp * kvn)),
                                        std::span<float>(dk, static_cast<std::size_t>(kvn))));
       r.push_back(comm::reduce_scatter(g_, std::span<const float>(dV, static_cast<std::size_t>(cp * kvn)),
@@ -187,9 +197,9 @@ class cp_attention {
     }
     // the held block: K, V, dK, dV (4 kvn); it moves on with its accumulators
     float* cur = blocks(), * nxt = cur + 4 * kvn;
-    std::copy(k, k + kvn, cur);
-    std::copy(v, v + kvn, cur + kvn);
-    std::fill(cur + 2 * kvn, cur + 4 * kvn, 0.0f);
+    K::copy(cur, k, kvn);
+    K::copy(cur + kvn, v, kvn);
+    K::zero(cur + 2 * kvn, 2 * kvn);
     for (int s = 0; s < cp; ++s) {
       // the next K/V go ahead while this block computes; its dK/dV follow once it has
       std::vector<comm::any_request> inflight;
@@ -202,8 +212,8 @@ class cp_attention {
     }
     ++timing_.calls;
     // after cp steps the accumulators of this rank's own block are held
-    std::copy(cur + 2 * kvn, cur + 3 * kvn, dk);
-    std::copy(cur + 3 * kvn, cur + 4 * kvn, dv);
+    K::copy(dk, cur + 2 * kvn, kvn);
+    K::copy(dv, cur + 3 * kvn, kvn);
   }
 
  private:
@@ -217,7 +227,12 @@ class cp_attention {
   std::vector<std::vector<std::int32_t>> docs_;
   std::vector<bool> row_seen_;
   std::int64_t doc_rows_ = 0, row0_ = 0, row_count_ = 0;  // rows held; the ones in use
-  tensor<float> buf_;
+  tensor<float, space> buf_;
+  std::vector<float> ninf_;  // -inf for lse's start (B NH Tl), copied in
+  // the spans' positions and document ids where the kernels read them: K's memory (on the
+  // host, pos_ and docs_ themselves)
+  std::vector<space_buffer<std::int64_t, space>> kpos_;
+  std::vector<space_buffer<std::int32_t, space>> kdocs_;
   cp_attention_timing timing_;
   std::int64_t B_ = 0, Tl_ = 0, NH_ = 0, NKV_ = 0, HD_ = 0;
 
@@ -234,7 +249,32 @@ class cp_attention {
               std::to_string(T_) + " / " + std::to_string(size()) + " of set_sequence()");
     if (d.B == B_ && d.T == Tl_ && d.heads == NH_ && d.kv_heads == NKV_ && d.hd == HD_) return;
     B_ = d.B, Tl_ = d.T, NH_ = d.heads, NKV_ = d.kv_heads, HD_ = d.hd;
-    buf_ = tensor<float>({cp_attention_floats(s_, size(), d)});
+    buf_ = tensor<float, space>({cp_attention_floats(s_, size(), d)});
+    ninf_.assign(static_cast<std::size_t>(d.B * d.heads * d.T), -std::numeric_limits<float>::infinity());
+  }
+  /// Copies every rank's positions and document ids into K's memory (not on the host).
+  void keep_spans() {
+    if constexpr (!space::host_accessible) {
+      kpos_.clear(), kdocs_.clear();
+      for (const auto& p : pos_) {
+        auto& b = kpos_.emplace_back(p.size());
+        if (!p.empty()) K::to_device(b.data(), p.data(), static_cast<std::int64_t>(p.size()));
+      }
+      for (const auto& x : docs_) {
+        auto& b = kdocs_.emplace_back(x.size());
+        if (!x.empty()) K::to_device(b.data(), x.data(), static_cast<std::int64_t>(x.size()));
+      }
+    }
+  }
+  /// span_of(r, b) with its pointers where K's kernels read them.
+  cpu::token_span kernel_span(int r, std::int64_t b = -1) const {
+    cpu::token_span s = span_of(r, b);
+    if constexpr (!space::host_accessible) {
+      const auto u = static_cast<std::size_t>(r);
+      s.pos = kpos_[u].data() + (s.pos - pos_[u].data());
+      if (s.doc) s.doc = kdocs_[u].data() + (s.doc - docs_[u].data());
+    }
+    return s;
   }
   /// Rank r's tokens (of row b of the rows in use, with its documents, under cp_documents).
   cpu::token_span span_of(int r, std::int64_t b = -1) const {
@@ -250,18 +290,20 @@ class cp_attention {
     for (auto& x : r) x.wait();
     timing_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
-  void gather_kv(const float* k, const float* v, float* K, float* V, std::int64_t kvn) {
+  void gather_kv(const float* k, const float* v, float* Ka, float* Va, std::int64_t kvn) {
     const auto n = static_cast<std::size_t>(kvn), all = n * static_cast<std::size_t>(size());
     const clock::time_point t0 = clock::now();
+    space::fence();  // the model's kernels wrote k and v
     std::vector<comm::any_request> r;
-    r.push_back(comm::all_gather(g_, std::span<const float>(k, n), std::span<float>(K, all)));
-    r.push_back(comm::all_gather(g_, std::span<const float>(v, n), std::span<float>(V, all)));
+    r.push_back(comm::all_gather(g_, std::span<const float>(k, n), std::span<float>(Ka, all)));
+    r.push_back(comm::all_gather(g_, std::span<const float>(v, n), std::span<float>(Va, all)));
     wait(r, t0);
   }
   /// Posts the send of `n` floats at `from` to rank + 1 and the receive of rank - 1's into `to`.
   std::vector<comm::any_request> pass(const float* from, float* to, std::int64_t n, int tag) {
     const int next = (rank() + 1) % size(), prev = (rank() - 1 + size()) % size();
     const clock::time_point t0 = clock::now();  // posting may copy (in-process ranks): exposed
+    space::fence();  // the kernels that wrote the block (and its accumulators) have finished
     std::vector<comm::any_request> r;
     {
       comm::group grp(g_);
@@ -271,7 +313,7 @@ class cp_attention {
     timing_.wait_s += std::chrono::duration<double>(clock::now() - t0).count();
     return r;
   }
-  void block_forward(float* out, float* lse, const float* q, const float* K, const float* V, int src,
+  void block_forward(float* out, float* lse, const float* q, const float* Kb, const float* Vb, int src,
                      const llama_dims& d) {
     const clock::time_point t0 = clock::now();
     if (documents()) {  // one row at a time: each has its own documents
@@ -279,33 +321,34 @@ class cp_attention {
       const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
       for (std::int64_t b = 0; b < d.B; ++b) {
         if (!row_seen_[static_cast<std::size_t>((row0_ + b) * size() + src)]) continue;
-        cpu::attention_block_forward(partial(), partial_lse(), q + b * qn, K + b * kn, V + b * kn, span_of(rank(), b),
-                                     span_of(src, b), 1, d.heads, d.kv_heads, d.hd);
-        cpu::attention_merge(out + b * qn, lse + b * ln, partial(), partial_lse(), 1, d.T, d.heads, d.hd);
+        K::attention_block_forward(partial(), partial_lse(), q + b * qn, Kb + b * kn, Vb + b * kn,
+                                   kernel_span(rank(), b), kernel_span(src, b), 1, d.heads, d.kv_heads, d.hd);
+        K::attention_merge(out + b * qn, lse + b * ln, partial(), partial_lse(), 1, d.T, d.heads, d.hd);
       }
     } else if (seen_[static_cast<std::size_t>(src)]) {
-      cpu::attention_block_forward(partial(), partial_lse(), q, K, V, span_of(rank()), span_of(src), d.B, d.heads,
-                                   d.kv_heads, d.hd);
-      cpu::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
+      K::attention_block_forward(partial(), partial_lse(), q, Kb, Vb, kernel_span(rank()), kernel_span(src), d.B,
+                                 d.heads, d.kv_heads, d.hd);
+      K::attention_merge(out, lse, partial(), partial_lse(), d.B, d.T, d.heads, d.hd);
     }
     timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
-  void block_backward(float* dq, float* dK, float* dV, const float* dout, const float* q, const float* K,
-                      const float* V, const float* lse, const float* D, int src, const llama_dims& d) {
+  void block_backward(float* dq, float* dK, float* dV, const float* dout, const float* q, const float* Kb,
+                      const float* Vb, const float* lse, const float* D, int src, const llama_dims& d) {
     const clock::time_point t0 = clock::now();
     if (documents()) {
       const std::int64_t qn = d.T * d.heads * d.hd, kn = d.T * d.kv_heads * d.hd, ln = d.heads * d.T;
       for (std::int64_t b = 0; b < d.B; ++b)
         if (row_seen_[static_cast<std::size_t>((row0_ + b) * size() + src)])
-          cpu::attention_block_backward(dq + b * qn, dK + b * kn, dV + b * kn, dout + b * qn, q + b * qn, K + b * kn,
-                                        V + b * kn, lse + b * ln, D + b * ln, span_of(rank(), b), span_of(src, b), 1,
-                                        d.heads, d.kv_heads, d.hd);
+          K::attention_block_backward(dq + b * qn, dK + b * kn, dV + b * kn, dout + b * qn, q + b * qn, Kb + b * kn,
+                                      Vb + b * kn, lse + b * ln, D + b * ln, kernel_span(rank(), b),
+                                      kernel_span(src, b), 1, d.heads, d.kv_heads, d.hd);
     } else if (seen_[static_cast<std::size_t>(src)]) {
-      cpu::attention_block_backward(dq, dK, dV, dout, q, K, V, lse, D, span_of(rank()), span_of(src), d.B, d.heads,
-                                    d.kv_heads, d.hd);
+      K::attention_block_backward(dq, dK, dV, dout, q, Kb, Vb, lse, D, kernel_span(rank()), kernel_span(src), d.B,
+                                  d.heads, d.kv_heads, d.hd);
     }
     timing_.compute_s += std::chrono::duration<double>(clock::now() - t0).count();
   }
 };
+using cp_attention = basic_cp_attention<>;
 
 }  // namespace tessera::parallel

@@ -26,10 +26,9 @@
 // parallel_llama<Recipe, K> runs the model on kernel backend K (cpu_kernels unless named):
 // its parameters, gradients and activations in K's memory, the FSDP and TP plans executed
 // there (cuda_kernels: on a device mesh whose communicator is nccl's, one GPU per rank).
-// Pipeline parallel and Float8's FP8 all-gather run there too (the stages' activations and
-// transfers, the gathers' amaxes, casts and codes in K's memory); context parallel's ring
-// attention moves host buffers: on a backend whose memory is not the host's it is refused at
-// compile time.
+// Pipeline parallel, context parallel and Float8's FP8 all-gather run there too (the stages'
+// activations and transfers, the ring attention's blocks and spans, the gathers' amaxes,
+// casts and codes in K's memory): every policy composes on every backend.
 #pragma once
 
 #include <algorithm>
@@ -69,10 +68,6 @@ class parallel_llama {
   using kernels = K;  // train::basic_trainer runs its optimizer with them
   using space = typename K::space;
   using model_type = basic_llama_model<K>;
-  static_assert(space::host_accessible || ps.cp < 0,
-                "tessera::train::parallel_llama<Recipe, K>: context_parallel's ring attention runs on host buffers; on a "
-                "backend whose memory is not the host's, drop context_parallel from the recipe or train it with "
-                "cpu_kernels");
 
   /// `pipeline`: run-time choices of a pipeline recipe (a schedule, stages per rank or a
   /// microbatch count other than the policy's), checked at start-up as the policy's are.
@@ -212,7 +207,7 @@ class parallel_llama {
   }
 
   /// Under context_parallel: its attention (the cp group, this rank's token positions).
-  const parallel::cp_attention& context() const { return *cp_; }
+  const parallel::basic_cp_attention<K>& context() const { return *cp_; }
 
   /// Under cp_documents: attention runs on this rank's rows [first, first + n) next (a
   /// pipeline's microbatch; pipeline_stages calls it).
@@ -301,7 +296,7 @@ class parallel_llama {
   model_type model_;
   store_type store_;
   parallel::tp_activations<stage_mesh_type, ps, space> tp_;
-  std::unique_ptr<parallel::cp_attention> cp_;  // under context_parallel
+  std::unique_ptr<parallel::basic_cp_attention<K>> cp_;  // under context_parallel
   std::vector<std::int32_t> cp_inputs_, cp_targets_;  // this rank's tokens of the batch's sequences
   space_buffer<double, space> scalars_;  // a device backend's loss and norm sums (sum_over), kept
   hooks hooks_;
@@ -378,11 +373,11 @@ class parallel_llama {
     }
     return v;
   }
-  static std::unique_ptr<parallel::cp_attention> cp_of(device_mesh<stage_mesh_type>& sdm) {
+  static std::unique_ptr<parallel::basic_cp_attention<K>> cp_of(device_mesh<stage_mesh_type>& sdm) {
     if constexpr (ps.cp >= 0) {
       axis_group g;
       g.push(ps.cp);
-      return std::make_unique<parallel::cp_attention>(sdm.group(g), ps.context);
+      return std::make_unique<parallel::basic_cp_attention<K>>(sdm.group(g), ps.context);
     } else {
       return nullptr;
     }

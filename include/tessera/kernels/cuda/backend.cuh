@@ -25,6 +25,7 @@
 #include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/kernels/cuda/ring_attention.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
 
@@ -69,6 +70,27 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, space_transfers<cuda_
                                  const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
                                  std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
     cuda::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, scratch<float>(0, B * NH * T), B, T, NH, NKV, HD);
+  }
+  /// Context parallel's attention (cuda/ring_attention.cuh), as cpu_kernels' (spans in device
+  /// memory).
+  static void attention_block_forward(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
+                                      const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                      std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_forward(out_b, lse_b, q, k, v, qs, ks, B, NH, NKV, HD);
+  }
+  static void attention_merge(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
+                              std::int64_t Tq, std::int64_t NH, std::int64_t HD) {
+    cuda::attention_merge(out, lse, out_b, lse_b, B, Tq, NH, HD);
+  }
+  static void attention_delta(float* D, const float* dout, const float* out, std::int64_t B, std::int64_t Tq,
+                              std::int64_t NH, std::int64_t HD) {
+    cuda::attention_delta(D, dout, out, B, Tq, NH, HD);
+  }
+  static void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                       const float* k, const float* v, const float* lse, const float* D,
+                                       const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                       std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_backward(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD);
   }
   static void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n) {
     cuda::swiglu_forward(out, h1, h3, n);

@@ -12,6 +12,8 @@
 // dq = scale sum_s dS k_s and, per key row over the queries of its head group,
 // dv = sum_t P dout_t and dk = scale sum_t dS q_t, dS = P (dP - D) -- three kernels, every
 // output row written by one thread, no atomics (deterministic). Backward WRITES dq, dk, dv.
+// The kernels take the mask as a type (causal_mask here; context parallel's mask of token
+// positions and documents in ring_attention.cuh, which also accumulates).
 // The exponentials are pointwise::fast_exp, the CPU's. Not yet: tensor-core tiles (mma /
 // wgmma) and the split of one row over a warp -- the performance work that needs a GPU to
 // measure; docs/cuda.md.
@@ -19,6 +21,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -45,25 +48,41 @@ __device__ inline void load_kv_tile(float* Ks, float* Vs, const float* k, const 
   __syncthreads();
 }
 
-/// Forward: block (query tile, head, batch); thread = query row t.
-template <int HD>
-__global__ void attention_forward_k(float* out, float* lse, const float* q, const float* k, const float* v,
-                                    std::int64_t T, std::int64_t NH, std::int64_t NKV, float scale) {
+/// The causal mask of one sequence: query t sees key s when s <= t. The kernels below take
+/// a mask type: this one, or context parallel's mask of token positions and documents
+/// (ring_attention.cuh). `key_end` bounds the keys a query tile needs, `query_begin` the
+/// queries a key tile needs (the causal mask skips the keys after the tile's last query and
+/// the queries before its first key); `out_of_reach` marks a row that sees no key at all
+/// (never, causally: every query sees itself).
+struct causal_mask {
+  __device__ bool sees(std::int64_t t, std::int64_t s) const { return s <= t; }
+  __device__ std::int64_t key_end(std::int64_t last_query, std::int64_t Tk) const {
+    return last_query + 1 < Tk ? last_query + 1 : Tk;
+  }
+  __device__ std::int64_t query_begin(std::int64_t first_key) const { return first_key; }
+};
+
+/// Forward: block (query tile, head, batch); thread = query row t. A row that sees no key
+/// gets out 0 and lse -inf.
+template <int HD, class Mask>
+__global__ void attention_forward_k(float* out, float* lse, const float* q, const float* k, const float* v, Mask mask,
+                                    std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale) {
   extern __shared__ float sm[];
   float* Ks = sm;
   float* Vs = sm + attention_tile * HD;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (NH / NKV);
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * attention_rows, t = t0 + threadIdx.x;
-  const bool live = t < T;
+  const bool live = t < Tq;
   float qr[HD], acc[HD];
-  for (int d = 0; d < HD; ++d) qr[d] = live ? q[((b * T + t) * NH + h) * HD + d] * scale : 0.0f, acc[d] = 0.0f;
+  for (int d = 0; d < HD; ++d) qr[d] = live ? q[((b * Tq + t) * NH + h) * HD + d] * scale : 0.0f, acc[d] = 0.0f;
   float m = -3.402823466e38f, l = 0.0f;
-  const std::int64_t last = t0 + attention_rows - 1 < T - 1 ? t0 + attention_rows - 1 : T - 1;  // the block's last row
-  for (std::int64_t s0 = 0; s0 <= last; s0 += attention_tile) {
-    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, T, NKV);
-    for (int j = 0; j < attention_tile; ++j) {
+  const std::int64_t end = mask.key_end(t0 + attention_rows - 1 < Tq - 1 ? t0 + attention_rows - 1 : Tq - 1, Tk);
+  for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
+    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
+    for (int j = 0; j < attention_tile && live; ++j) {
       const std::int64_t s = s0 + j;
-      if (!live || s > t) break;  // causal: keys after the query are not seen
+      if (s >= end) break;
+      if (!mask.sees(t, s)) continue;
       float x = 0.0f;
       for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d];
       const float mn = x > m ? x : m, corr = pointwise::fast_exp(m - mn), p = pointwise::fast_exp(x - mn);
@@ -74,8 +93,8 @@ __global__ void attention_forward_k(float* out, float* lse, const float* q, cons
     __syncthreads();
   }
   if (!live) return;
-  for (int d = 0; d < HD; ++d) out[((b * T + t) * NH + h) * HD + d] = acc[d] / l;
-  lse[(b * NH + h) * T + t] = m + logf(l);
+  for (int d = 0; d < HD; ++d) out[((b * Tq + t) * NH + h) * HD + d] = l > 0.0f ? acc[d] / l : 0.0f;
+  lse[(b * NH + h) * Tq + t] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
 /// D [B, NH, T] = rowsum(dout . out).
@@ -92,30 +111,32 @@ __global__ void attention_delta_k(float* D, const float* dout, const float* out,
   }
 }
 
-/// dq: block (query tile, head, batch); thread = query row t, over the keys s <= t.
-template <int HD>
+/// dq: block (query tile, head, batch); thread = query row t, over the keys it sees. Writes
+/// dq, or with Accumulate adds to it.
+template <int HD, class Mask, bool Accumulate>
 __global__ void attention_dq_k(float* dq, const float* dout, const float* q, const float* k, const float* v,
-                               const float* lse, const float* D, std::int64_t T, std::int64_t NH, std::int64_t NKV,
-                               float scale) {
+                               const float* lse, const float* D, Mask mask, std::int64_t Tq, std::int64_t Tk,
+                               std::int64_t NH, std::int64_t NKV, float scale) {
   extern __shared__ float sm[];
   float* Ks = sm;
   float* Vs = sm + attention_tile * HD;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, g = h / (NH / NKV);
   const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.x) * attention_rows, t = t0 + threadIdx.x;
-  const bool live = t < T;
+  const bool live = t < Tq;
   float qr[HD], gr[HD], acc[HD];
   for (int d = 0; d < HD; ++d) {
-    qr[d] = live ? q[((b * T + t) * NH + h) * HD + d] * scale : 0.0f;
-    gr[d] = live ? dout[((b * T + t) * NH + h) * HD + d] : 0.0f;
+    qr[d] = live ? q[((b * Tq + t) * NH + h) * HD + d] * scale : 0.0f;
+    gr[d] = live ? dout[((b * Tq + t) * NH + h) * HD + d] : 0.0f;
     acc[d] = 0.0f;
   }
-  const float L = live ? lse[(b * NH + h) * T + t] : 0.0f, Dt = live ? D[(b * NH + h) * T + t] : 0.0f;
-  const std::int64_t last = t0 + attention_rows - 1 < T - 1 ? t0 + attention_rows - 1 : T - 1;
-  for (std::int64_t s0 = 0; s0 <= last; s0 += attention_tile) {
-    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, T, NKV);
-    for (int j = 0; j < attention_tile; ++j) {
+  const float L = live ? lse[(b * NH + h) * Tq + t] : 0.0f, Dt = live ? D[(b * NH + h) * Tq + t] : 0.0f;
+  const std::int64_t end = mask.key_end(t0 + attention_rows - 1 < Tq - 1 ? t0 + attention_rows - 1 : Tq - 1, Tk);
+  for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
+    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
+    for (int j = 0; j < attention_tile && live; ++j) {
       const std::int64_t s = s0 + j;
-      if (!live || s > t) break;
+      if (s >= end) break;
+      if (!mask.sees(t, s)) continue;
       float x = 0.0f, dp = 0.0f;
       for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d], dp += gr[d] * Vs[j * HD + d];
       const float p = pointwise::fast_exp(x - L), ds = p * (dp - Dt);
@@ -124,15 +145,18 @@ __global__ void attention_dq_k(float* dq, const float* dout, const float* q, con
     __syncthreads();
   }
   if (!live) return;
-  for (int d = 0; d < HD; ++d) dq[((b * T + t) * NH + h) * HD + d] = acc[d] * scale;
+  for (int d = 0; d < HD; ++d) {
+    float& o = dq[((b * Tq + t) * NH + h) * HD + d];
+    o = Accumulate ? o + acc[d] * scale : acc[d] * scale;
+  }
 }
 
-/// dk, dv: block (key tile, KV head, batch); thread = key row s, over the queries t >= s of
-/// the KV head's query heads.
-template <int HD>
+/// dk, dv: block (key tile, KV head, batch); thread = key row s, over the queries of the KV
+/// head's query heads that see it. Writes dk and dv, or with Accumulate adds to them.
+template <int HD, class Mask, bool Accumulate>
 __global__ void attention_dkv_k(float* dk, float* dv, const float* dout, const float* q, const float* k,
-                                const float* v, const float* lse, const float* D, std::int64_t T, std::int64_t NH,
-                                std::int64_t NKV, float scale) {
+                                const float* v, const float* lse, const float* D, Mask mask, std::int64_t Tq,
+                                std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale) {
   extern __shared__ float sm[];
   float* Qs = sm;
   float* Gs = sm + attention_tile * HD;
@@ -140,30 +164,30 @@ __global__ void attention_dkv_k(float* dk, float* dv, const float* dout, const f
   float* Ds = Ls + attention_tile;
   const std::int64_t b = blockIdx.z, g = blockIdx.y, G = NH / NKV;
   const std::int64_t s0 = static_cast<std::int64_t>(blockIdx.x) * attention_rows, s = s0 + threadIdx.x;
-  const bool live = s < T;
+  const bool live = s < Tk;
   float kr[HD], vr[HD], ak[HD], av[HD];
   for (int d = 0; d < HD; ++d) {
-    kr[d] = live ? k[((b * T + s) * NKV + g) * HD + d] : 0.0f;
-    vr[d] = live ? v[((b * T + s) * NKV + g) * HD + d] : 0.0f;
+    kr[d] = live ? k[((b * Tk + s) * NKV + g) * HD + d] : 0.0f;
+    vr[d] = live ? v[((b * Tk + s) * NKV + g) * HD + d] : 0.0f;
     ak[d] = av[d] = 0.0f;
   }
   for (std::int64_t h = g * G; h < (g + 1) * G; ++h)
-    for (std::int64_t q0 = s0; q0 < T; q0 += attention_tile) {  // queries before the block's first key see none of it
+    for (std::int64_t q0 = mask.query_begin(s0); q0 < Tq; q0 += attention_tile) {
       for (int e = threadIdx.x; e < attention_tile * HD; e += blockDim.x) {
         const std::int64_t t = q0 + e / HD;
-        Qs[e] = t < T ? q[((b * T + t) * NH + h) * HD + e % HD] * scale : 0.0f;
-        Gs[e] = t < T ? dout[((b * T + t) * NH + h) * HD + e % HD] : 0.0f;
+        Qs[e] = t < Tq ? q[((b * Tq + t) * NH + h) * HD + e % HD] * scale : 0.0f;
+        Gs[e] = t < Tq ? dout[((b * Tq + t) * NH + h) * HD + e % HD] : 0.0f;
       }
       for (int e = threadIdx.x; e < attention_tile; e += blockDim.x) {
         const std::int64_t t = q0 + e;
-        Ls[e] = t < T ? lse[(b * NH + h) * T + t] : 0.0f;
-        Ds[e] = t < T ? D[(b * NH + h) * T + t] : 0.0f;
+        Ls[e] = t < Tq ? lse[(b * NH + h) * Tq + t] : 0.0f;
+        Ds[e] = t < Tq ? D[(b * NH + h) * Tq + t] : 0.0f;
       }
       __syncthreads();
-      for (int j = 0; j < attention_tile; ++j) {
+      for (int j = 0; j < attention_tile && live; ++j) {
         const std::int64_t t = q0 + j;
-        if (!live || t >= T) break;
-        if (t < s) continue;  // causal: query t sees key s only when s <= t
+        if (t >= Tq) break;
+        if (!mask.sees(t, s)) continue;
         float x = 0.0f, dp = 0.0f;
         for (int d = 0; d < HD; ++d) x += Qs[j * HD + d] * kr[d], dp += Gs[j * HD + d] * vr[d];
         const float p = pointwise::fast_exp(x - Ls[j]), ds = p * (dp - Ds[j]);
@@ -174,8 +198,10 @@ __global__ void attention_dkv_k(float* dk, float* dv, const float* dout, const f
   if (!live) return;
   // Qs held q * scale, so ak is already scale * sum dS q
   for (int d = 0; d < HD; ++d) {
-    dk[((b * T + s) * NKV + g) * HD + d] = ak[d];
-    dv[((b * T + s) * NKV + g) * HD + d] = av[d];
+    float& ok = dk[((b * Tk + s) * NKV + g) * HD + d];
+    float& ov = dv[((b * Tk + s) * NKV + g) * HD + d];
+    ok = Accumulate ? ok + ak[d] : ak[d];
+    ov = Accumulate ? ov + av[d] : av[d];
   }
 }
 
@@ -197,6 +223,26 @@ inline dim3 attention_grid(std::int64_t T, std::int64_t heads, std::int64_t B) {
   return dim3(static_cast<unsigned>((T + attention_rows - 1) / attention_rows), static_cast<unsigned>(heads),
               static_cast<unsigned>(B));
 }
+/// The launches of forward and of backward under a mask (the shared memory each needs).
+template <int HD, class Mask>
+void launch_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Mask& mask,
+                    std::int64_t B, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale,
+                    cudaStream_t s) {
+  const std::size_t shared = 2 * attention_tile * HD * sizeof(float);
+  attention_forward_k<HD, Mask><<<attention_grid(Tq, NH, B), attention_rows, shared, s>>>(out, lse, q, k, v, mask, Tq,
+                                                                                          Tk, NH, NKV, scale);
+}
+template <int HD, bool Accumulate, class Mask>
+void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                     const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
+                     std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t s) {
+  const std::size_t kv_shared = 2 * attention_tile * HD * sizeof(float);
+  attention_dq_k<HD, Mask, Accumulate><<<attention_grid(Tq, NH, B), attention_rows, kv_shared, s>>>(
+      dq, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+  const std::size_t q_shared = (2 * attention_tile * HD + 2 * attention_tile) * sizeof(float);
+  attention_dkv_k<HD, Mask, Accumulate><<<attention_grid(Tk, NKV, B), attention_rows, q_shared, s>>>(
+      dk, dv, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+}
 }  // namespace detail
 
 /// out [B, T, NH, HD] and lse [B, NH, T], as cpu::attention_forward.
@@ -206,9 +252,7 @@ inline void attention_forward(float* out, float* lse, const float* q, const floa
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0, "cuda::attention_forward: bad sizes (NH must be a multiple of NKV)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::with_head_dim(HD, "cuda::attention_forward", [&]<int D>() {
-    const std::size_t shared = 2 * detail::attention_tile * D * sizeof(float);
-    detail::attention_forward_k<D><<<detail::attention_grid(T, NH, B), detail::attention_rows, shared, s>>>(
-        out, lse, q, k, v, T, NH, NKV, scale);
+    detail::launch_forward<D>(out, lse, q, k, v, detail::causal_mask{}, B, T, T, NH, NKV, scale, s);
   });
   detail::launched("cuda::attention_forward");
 }
@@ -222,12 +266,8 @@ inline void attention_backward(float* dq, float* dk, float* dv, const float* dou
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::with_head_dim(HD, "cuda::attention_backward", [&]<int Dm>() {
     detail::attention_delta_k<Dm><<<detail::blocks_for(B * NH * T), detail::threads, 0, s>>>(D, dout, out, B, T, NH);
-    const std::size_t kv_shared = 2 * detail::attention_tile * Dm * sizeof(float);
-    detail::attention_dq_k<Dm><<<detail::attention_grid(T, NH, B), detail::attention_rows, kv_shared, s>>>(
-        dq, dout, q, k, v, lse, D, T, NH, NKV, scale);
-    const std::size_t q_shared = (2 * detail::attention_tile * Dm + 2 * detail::attention_tile) * sizeof(float);
-    detail::attention_dkv_k<Dm><<<detail::attention_grid(T, NKV, B), detail::attention_rows, q_shared, s>>>(
-        dk, dv, dout, q, k, v, lse, D, T, NH, NKV, scale);
+    detail::launch_backward<Dm, false>(dq, dk, dv, dout, q, k, v, lse, D, detail::causal_mask{}, B, T, T, NH, NKV,
+                                       scale, s);
   });
   detail::launched("cuda::attention_backward");
 }

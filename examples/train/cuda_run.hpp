@@ -36,9 +36,8 @@ struct run_inputs;  // parallel_run.hpp
 
 /// Trains shipped recipe `name` with cuda_kernels, one GPU per rank, over NCCL bootstrapped
 /// through `mpi` (this process's rank of the MPI world, its GPU its node-local rank's) or, when
-/// `mpi` is null, `ranks` threads of this process on GPUs 0..ranks-1. A recipe whose policies
-/// move host buffers (pipeline, context parallel, FP8 all-gather) is refused naming the policy.
-/// 0 on success; throws tessera::error on bad input.
+/// `mpi` is null, `ranks` threads of this process on GPUs 0..ranks-1 (every shipped recipe).
+/// 0 on success (2: no such recipe); throws tessera::error on bad input.
 int run_recipe_on_cuda(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
                        const run_inputs& in);
 

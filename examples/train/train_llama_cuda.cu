@@ -2,7 +2,9 @@
 // parameters, gradients, AdamW moments and activations in device memory
 // (model/device_llama.hpp with kernels/cuda/backend.cuh), the loop train::basic_trainer's;
 // with --recipe, the recipe's ranks on one GPU each (parallel_llama<R, cuda_kernels> over an
-// NCCL device mesh, the loop parallel_run.hpp's). Compiled by nvcc; see cuda_run.hpp.
+// NCCL device mesh, the loop parallel_run.hpp's; the recipes in two halves, this file's and
+// train_llama_cuda_recipes.cu's, so nvcc compiles them side by side). Compiled by nvcc; see
+// cuda_run.hpp.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 #include <tessera/comm/threads.hpp>
 #include <tessera/train/recipes.hpp>
 
+#include "cuda_recipe_half.hpp"
 #include "cuda_run.hpp"
 #include "parallel_run.hpp"
 #include "step_loop.hpp"
@@ -92,14 +95,6 @@ int run_on_cuda(const cuda_inputs& in) {
   return 0;
 }
 
-/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
-/// else its world rank.
-inline int local_device(int world_rank) {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
-  return world_rank;
-}
-
 int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std::int64_t ranks, const run_inputs& in) {
   if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);
 #ifndef TESSERA_HAS_NCCL
@@ -107,29 +102,12 @@ int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std
   throw error("--device cuda --recipe: this train_llama was built without NCCL (the ranks' communicators on GPUs); "
               "install NCCL and reconfigure, or train one rank with --device cuda");
 #else
-  int status = 2;
-  recipes::visit(name, [&]<class R>() {
-    if (mpi) {
-      const auto mesh = bind_mesh<R>(mpi->size());
-      auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
-      run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
-    } else {
-      const auto mesh = bind_mesh<R>(ranks);
-      const int devices = cuda_device_count();
-      if (ranks > devices)
-        throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
-                    std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
-      run_inputs mine = in;
-      mine.local_ranks = static_cast<int>(ranks);
-      comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
-        auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
-        run_rank<R, cuda_kernels>(nc, c, mesh, mine);
-      });
-    }
-    status = 0;
-  });
-  return status;
+  return run_recipe_half<0>(name, mpi, ranks, in) || run_recipe_half<1>(name, mpi, ranks, in) ? 0 : 2;
 #endif
 }
+
+#ifdef TESSERA_HAS_NCCL
+template bool run_recipe_half<0>(const std::string&, comm::any_communicator*, std::int64_t, const run_inputs&);
+#endif
 
 }  // namespace train_llama_cli

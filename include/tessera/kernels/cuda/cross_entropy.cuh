@@ -27,7 +27,7 @@
 namespace tessera::cuda {
 
 namespace detail {
-__global__ void cross_entropy_k(float* dlogits, float* losses, const float* logits, const std::int32_t* targets,
+static __global__ void cross_entropy_k(float* dlogits, float* losses, const float* logits, const std::int32_t* targets,
                                 std::int64_t V, float scale) {
   __shared__ float sh[threads];
   const std::int64_t row = blockIdx.x;
@@ -47,7 +47,7 @@ __global__ void cross_entropy_k(float* dlogits, float* losses, const float* logi
     d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == t ? scale : 0.0f);
 }
 
-__global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int64_t Vl) {
+static __global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int64_t Vl) {
   __shared__ float sh[threads];
   const float* x = logits + blockIdx.x * Vl;
   float m = -3.402823466e38f;
@@ -55,7 +55,7 @@ __global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int6
   m = block_max(m, sh);
   if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
 }
-__global__ void ce_shard_row_stats_k(float* stats, const float* logits, const float* rowmax,
+static __global__ void ce_shard_row_stats_k(float* stats, const float* logits, const float* rowmax,
                                      const std::int32_t* targets, std::int64_t v0, std::int64_t Vl) {
   __shared__ float sh[threads];
   const std::int64_t row = blockIdx.x;
@@ -70,7 +70,7 @@ __global__ void ce_shard_row_stats_k(float* stats, const float* logits, const fl
     stats[2 * row + 1] = (targets[row] >= 0 && t >= 0 && t < Vl) ? x[t] : 0.0f;
   }
 }
-__global__ void ce_shard_finish_k(float* dlogits, float* losses, const float* logits, const float* rowmax,
+static __global__ void ce_shard_finish_k(float* dlogits, float* losses, const float* logits, const float* rowmax,
                                   const float* stats, const std::int32_t* targets, std::int64_t v0, std::int64_t Vl,
                                   float scale) {
   const std::int64_t row = blockIdx.x;

@@ -30,7 +30,7 @@ namespace tessera::cuda {
 
 namespace detail {
 /// Per-block amaxes of x [n] (grid-stride), into part[blockIdx.x].
-__global__ void abs_max_blocks_k(float* part, const float* x, std::int64_t n) {
+static __global__ void abs_max_blocks_k(float* part, const float* x, std::int64_t n) {
   __shared__ float sh[threads];
   float m = 0.0f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -40,7 +40,7 @@ __global__ void abs_max_blocks_k(float* part, const float* x, std::int64_t n) {
   if (threadIdx.x == 0) part[blockIdx.x] = m;
 }
 /// out[r] = amax of row r: one block per row.
-__global__ void abs_max_rows_k(float* out, const float* x, std::int64_t cols) {
+static __global__ void abs_max_rows_k(float* out, const float* x, std::int64_t cols) {
   __shared__ float sh[threads];
   const float* row = x + static_cast<std::int64_t>(blockIdx.x) * cols;
   float m = 0.0f;
@@ -49,7 +49,7 @@ __global__ void abs_max_rows_k(float* out, const float* x, std::int64_t cols) {
   if (threadIdx.x == 0) out[blockIdx.x] = m;
 }
 /// out[c] = amax of column c: one thread per column.
-__global__ void abs_max_cols_k(float* out, const float* x, std::int64_t rows, std::int64_t cols) {
+static __global__ void abs_max_cols_k(float* out, const float* x, std::int64_t rows, std::int64_t cols) {
   for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < cols;
        c += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float m = 0.0f;
@@ -79,7 +79,8 @@ __global__ void f8_dequantize_k(float* out, const std::uint8_t* bits, const floa
 }
 /// out [cols, rows] = in [rows, cols]^T for bytes, through 32 x 32 shared-memory tiles
 /// (coalesced reads and writes; the +1 column keeps the tile's columns in distinct banks).
-__global__ void transpose_bytes_k(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows, std::int64_t cols) {
+static __global__ void transpose_bytes_k(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows,
+                                         std::int64_t cols) {
   __shared__ std::uint8_t tile[32][33];
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * 32, r0 = static_cast<std::int64_t>(blockIdx.y) * 32;
   for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {

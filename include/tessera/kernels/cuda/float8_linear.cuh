@@ -40,7 +40,7 @@ struct f8_workspace {
 };
 
 namespace detail {
-__global__ void reciprocal_k(float* y, std::int64_t n) {
+static __global__ void reciprocal_k(float* y, std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     y[i] = 1.0f / y[i];

@@ -42,10 +42,10 @@ inline void launched(const char* what) { cuda_check(cudaGetLastError(), std::str
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
-__global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
+static __global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
 }
-__global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
+static __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
                                   std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) {
     const pointwise::pair d = pointwise::swiglu_grad(dout[i], h1[i], h3[i]);
@@ -53,20 +53,20 @@ __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, con
     dh3[i] = d.second;
   }
 }
-__global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
+static __global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
-__global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
+static __global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = bf16(x[i]);
 }
-__global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
+static __global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);
 }
-__global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
+static __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
   TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
 }
 /// One thread per rotated pair: row r of [B * T, NH], pair i of head hd.
-__global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,
+static __global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,
                        std::int64_t T, std::int64_t NH, std::int64_t HD, bool interleaved, float sign) {
   const std::int64_t h = HD / 2, n = rows * NH * h;
   TESSERA_GRID_STRIDE(e, n) {
@@ -100,7 +100,7 @@ __device__ inline float block_max(float v, float* shared) {
   return block_reduce(v, shared, [](float a, float b) { return a > b ? a : b; });
 }
 /// One block per row.
-__global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, const float* w, std::int64_t C,
+static __global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, const float* w, std::int64_t C,
                                   float eps) {
   __shared__ float sh[threads];
   const std::int64_t row = blockIdx.x;
@@ -111,7 +111,7 @@ __global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, con
   if (threadIdx.x == 0) rstd[row] = r;
   for (std::int64_t c = threadIdx.x; c < C; c += threads) out[row * C + c] = pointwise::rmsnorm_scale(x[c], r, w[c]);
 }
-__global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, const float* inp, const float* w,
+static __global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, const float* inp, const float* w,
                                          const float* rstd, std::int64_t C) {
   __shared__ float sh[threads];
   const std::int64_t row = blockIdx.x;
@@ -125,7 +125,7 @@ __global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, const f
     dinp[row * C + c] += pointwise::rmsnorm_grad(x[c], g[c], w[c], r, k);
 }
 /// One thread per column, rows in order (deterministic).
-__global__ void rmsnorm_backward_weight_k(float* dw, const float* dout, const float* inp, const float* rstd,
+static __global__ void rmsnorm_backward_weight_k(float* dw, const float* dout, const float* inp, const float* rstd,
                                           std::int64_t N, std::int64_t C) {
   TESSERA_GRID_STRIDE(c, C) {
     float acc = dw[c];
@@ -134,7 +134,7 @@ __global__ void rmsnorm_backward_weight_k(float* dw, const float* dout, const fl
   }
 }
 /// Rows [v0, v0 + Vl) of the table (a vocabulary shard): other tokens give zero rows.
-__global__ void embedding_forward_k(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N,
+static __global__ void embedding_forward_k(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N,
                                     std::int64_t v0, std::int64_t Vl, std::int64_t C) {
   TESSERA_GRID_STRIDE(e, N * C) {
     const std::int64_t i = e / C, c = e % C, t = tokens[i] - v0;
@@ -142,7 +142,7 @@ __global__ void embedding_forward_k(float* out, const std::int32_t* tokens, cons
   }
 }
 /// One thread per column, tokens in order (deterministic; no atomics).
-__global__ void embedding_backward_k(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
+static __global__ void embedding_backward_k(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
                                      std::int64_t v0, std::int64_t Vl, std::int64_t C) {
   TESSERA_GRID_STRIDE(c, C) {
     for (std::int64_t i = 0; i < N; ++i) {
@@ -153,7 +153,7 @@ __global__ void embedding_backward_k(float* dwte, const float* dout, const std::
 }
 /// Per-block sums of g^2 in double (grid-stride), into part[blockIdx.x]: a fixed tree, so
 /// the same bits every run.
-__global__ void sum_squares_k(double* part, const float* g, std::int64_t n) {
+static __global__ void sum_squares_k(double* part, const float* g, std::int64_t n) {
   __shared__ double sh[threads];
   double acc = 0;
   TESSERA_GRID_STRIDE(i, n) acc += static_cast<double>(g[i]) * g[i];
@@ -165,7 +165,7 @@ __global__ void sum_squares_k(double* part, const float* g, std::int64_t n) {
   }
   if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
 }
-__global__ void scale_k(float* g, std::int64_t n, float s) {
+static __global__ void scale_k(float* g, std::int64_t n, float s) {
   TESSERA_GRID_STRIDE(i, n) g[i] *= s;
 }
 #undef TESSERA_GRID_STRIDE

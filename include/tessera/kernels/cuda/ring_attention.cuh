@@ -49,7 +49,7 @@ inline span_mask mask_of(const cpu::token_span& qs, const cpu::token_span& ks) {
 }
 
 /// Folds (out_b, lse_b) into (out, lse): one thread per row of HD values.
-__global__ void merge_k(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
+static __global__ void merge_k(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
                         std::int64_t Tq, std::int64_t NH, std::int64_t HD) {
   const float ninf = -INFINITY;
   const std::int64_t n = B * NH * Tq;

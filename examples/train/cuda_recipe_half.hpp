@@ -1,0 +1,78 @@
+// The shipped recipes on GPUs, in two halves: run_recipe_half<H> runs recipe `name` with
+// cuda_kernels when it is in half H (train_llama_cuda.cu instantiates half 0,
+// train_llama_cuda_recipes.cu half 1 -- the pipeline and context-parallel recipes --, so nvcc
+// compiles the two side by side). Included by those .cu files only.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#ifdef TESSERA_HAS_NCCL
+#include <tessera/comm/nccl.hpp>
+#endif
+#include <tessera/comm/threads.hpp>
+#include <tessera/kernels/cuda/backend.cuh>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/train/recipes.hpp>
+
+#include "parallel_run.hpp"
+
+namespace train_llama_cli {
+
+/// Half 1: the recipes with a pipeline or context parallel (the heaviest to compile).
+constexpr int recipe_half(std::string_view name) {
+  for (std::string_view n : {"debug_pp", "debug_3d", "debug_3d_zbv", "debug_cp", "debug_4d", "debug_fsdp_float8_tw"})
+    if (n == name) return 1;
+  return 0;
+}
+
+/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
+/// else its world rank.
+inline int local_device(int world_rank) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
+  return world_rank;
+}
+
+#ifdef TESSERA_HAS_NCCL
+/// Runs recipe `name` if it is in half H (one GPU per rank, over NCCL bootstrapped through
+/// `mpi`, or `ranks` threads on GPUs 0..ranks-1); false when it is not in this half.
+template <int H>
+bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
+                     const run_inputs& in) {
+  using namespace tessera;
+  bool ran = false;
+  recipes::detail::for_each_runnable([&]<class R>() {
+    if constexpr (recipe_half(R::name) == H) {
+      if (ran || R::name != name) return;
+      if (mpi) {
+        const auto mesh = bind_mesh<R>(mpi->size());
+        auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
+        run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
+      } else {
+        const auto mesh = bind_mesh<R>(ranks);
+        const int devices = cuda_device_count();
+        if (ranks > devices)
+          throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
+                      std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
+        run_inputs mine = in;
+        mine.local_ranks = static_cast<int>(ranks);
+        comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
+          auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
+          run_rank<R, cuda_kernels>(nc, c, mesh, mine);
+        });
+      }
+      ran = true;
+    }
+  });
+  return ran;
+}
+extern template bool run_recipe_half<0>(const std::string&, tessera::comm::any_communicator*, std::int64_t,
+                                        const run_inputs&);
+extern template bool run_recipe_half<1>(const std::string&, tessera::comm::any_communicator*, std::int64_t,
+                                        const run_inputs&);
+#endif
+
+}  // namespace train_llama_cli

@@ -1,13 +1,12 @@
 // The shipped recipes on GPUs, in two halves: run_recipe_half<H> runs recipe `name` with
 // cuda_kernels when it is in half H (train_llama_cuda.cu instantiates half 0,
-// train_llama_cuda_recipes.cu half 1 -- the pipeline and context-parallel recipes --, so nvcc
+// train_llama_cuda_recipes.cu half 1 -- the recipes with a pipeline or context parallel --, so nvcc
 // compiles the two side by side). Included by those .cu files only.
 #pragma once
 
 #include <cstdint>
 #include <cstdlib>
 #include <string>
-#include <string_view>
 
 #ifdef TESSERA_HAS_NCCL
 #include <tessera/comm/nccl.hpp>
@@ -22,10 +21,10 @@
 namespace train_llama_cli {
 
 /// Half 1: the recipes with a pipeline or context parallel (the heaviest to compile).
-constexpr int recipe_half(std::string_view name) {
-  for (std::string_view n : {"debug_pp", "debug_3d", "debug_3d_zbv", "debug_cp", "debug_4d", "debug_fsdp_float8_tw"})
-    if (n == name) return 1;
-  return 0;
+template <class R>
+constexpr int recipe_half() {
+  constexpr tessera::parallel_spec ps = tessera::recipe_traits<R>::spec;
+  return ps.pp >= 0 || ps.cp >= 0 ? 1 : 0;
 }
 
 /// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
@@ -45,7 +44,7 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
   using namespace tessera;
   bool ran = false;
   recipes::detail::for_each_runnable([&]<class R>() {
-    if constexpr (recipe_half(R::name) == H) {
+    if constexpr (recipe_half<R>() == H) {
       if (ran || R::name != name) return;
       if (mpi) {
         const auto mesh = bind_mesh<R>(mpi->size());

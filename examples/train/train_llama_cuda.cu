@@ -21,12 +21,6 @@
 
 #include <cstdlib>
 
-#ifdef TESSERA_HAS_NCCL
-#include <tessera/comm/nccl.hpp>
-#endif
-#include <tessera/comm/threads.hpp>
-#include <tessera/train/recipes.hpp>
-
 #include "cuda_recipe_half.hpp"
 #include "cuda_run.hpp"
 #include "parallel_run.hpp"

@@ -255,15 +255,15 @@ class basic_cp_attention {
   /// Copies every rank's positions and document ids into K's memory (not on the host).
   void keep_spans() {
     if constexpr (!space::host_accessible) {
-      kpos_.clear(), kdocs_.clear();
-      for (const auto& p : pos_) {
-        auto& b = kpos_.emplace_back(p.size());
-        if (!p.empty()) K::to_device(b.data(), p.data(), static_cast<std::int64_t>(p.size()));
-      }
-      for (const auto& x : docs_) {
-        auto& b = kdocs_.emplace_back(x.size());
-        if (!x.empty()) K::to_device(b.data(), x.data(), static_cast<std::int64_t>(x.size()));
-      }
+      auto copy_in = [](auto& to, const auto& from) {
+        to.clear();
+        for (const auto& x : from) {
+          auto& b = to.emplace_back(x.size());
+          if (!x.empty()) K::to_device(b.data(), x.data(), static_cast<std::int64_t>(x.size()));
+        }
+      };
+      copy_in(kpos_, pos_);
+      copy_in(kdocs_, docs_);
     }
   }
   /// span_of(r, b) with its pointers where K's kernels read them.

@@ -3,40 +3,73 @@
 # their results as Markdown. Run it first whenever a GPU is available (issue 17).
 #
 # Usage: bash bench/gpu/run.sh [results.md] [build folder]
+#          builds here (Release, g++, nvcc from /usr/local/cuda; needs the project's
+#          dependencies: .ci/setup.sh installs them), then runs
+#        bash bench/gpu/run.sh --kit <archive> [results.md]
+#          runs the programs of an archive bench/gpu/pack.sh built on another machine -- for
+#          a GPU machine without the project's dependencies (its CUDA runtime, cuBLASLt and
+#          NCCL are used: found under /usr/local/cuda*, /usr/lib, /opt, or Python's nvidia
+#          packages)
 #   results.md    where the Markdown goes (default: $OUT/gpu_results.md when $OUT is set,
-#                 else build/gpu/gpu_results.md); written to a temporary name, then renamed
-#   build folder  default build/gpu (Release, g++, nvcc from /usr/local/cuda)
+#                 else <build folder>/gpu_results.md, ./gpu_results.md with --kit); written
+#                 as the tests go to a temporary name, renamed when all have run
+#   build folder  default build/gpu
+# TESSERA_GPU_BUDGET_S: seconds for all the tests together (default: none); a test that would
+# start with under 20 s left is reported "not run (time)", and each runs under the time left.
 # Exit status: 0 when every GPU test passed (or, without a GPU, reported itself skipped),
-# 1 when one failed, 2 when the build failed.
+# 1 when one failed or did not run, 2 when the build (or the archive) failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${2:-$root/build/gpu}
-out=${1:-${OUT:+$OUT/gpu_results.md}}
-out=${out:-$build/gpu_results.md}
-mkdir -p "$(dirname "$out")" "$build"
 export PATH="/usr/local/cuda/bin:$PATH"
+start=$(date +%s)
+budget=${TESSERA_GPU_BUDGET_S:-}
 
-if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=OFF \
-       -DTESSERA_BUILD_EXAMPLES=OFF > "$build/configure.log" 2>&1; then
-  echo "bench/gpu/run.sh: configure failed; see $build/configure.log" >&2
-  exit 2
+if [ "${1:-}" = "--kit" ]; then
+  [ $# -ge 2 ] && [ -f "$2" ] || { echo "bench/gpu/run.sh: --kit needs an archive of bench/gpu/pack.sh (got '${2:-}')" >&2; exit 2; }
+  out=${3:-${OUT:+$OUT/gpu_results.md}}
+  out=${out:-$PWD/gpu_results.md}
+  work=$(mktemp -d)
+  tar -C "$work" -xJf "$2" || { echo "bench/gpu/run.sh: cannot unpack $2" >&2; exit 2; }
+  kit="$work/kit"
+  list="$kit/tests.tsv"
+  bin() { echo "$kit/bin/$(basename "$1")"; }
+  # this machine's CUDA libraries (cuBLASLt, NCCL), matching its driver
+  libdirs=""
+  for n in libcublasLt.so.13 libnccl.so.2; do
+    d=$(find /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt /usr/lib/python3* -name "$n" 2>/dev/null | head -1)
+    [ -n "$d" ] && libdirs="$libdirs:$(dirname "$d")"
+  done
+  export LD_LIBRARY_PATH="$kit/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  origin="archive $(basename "$2") ($(tr '\n' ' ' < "$kit/BUILD"))"
+else
+  build=${2:-$root/build/gpu}
+  out=${1:-${OUT:+$OUT/gpu_results.md}}
+  out=${out:-$build/gpu_results.md}
+  mkdir -p "$build"
+  if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=OFF \
+         -DTESSERA_BUILD_EXAMPLES=OFF > "$build/configure.log" 2>&1; then
+    echo "bench/gpu/run.sh: configure failed; see $build/configure.log (a machine without the project's dependencies: bench/gpu/pack.sh elsewhere, then --kit)" >&2
+    exit 2
+  fi
+  (cd "$build" && ctest -L gpu --show-only=json-v1) > "$build/gpu_tests.json"
+  list="$build/gpu_tests.tsv"
+  python3 "$root/bench/gpu/kit_tests.py" list "$build/gpu_tests.json" > "$list"
+  targets=$(cut -d$'\037' -f2 "$list" | sort -u | xargs -n1 basename)
+  if ! cmake --build "$build" -j "$(nproc)" --target $targets > "$build/build.log" 2>&1; then
+    echo "bench/gpu/run.sh: build failed; see $build/build.log" >&2
+    tail -20 "$build/build.log" >&2
+    exit 2
+  fi
+  bin() { echo "$1"; }
+  origin="commit \`$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)\`, built here"
 fi
-targets=$(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
-# the executables behind the gpu tests (test names are <area>.<name>; targets test_<...>)
-build_targets="test_cuda_kernels test_cuda_float8 test_cuda_llama bench_gpu_kernels bench_gpu_llama"
-grep -q "^gpu.cuda_recipes$" <<< "$targets" && build_targets="$build_targets test_cuda_recipes"
-grep -q '^comm.nccl$' <<< "$targets" && build_targets="$build_targets test_comm_nccl"
-if ! cmake --build "$build" -j "$(nproc)" --target $build_targets > "$build/build.log" 2>&1; then
-  echo "bench/gpu/run.sh: build failed; see $build/build.log" >&2
-  tail -20 "$build/build.log" >&2
-  exit 2
-fi
+mkdir -p "$(dirname "$out")"
 
 tmp="$out.tmp.$$"
 {
   echo "# tessera on a GPU -- $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "Commit \`$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)\`; $(nvcc --version | tail -1)."
+  echo "Programs: $origin; this machine's nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none)."
   echo
   if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
     echo '```'
@@ -51,20 +84,37 @@ tmp="$out.tmp.$$"
 } > "$tmp"
 status=0
 details=""
-for t in $targets; do
+while IFS=$'\037' read -r name program skip timeout args env; do
+  exe=$(bin "$program")
+  left=$timeout
+  if [ -n "$budget" ]; then
+    left=$(( budget - ($(date +%s) - start) ))
+    [ "$left" -gt "$timeout" ] && left=$timeout
+  fi
+  if [ "$left" -lt 20 ]; then
+    printf '| %s | not run (time) | 0 |\n' "$name" >> "$tmp"
+    status=1
+    continue
+  fi
   t0=$(date +%s%N)
   set +e
-  log=$(cd "$build" && ctest -R "^${t//./\\.}\$" --verbose --timeout 600 2>&1)
+  missing=$(ldd "$exe" 2>&1 | grep "not found")
+  # shellcheck disable=SC2086  # args are shell-quoted by kit_tests.py
+  log=$(IFS=';'; env $env timeout "$left" bash -c "exec \"\$0\" $args" "$exe" 2>&1)
   rc=$?
   set -e
   secs=$(awk -v ns=$(( $(date +%s%N) - t0 )) 'BEGIN { printf "%.1f", ns / 1e9 }')
-  if grep -q "Skipped\|\*\*\*Not Run" <<< "$log"; then result=skipped
+  if [ -n "$skip" ] && [ "$rc" -eq "$skip" ]; then result=skipped
   elif [ $rc -eq 0 ]; then result=passed
-  else result=FAILED; status=1; fi
-  printf '| %s | %s | %s |\n' "$t" "$result" "$secs" >> "$tmp"
-  details+=$'\n'"## $t ($result)"$'\n\n```\n'"$log"$'\n```\n'
-done
+  elif [ $rc -eq 124 ]; then result="FAILED (timed out after $left s)"; status=1
+  else result="FAILED (exit $rc)"; status=1; fi
+  printf '| %s | %s | %s |\n' "$name" "$result" "$secs" >> "$tmp"
+  details+=$'\n'"## $name ($result)"$'\n\n```\n'"${missing:+$missing$'\n'}$log"$'\n```\n'
+  # what has run so far is kept where a cut-off run still returns it
+  { cat "$tmp"; printf '%s\n' "$details"; } > "$tmp.partial"
+done < "$list"
 printf '%s\n' "$details" >> "$tmp"
 mv "$tmp" "$out"
+rm -f "$tmp.partial"
 echo "bench/gpu/run.sh: results in $out"
 exit $status

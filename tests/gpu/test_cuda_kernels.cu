@@ -276,12 +276,13 @@ void attention() {
 /// Context parallel's block kernels (cuda/ring_attention.cuh): rank 0's queries of a
 /// head-tail split over cp = 2 (chunks 0 and 3 of 4), with packed documents, against its own
 /// block and rank 1's (chunks 1 and 2), merged; then both blocks' backward, accumulating. The
-/// same tolerances as attention's.
+/// same tolerances as attention's. 160 tokens a rank, so that whole tiles of 32 keys (or
+/// queries) go unseen by a thread block of 64 rows and are skipped (tile_needed).
 void ring_attention() {
-  const std::int64_t B = 2, Tl = 40, NH = 4, NKV = 2, HD = 16;
+  const std::int64_t B = 2, Tl = 160, C = Tl / 2, NH = 4, NKV = 2, HD = 16;
   std::vector<std::int64_t> p0, p1;
-  for (std::int64_t i = 0; i < 20; ++i) p0.push_back(i), p1.push_back(20 + i);
-  for (std::int64_t i = 0; i < 20; ++i) p1.push_back(40 + i), p0.push_back(60 + i);
+  for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
+  for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
   std::vector<std::int32_t> d0, d1;  // documents of 23 tokens
   for (std::int64_t i = 0; i < Tl; ++i) d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
   const std::size_t nq = static_cast<std::size_t>(B * Tl * NH * HD), nk = static_cast<std::size_t>(B * Tl * NKV * HD),

@@ -13,7 +13,8 @@
 // dv = sum_t P dout_t and dk = scale sum_t dS q_t, dS = P (dP - D) -- three kernels, every
 // output row written by one thread, no atomics (deterministic). Backward WRITES dq, dk, dv.
 // The kernels take the mask as a type (causal_mask here; context parallel's mask of token
-// positions and documents in ring_attention.cuh, which also accumulates).
+// positions and documents in ring_attention.cuh, which also accumulates); under the latter a
+// block skips a tile of keys (or queries) none of its rows sees (tile_needed).
 // The exponentials are pointwise::fast_exp, the CPU's. Not yet: tensor-core tiles (mma /
 // wgmma) and the split of one row over a warp -- the performance work that needs a GPU to
 // measure; docs/cuda.md.
@@ -55,12 +56,29 @@ __device__ inline void load_kv_tile(float* Ks, float* Vs, const float* k, const 
 /// the queries before its first key); `out_of_reach` marks a row that sees no key at all
 /// (never, causally: every query sees itself).
 struct causal_mask {
+  static constexpr bool skips_tiles = false;  // key_end and query_begin bound it exactly
   __device__ bool sees(std::int64_t t, std::int64_t s) const { return s <= t; }
   __device__ std::int64_t key_end(std::int64_t last_query, std::int64_t Tk) const {
     return last_query + 1 < Tk ? last_query + 1 : Tk;
   }
   __device__ std::int64_t query_begin(std::int64_t first_key) const { return first_key; }
 };
+
+/// Whether any live row of the block sees one of the streamed rows [r0, r0 + tile) before
+/// `end` (`sees(r)` for this thread's row): under a mask whose bounds do not say so
+/// (Mask::skips_tiles, context parallel's spans), the block skips a tile no row of it sees
+/// -- its load and its arithmetic, which would add nothing. The same for every thread of
+/// the block (__syncthreads_or, which is also the barrier before the tile's loads).
+template <class Mask, class Sees>
+__device__ inline bool tile_needed(bool live, std::int64_t r0, std::int64_t end, Sees sees) {
+  if constexpr (!Mask::skips_tiles) {
+    return true;
+  } else {
+    bool any = false;
+    for (int j = 0; j < attention_tile && live && !any && r0 + j < end; ++j) any = sees(r0 + j);
+    return __syncthreads_or(any) != 0;
+  }
+}
 
 /// Forward: block (query tile, head, batch); thread = query row t. A row that sees no key
 /// gets out 0 and lse -inf.
@@ -78,6 +96,7 @@ __global__ void attention_forward_k(float* out, float* lse, const float* q, cons
   float m = -3.402823466e38f, l = 0.0f;
   const std::int64_t end = mask.key_end(t0 + attention_rows - 1 < Tq - 1 ? t0 + attention_rows - 1 : Tq - 1, Tk);
   for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
+    if (!tile_needed<Mask>(live, s0, end, [&](std::int64_t s) { return mask.sees(t, s); })) continue;
     load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
     for (int j = 0; j < attention_tile && live; ++j) {
       const std::int64_t s = s0 + j;
@@ -132,6 +151,7 @@ __global__ void attention_dq_k(float* dq, const float* dout, const float* q, con
   const float L = live ? lse[(b * NH + h) * Tq + t] : 0.0f, Dt = live ? D[(b * NH + h) * Tq + t] : 0.0f;
   const std::int64_t end = mask.key_end(t0 + attention_rows - 1 < Tq - 1 ? t0 + attention_rows - 1 : Tq - 1, Tk);
   for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
+    if (!tile_needed<Mask>(live, s0, end, [&](std::int64_t s) { return mask.sees(t, s); })) continue;
     load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
     for (int j = 0; j < attention_tile && live; ++j) {
       const std::int64_t s = s0 + j;
@@ -173,6 +193,7 @@ __global__ void attention_dkv_k(float* dk, float* dv, const float* dout, const f
   }
   for (std::int64_t h = g * G; h < (g + 1) * G; ++h)
     for (std::int64_t q0 = mask.query_begin(s0); q0 < Tq; q0 += attention_tile) {
+      if (!tile_needed<Mask>(live, q0, Tq, [&](std::int64_t t) { return mask.sees(t, s); })) continue;
       for (int e = threadIdx.x; e < attention_tile * HD; e += blockDim.x) {
         const std::int64_t t = q0 + e / HD;
         Qs[e] = t < Tq ? q[((b * Tq + t) * NH + h) * HD + e % HD] * scale : 0.0f;

@@ -11,9 +11,11 @@
 // (span_mask) in place of the causal one: key j is seen by query i when kpos[j] <= qpos[i] and, with
 // documents, kdoc[j] == qdoc[i]. A row that sees no key of the block gets out 0 and lse
 // -inf, as on the CPU. The block backward ACCUMULATES dq, dk, dv (the blocks of every rank
-// add up), as the CPU's does. Tile skipping by position bounds, which the CPU kernel does,
-// is left out: every tile pair is visited and masked (correct; the cost of a diagonal block is
-// a full block's -- the performance work that needs a GPU to measure).
+// add up), as the CPU's does. A thread block skips a tile of keys (forward, dq) or queries
+// (dk, dv) that none of its rows sees (attention.cuh's tile_needed: each row tests the tile's
+// 32 positions and document ids, then one __syncthreads_or) -- the CPU kernel's tile skipping
+// by bounds, decided per thread block of 64 rows against tiles of 32; skipped tiles add
+// nothing, so the results are those of visiting every tile.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,9 +33,10 @@ namespace tessera::cuda {
 
 namespace detail {
 /// The mask of a block pair (attention.cuh's kernels take it in place of causal_mask): query
-/// t sees key s when kpos[s] <= qpos[t] and, with documents, kdoc[s] == qdoc[t]; every key
-/// and query of the block is visited.
+/// t sees key s when kpos[s] <= qpos[t] and, with documents, kdoc[s] == qdoc[t]. Positions
+/// need not be sorted, so no bound on the rows to visit: the kernels test each tile instead.
 struct span_mask {
+  static constexpr bool skips_tiles = true;
   const std::int64_t* qpos;
   const std::int32_t* qdoc;  // null: no documents
   const std::int64_t* kpos;

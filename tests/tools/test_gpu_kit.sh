@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# bench/gpu/pack.sh and run.sh --kit on the GPU programs of a build (no GPU needed): the
+# archive holds every program of ctest's label gpu, the list of tests and OpenBLAS; unpacked
+# elsewhere, every program starts from it and (without a GPU) reports itself skipped; a bad
+# archive is refused with exit 2.
+# Usage: test_gpu_kit.sh <source folder> <build folder>
+set -euo pipefail
+src=$1 build=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAILED: $*"; exit 1; }
+
+bash "$src/bench/gpu/pack.sh" --from "$build" "$work/kit.tar.xz"
+listing=$(tar -tJf "$work/kit.tar.xz")
+tests=$(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
+[ -n "$tests" ] || fail "no test of label gpu in $build"
+for t in $tests; do
+  cut -d$'\037' -f1 <(tar -xJOf "$work/kit.tar.xz" kit/tests.tsv) | grep -qx "$t" || fail "$t is not in the kit's tests.tsv"
+done
+for p in $(cd "$build" && ctest -L gpu --show-only=json-v1 | python3 "$src/bench/gpu/kit_tests.py" programs /dev/stdin); do
+  grep -qx "kit/bin/$(basename "$p")" <<< "$listing" || fail "$(basename "$p") is not in the kit"
+done
+grep -q '^kit/lib/libopenblas' <<< "$listing" || fail "OpenBLAS is not in the kit"
+
+if bash "$src/bench/gpu/run.sh" --kit "$work/missing.tar.xz" 2> "$work/err"; then fail "a missing archive was accepted"; fi
+grep -q "needs an archive" "$work/err" || fail "no message for a missing archive: $(cat "$work/err")"
+
+if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
+  echo "a GPU is visible: the kit's programs are not run here (bench/gpu/run.sh --kit runs them)"
+  echo "PASSED: packed"
+  exit 0
+fi
+(cd "$work" && env -u LD_LIBRARY_PATH bash "$src/bench/gpu/run.sh" --kit kit.tar.xz "$work/results.md") || fail "run.sh --kit failed"
+rows=$(grep -c '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md")
+[ "$rows" -eq "$(wc -w <<< "$tests")" ] || fail "$rows result rows for $(wc -w <<< "$tests") tests"
+if grep '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md" | grep -v '| skipped |'; then fail "a test did not report itself skipped without a GPU"; fi
+grep -q "not found" "$work/results.md" && fail "a program's library was not found: $(grep 'not found' "$work/results.md")"
+echo "PASSED: $(wc -w <<< "$tests") tests packed, unpacked and skipped"

@@ -26,7 +26,11 @@ def main(argv):
     if len(argv) != 3 or argv[1] not in ("programs", "list"):
         sys.exit("usage: kit_tests.py programs|list <ctest json-v1 file>")
     with open(argv[2]) as f:
-        tests = [t for t in json.load(f).get("tests", []) if t.get("command")]
+        tests = json.load(f).get("tests", [])
+    unbuilt = [t["name"] for t in tests if not t.get("command")]
+    if unbuilt:  # ctest names a test's program only once it is built
+        sys.exit("kit_tests.py: no program built for " + ", ".join(unbuilt) +
+                 " (build the target tessera_gpu_programs first)")
     rank = {n: i for i, n in enumerate(ORDER)}
     tests.sort(key=lambda t: (rank.get(t["name"], len(ORDER)), t["name"]))
     if argv[1] == "programs":

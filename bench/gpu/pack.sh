@@ -35,25 +35,25 @@ if [ -z "$from" ] && ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -
   echo "bench/gpu/pack.sh: configure failed; see $build/configure.log" >&2
   exit 2
 fi
-# the tests of label gpu, as ctest runs them: name, program, arguments, skip code, timeout
-tests_json="$build/gpu_tests.json"
-(cd "$build" && ctest -L gpu --show-only=json-v1) > "$tests_json"
-programs=$(python3 "$root/bench/gpu/kit_tests.py" programs "$tests_json")
-if [ -z "$programs" ]; then
-  echo "bench/gpu/pack.sh: no GPU test is configured in $build (is the CUDA toolkit found? see its configure output)" >&2
-  exit 2
-fi
 if [ -z "$from" ]; then
-  targets=$(for p in $programs; do basename "$p"; done)
-  echo "bench/gpu/pack.sh: building $(echo $targets) for sm_${archs// /, sm_}"
-  if ! cmake --build "$build" -j "$(nproc)" --target $targets > "$build/build.log" 2>&1; then
-    echo "bench/gpu/pack.sh: build failed; see $build/build.log" >&2
+  echo "bench/gpu/pack.sh: building the GPU programs for sm_${archs// /, sm_} in $build"
+  if ! cmake --build "$build" -j "$(nproc)" --target tessera_gpu_programs > "$build/build.log" 2>&1; then
+    echo "bench/gpu/pack.sh: build failed; see $build/build.log (no target tessera_gpu_programs: the CUDA toolkit was not found)" >&2
     tail -20 "$build/build.log" >&2
     exit 2
   fi
 fi
+# the tests of label gpu, as ctest runs them: name, program, arguments, skip code, timeout
+# (ctest names a test's program only once it is built)
+tests_json="$build/gpu_tests.json"
+(cd "$build" && ctest -L gpu --show-only=json-v1) > "$tests_json"
+programs=$(python3 "$root/bench/gpu/kit_tests.py" programs "$tests_json") || exit 2
+if [ -z "$programs" ]; then
+  echo "bench/gpu/pack.sh: no GPU test is built in $build (is the CUDA toolkit found? build its target tessera_gpu_programs)" >&2
+  exit 2
+fi
 for p in $programs; do
-  [ -x "$p" ] || { echo "bench/gpu/pack.sh: $p is not built (build the gpu tests in $build first)" >&2; exit 2; }
+  [ -x "$p" ] || { echo "bench/gpu/pack.sh: $p is not built (build the target tessera_gpu_programs in $build)" >&2; exit 2; }
 done
 
 stage=$(mktemp -d)

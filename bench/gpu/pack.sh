@@ -9,22 +9,26 @@
 #   bash bench/gpu/pack.sh                           # here: build/gpu-kit.tar.xz
 #   bash bench/gpu/run.sh --kit build/gpu-kit.tar.xz # there: results as Markdown
 #
-# Usage: bash bench/gpu/pack.sh [--from <build folder>] [archive]
+# Usage: bash bench/gpu/pack.sh [--from <build folder> | --build <build folder>] [archive]
 #   --from        pack the programs of a build folder that has them built (the g++ build of
-#                 .ci/test.sh, say) instead of configuring and building build/gpu-pack
+#                 .ci/test.sh, say) instead of configuring and building one
+#   --build       the folder to configure and build in (default build/gpu-pack)
 #   archive       default build/gpu-kit.tar.xz (written to a temporary name, then renamed)
 # TESSERA_GPU_ARCHS (default 90: the H100 and H200) names the architectures build/gpu-pack
 # compiles. Exit status: 0 on success, 2 when the configure or the build failed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-from=""
+from="" build=$root/build/gpu-pack
 if [ "${1:-}" = "--from" ]; then
   [ $# -ge 2 ] && [ -d "$2" ] || { echo "bench/gpu/pack.sh: --from needs a build folder (got '${2:-}')" >&2; exit 2; }
-  from=$(cd "$2" && pwd)
+  from=$(cd "$2" && pwd) build=$from
+  shift 2
+elif [ "${1:-}" = "--build" ]; then
+  [ $# -ge 2 ] || { echo "bench/gpu/pack.sh: --build needs a folder" >&2; exit 2; }
+  build=$2
   shift 2
 fi
 archive=${1:-$root/build/gpu-kit.tar.xz}
-build=${from:-$root/build/gpu-pack}
 archs=${TESSERA_GPU_ARCHS:-90}
 mkdir -p "$build" "$(dirname "$archive")"
 export PATH="/usr/local/cuda/bin:$PATH"

@@ -3,8 +3,9 @@
 # their results as Markdown. Run it first whenever a GPU is available (issue 17).
 #
 # Usage: bash bench/gpu/run.sh [results.md] [build folder]
-#          builds here (Release, g++, nvcc from /usr/local/cuda; needs the project's
-#          dependencies: .ci/setup.sh installs them), then runs
+#          builds here (bench/gpu/pack.sh --build: Release, g++, nvcc from /usr/local/cuda,
+#          sm_90 unless TESSERA_GPU_ARCHS says otherwise; needs the project's dependencies,
+#          which .ci/setup.sh installs), then runs what it packed
 #        bash bench/gpu/run.sh --kit <archive> [results.md]
 #          runs the programs of an archive bench/gpu/pack.sh built on another machine -- for
 #          a GPU machine without the project's dependencies (its CUDA runtime, cuBLASLt and
@@ -24,45 +25,29 @@ export PATH="/usr/local/cuda/bin:$PATH"
 start=$(date +%s)
 budget=${TESSERA_GPU_BUDGET_S:-}
 
-if [ "${1:-}" = "--kit" ]; then
-  [ $# -ge 2 ] && [ -f "$2" ] || { echo "bench/gpu/run.sh: --kit needs an archive of bench/gpu/pack.sh (got '${2:-}')" >&2; exit 2; }
-  out=${3:-${OUT:+$OUT/gpu_results.md}}
-  out=${out:-$PWD/gpu_results.md}
-  work=$(mktemp -d)
-  tar -C "$work" -xJf "$2" || { echo "bench/gpu/run.sh: cannot unpack $2" >&2; exit 2; }
-  kit="$work/kit"
-  list="$kit/tests.tsv"
-  bin() { echo "$kit/bin/$(basename "$1")"; }
-  # this machine's CUDA libraries (cuBLASLt, NCCL), matching its driver
-  libdirs=""
-  for n in libcublasLt.so.13 libnccl.so.2; do
-    d=$(find /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt /usr/lib/python3* -name "$n" 2>/dev/null | head -1)
-    [ -n "$d" ] && libdirs="$libdirs:$(dirname "$d")"
-  done
-  export LD_LIBRARY_PATH="$kit/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  origin="archive $(basename "$2") ($(tr '\n' ' ' < "$kit/BUILD"))"
-else
+if [ "${1:-}" != "--kit" ]; then
+  # build here: bench/gpu/pack.sh builds the programs and packs them; then run that kit
   build=${2:-$root/build/gpu}
   out=${1:-${OUT:+$OUT/gpu_results.md}}
   out=${out:-$build/gpu_results.md}
-  mkdir -p "$build"
-  if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_BENCH=OFF \
-         -DTESSERA_BUILD_EXAMPLES=OFF > "$build/configure.log" 2>&1; then
-    echo "bench/gpu/run.sh: configure failed; see $build/configure.log (a machine without the project's dependencies: bench/gpu/pack.sh elsewhere, then --kit)" >&2
-    exit 2
-  fi
-  if ! cmake --build "$build" -j "$(nproc)" --target tessera_gpu_programs > "$build/build.log" 2>&1; then
-    echo "bench/gpu/run.sh: build failed; see $build/build.log" >&2
-    tail -20 "$build/build.log" >&2
-    exit 2
-  fi
-  # the tests as ctest runs them (ctest names a test's program only once it is built)
-  (cd "$build" && ctest -L gpu --show-only=json-v1) > "$build/gpu_tests.json"
-  list="$build/gpu_tests.tsv"
-  python3 "$root/bench/gpu/kit_tests.py" list "$build/gpu_tests.json" > "$list" || exit 2
-  bin() { echo "$1"; }
-  origin="commit \`$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)\`, built here"
+  bash "$root/bench/gpu/pack.sh" --build "$build" "$build/gpu-kit.tar.xz" || exit 2
+  set -- --kit "$build/gpu-kit.tar.xz" "$out"
 fi
+[ $# -ge 2 ] && [ -f "$2" ] || { echo "bench/gpu/run.sh: --kit needs an archive of bench/gpu/pack.sh (got '${2:-}')" >&2; exit 2; }
+out=${3:-${OUT:+$OUT/gpu_results.md}}
+out=${out:-$PWD/gpu_results.md}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xJf "$2" || { echo "bench/gpu/run.sh: cannot unpack $2" >&2; exit 2; }
+kit="$work/kit"
+# this machine's CUDA libraries (cuBLASLt, NCCL), matching its driver
+libdirs=""
+for n in libcublasLt.so.13 libnccl.so.2; do
+  d=$(find /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt /usr/lib/python3* -name "$n" 2>/dev/null | head -1 || true)
+  if [ -n "$d" ]; then libdirs="$libdirs:$(dirname "$d")"; fi
+done
+export LD_LIBRARY_PATH="$kit/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+origin="archive $(basename "$2") ($(tr '\n' ' ' < "$kit/BUILD"))"
 mkdir -p "$(dirname "$out")"
 
 tmp="$out.tmp.$$"
@@ -85,7 +70,7 @@ tmp="$out.tmp.$$"
 status=0
 details=""
 while IFS=$'\037' read -r name program skip timeout args env; do
-  exe=$(bin "$program")
+  exe="$kit/bin/$(basename "$program")"
   left=$timeout
   if [ -n "$budget" ]; then
     left=$(( budget - ($(date +%s) - start) ))
@@ -112,7 +97,7 @@ while IFS=$'\037' read -r name program skip timeout args env; do
   details+=$'\n'"## $name ($result)"$'\n\n```\n'"${missing:+$missing$'\n'}$log"$'\n```\n'
   # what has run so far is kept where a cut-off run still returns it
   { cat "$tmp"; printf '%s\n' "$details"; } > "$tmp.partial"
-done < "$list"
+done < "$kit/tests.tsv"
 printf '%s\n' "$details" >> "$tmp"
 mv "$tmp" "$out"
 rm -f "$tmp.partial"

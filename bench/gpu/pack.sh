@@ -33,13 +33,13 @@ archs=${TESSERA_GPU_ARCHS:-90}
 mkdir -p "$build" "$(dirname "$archive")"
 export PATH="/usr/local/cuda/bin:$PATH"
 
-if [ -z "$from" ] && ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-       -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=ON \
-       > "$build/configure.log" 2>&1; then
-  echo "bench/gpu/pack.sh: configure failed; see $build/configure.log" >&2
-  exit 2
-fi
 if [ -z "$from" ]; then
+  if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
+         -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=ON \
+         > "$build/configure.log" 2>&1; then
+    echo "bench/gpu/pack.sh: configure failed; see $build/configure.log" >&2
+    exit 2
+  fi
   echo "bench/gpu/pack.sh: building the GPU programs for sm_${archs// /, sm_} in $build"
   if ! cmake --build "$build" -j "$(nproc)" --target tessera_gpu_programs > "$build/build.log" 2>&1; then
     echo "bench/gpu/pack.sh: build failed; see $build/build.log (no target tessera_gpu_programs: the CUDA toolkit was not found)" >&2

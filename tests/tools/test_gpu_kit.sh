@@ -14,8 +14,9 @@ bash "$src/bench/gpu/pack.sh" --from "$build" "$work/kit.tar.xz"
 listing=$(tar -tJf "$work/kit.tar.xz")
 tests=$(cd "$build" && ctest -N -L gpu | sed -n 's/^ *Test *#[0-9]*: *//p')
 [ -n "$tests" ] || fail "no test of label gpu in $build"
+listed=$(tar -xJOf "$work/kit.tar.xz" kit/tests.tsv | cut -d$'\037' -f1)
 for t in $tests; do
-  cut -d$'\037' -f1 <(tar -xJOf "$work/kit.tar.xz" kit/tests.tsv) | grep -qx "$t" || fail "$t is not in the kit's tests.tsv"
+  grep -qx "$t" <<< "$listed" || fail "$t is not in the kit's tests.tsv"
 done
 for p in $(cd "$build" && ctest -L gpu --show-only=json-v1 | python3 "$src/bench/gpu/kit_tests.py" programs /dev/stdin); do
   grep -qx "kit/bin/$(basename "$p")" <<< "$listing" || fail "$(basename "$p") is not in the kit"

@@ -8,11 +8,12 @@
 #      their mpirun counterparts, test_checkpoint_mpi) and the nccl test are compiled by
 #      clang++'s front end only (-fsyntax-only: every template instantiated, every warning an
 #      error, no code generated) -- the g++ pass builds and runs them (docs/performance.md, "CI");
-#   3. ThreadSanitizer (clang++): the threads backend's tests;
+#   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA attention kernels
+#      run by the host emulation (tests/kernels/test_attention_tc_emulated.cpp);
 #   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then
 #      30 s each (docs/fuzzing.md);
 #   5. AddressSanitizer + UndefinedBehaviorSanitizer (clang++): the tests of comm, tensor,
-#      model and train.
+#      model and train, and the emulated CUDA attention kernels.
 # Usage: bash .ci/test.sh            (from anywhere; installs what is missing first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,12 +43,13 @@ for cc in gcc clang; do
   phase "tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1
 done
-phase "ThreadSanitizer (threads backend)"
+phase "ThreadSanitizer (threads backend, emulated CUDA kernels)"
 tsan="$root/build/tsan"
 cmake -S "$root" -B "$tsan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" -DTESSERA_SANITIZE=thread \
   -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
-cmake --build "$tsan" -j "$jobs" --target test_comm_threads
-if TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/comm/test_comm_threads"; then
+cmake --build "$tsan" -j "$jobs" --target test_comm_threads test_kernels_emulated
+if TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/comm/test_comm_threads" &&
+  TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/kernels/test_kernels_emulated"; then
   echo "ThreadSanitizer: clean"
 else
   echo "ThreadSanitizer: FAILED"
@@ -73,10 +75,10 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 # ASan or UBSan report (leaks included) fails the run; .ci/ubsan.supp lists the known ones.
 # Measured from an empty build folder on the shared 2-core machine (load average 10-15):
 # 402 s, of which about 150 s run the tests (at -O1: 841 s, 22 s of them tests; docs/performance.md, "CI").
-phase "AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train)"
+phase "AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train; emulated CUDA kernels)"
 asan_start=$(date +%s)
 asan="$root/build/asan"
-asan_tests="core/test_core comm/test_comm_threads tensor/test_tensor model/test_model train/test_train"
+asan_tests="core/test_core comm/test_comm_threads tensor/test_tensor model/test_model train/test_train kernels/test_kernels_emulated"
 cmake -S "$root" -B "$asan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
 cmake --build "$asan" -j "$jobs" --target $(for t in $asan_tests; do echo "${t#*/}"; done)

@@ -6,9 +6,11 @@
 //   operands next to cuBLAS's cublasGemmEx on the same operands, TFLOP/s = 2 N C OC / time.
 //   FP8 GEMMs (sm_89 and newer): the same linears from e4m3 codes with tensorwise and rowwise
 //   dequantization scales (cuda::matmul_forward_f8), next to the bf16 figure above.
-//   Attention: cuda::attention_forward / attention_backward, 32 query and 8 KV heads of 128,
-//   one sequence of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward
-//   4 T^2 HD NH / 2 for causal, backward 2.5 x forward).
+//   Attention: cuda::attention_forward / attention_backward (f32) and their tensor-core
+//   counterparts attention_forward_bf16 / attention_backward_bf16 (bf16 operands, f32
+//   accumulation: what cuda_bf16_kernels runs), 32 query and 8 KV heads of 128, one sequence
+//   of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward 4 T^2 HD NH / 2
+//   for causal, backward 2.5 x forward).
 // Each figure: the median of 10 timed runs (CUDA events) after 2 warm-up runs.
 #include <cublas_v2.h>
 
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_tc.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
@@ -129,25 +132,31 @@ void gemms_f8(int sm) {
 
 void attention() {
   const std::int64_t B = 1, NH = 32, NKV = 8, HD = 128;
-  std::printf("## Attention (causal, %lld query / %lld KV heads of %lld)\n\n| seq | forward ms | forward TFLOP/s | "
-              "backward ms | backward TFLOP/s |\n|---|---|---|---|---|\n",
+  std::printf("## Attention (causal, %lld query / %lld KV heads of %lld)\n\n| kernels | seq | forward ms | forward "
+              "TFLOP/s | backward ms | backward TFLOP/s |\n|---|---|---|---|---|---|\n",
               static_cast<long long>(NH), static_cast<long long>(NKV), static_cast<long long>(HD));
   for (const std::int64_t T : {2048, 8192}) {
     auto q = device_random<float>(B * T * NH * HD, 3), k = device_random<float>(B * T * NKV * HD, 4),
          v = device_random<float>(B * T * NKV * HD, 5), dy = device_random<float>(B * T * NH * HD, 6);
     tensor<float, cuda_space> out({B * T * NH * HD}), lse({B * NH * T}), D({B * NH * T}), dq({B * T * NH * HD}),
         dk({B * T * NKV * HD}), dv({B * T * NKV * HD});
-    const double fwd = median_ms([&] {
-      cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
-    });
-    const double bwd = median_ms([&] {
-      cuda::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
-                               lse.data(), D.data(), B, T, NH, NKV, HD);
-    });
     const double flops = 4.0 * static_cast<double>(B * NH) * static_cast<double>(T) * static_cast<double>(T) *
                          static_cast<double>(HD) / 2.0;
-    std::printf("| %lld | %.2f | %.1f | %.2f | %.1f |\n", static_cast<long long>(T), fwd, flops / fwd / 1e9, bwd,
-                2.5 * flops / bwd / 1e9);
+    for (const bool tc : {false, true}) {
+      if (tc && !cuda::tc_attention_supported(HD)) continue;
+      const double fwd = median_ms([&] {
+        (tc ? cuda::attention_forward_bf16 : cuda::attention_forward)(out.data(), lse.data(), q.data(), k.data(),
+                                                                      v.data(), B, T, NH, NKV, HD, nullptr);
+      });
+      const double bwd = median_ms([&] {
+        (tc ? cuda::attention_backward_bf16 : cuda::attention_backward)(dq.data(), dk.data(), dv.data(), dy.data(),
+                                                                        q.data(), k.data(), v.data(), out.data(),
+                                                                        lse.data(), D.data(), B, T, NH, NKV, HD,
+                                                                        nullptr);
+      });
+      std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n", tc ? "bf16 tensor cores" : "f32",
+                  static_cast<long long>(T), fwd, flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
+    }
   }
   std::printf("\n");
 }

@@ -8,12 +8,10 @@
 // CPU) and AdamW after 3 steps; 0 for the embedding (copies and in-order sums); 1e-5 x
 // sqrt(k) for the cuBLASLt GEMMs (f32 products either way -- no TF32 -- summed in another
 // order; bf16 operands are exact in f32, so the same bound); 2e-6 for cross-entropy's
-// gradient and 1e-5 for its loss (its row sums in another order); attention (and context
-// parallel's block kernels, merged and accumulated) 1e-5 for out and lse, 1e-4 for dq, dk,
-// dv (sums over up to T keys or queries in other orders); 0 for
+// gradient and 1e-5 for its loss (its row sums in another order); 0 for
 // the sum of squares to 1e-12 relative (double, another order), 0 for the clipping scale
-// and the bf16 casts. Float8's casts and FP8 GEMMs: test_cuda_float8.cu; the helpers:
-// cuda_checks.cuh.
+// and the bf16 casts. Attention and context parallel's block kernels: test_cuda_attention.cu;
+// Float8's casts and FP8 GEMMs: test_cuda_float8.cu; the helpers: cuda_checks.cuh.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -24,21 +22,17 @@
 
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
-#include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
-#include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
-#include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/pointwise.cuh>
-#include <tessera/kernels/cuda/ring_attention.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
 
@@ -250,85 +244,6 @@ void cross_entropy_vocab_parallel() {
     expect_close("loss parallel mean loss", {cuda::mean_loss(dloss.get(), N, count)}, {mean}, 1e-5);
   }
 }
-void attention() {
-  for (const std::int64_t HD : {16, 64}) {
-    const std::int64_t B = 2, T = 100, NH = 4, NKV = 2;  // T: no tile divides it; GQA groups of 2
-    const std::size_t nq = static_cast<std::size_t>(B * T * NH * HD), nk = static_cast<std::size_t>(B * T * NKV * HD),
-                      nl = static_cast<std::size_t>(B * NH * T);
-    const auto q = randn(nq, 20), k = randn(nk, 21), v = randn(nk, 22), dy = randn(nq, 23);
-    std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
-    cpu::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
-    cpu::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
-                            lse.data(), B, T, NH, NKV, HD);
-    dvec dq_(q), dk_(k), dv_(v), ddy(dy), dout{std::vector<float>(nq)}, dlse{std::vector<float>(nl)},
-        ddq{std::vector<float>(nq)}, ddk{std::vector<float>(nk)}, ddv{std::vector<float>(nk)}, D{std::vector<float>(nl)};
-    cuda::attention_forward(dout.get(), dlse.get(), dq_.get(), dk_.get(), dv_.get(), B, T, NH, NKV, HD);
-    cuda::attention_backward(ddq.get(), ddk.get(), ddv.get(), ddy.get(), dq_.get(), dk_.get(), dv_.get(), dout.get(),
-                             dlse.get(), D.get(), B, T, NH, NKV, HD);
-    const std::string hd = " (head dim " + std::to_string(HD) + ")";
-    expect_close(("attention forward out" + hd).c_str(), dout.host(), out, 1e-5);
-    expect_close(("attention forward lse" + hd).c_str(), dlse.host(), lse, 1e-5);
-    expect_close(("attention backward dq" + hd).c_str(), ddq.host(), dq, 1e-4);
-    expect_close(("attention backward dk" + hd).c_str(), ddk.host(), dk, 1e-4);
-    expect_close(("attention backward dv" + hd).c_str(), ddv.host(), dv, 1e-4);
-  }
-}
-/// Context parallel's block kernels (cuda/ring_attention.cuh): rank 0's queries of a
-/// head-tail split over cp = 2 (chunks 0 and 3 of 4), with packed documents, against its own
-/// block and rank 1's (chunks 1 and 2), merged; then both blocks' backward, accumulating. The
-/// same tolerances as attention's. 160 tokens a rank, so that whole tiles of 32 keys (or
-/// queries) go unseen by a thread block of 64 rows and are skipped (tile_needed).
-void ring_attention() {
-  const std::int64_t B = 2, Tl = 160, C = Tl / 2, NH = 4, NKV = 2, HD = 16;
-  std::vector<std::int64_t> p0, p1;
-  for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
-  for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
-  std::vector<std::int32_t> d0, d1;  // documents of 23 tokens
-  for (std::int64_t i = 0; i < Tl; ++i) d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
-  const std::size_t nq = static_cast<std::size_t>(B * Tl * NH * HD), nk = static_cast<std::size_t>(B * Tl * NKV * HD),
-                    nl = static_cast<std::size_t>(B * NH * Tl);
-  const auto q = randn(nq, 60), k0 = randn(nk, 61), v0 = randn(nk, 62), k1 = randn(nk, 63), v1 = randn(nk, 64),
-             dy = randn(nq, 65);
-  // the CPU
-  const cpu::token_span qs{p0.data(), d0.data(), Tl}, ks1{p1.data(), d1.data(), Tl};
-  std::vector<float> out(nq, 0.0f), lse(nl, -INFINITY), ob(nq), lb(nl), D(nl), dq(nq, 0.0f), dk0(nk, 0.0f),
-      dv0(nk, 0.0f), dk1(nk, 0.0f), dv1(nk, 0.0f);
-  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k0.data(), v0.data(), qs, qs, B, NH, NKV, HD);
-  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), B, Tl, NH, HD);
-  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k1.data(), v1.data(), qs, ks1, B, NH, NKV, HD);
-  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), B, Tl, NH, HD);
-  cpu::attention_delta(D.data(), dy.data(), out.data(), B, Tl, NH, HD);
-  cpu::attention_block_backward(dq.data(), dk0.data(), dv0.data(), dy.data(), q.data(), k0.data(), v0.data(),
-                                lse.data(), D.data(), qs, qs, B, NH, NKV, HD);
-  cpu::attention_block_backward(dq.data(), dk1.data(), dv1.data(), dy.data(), q.data(), k1.data(), v1.data(),
-                                lse.data(), D.data(), qs, ks1, B, NH, NKV, HD);
-  // the GPU, spans in device memory
-  space_vector<std::int64_t, cuda_space> gp0(p0.size()), gp1(p1.size());
-  copy_to_device(gp0.data(), p0.data(), p0.size() * sizeof(std::int64_t));
-  copy_to_device(gp1.data(), p1.data(), p1.size() * sizeof(std::int64_t));
-  const device_ids gd0(d0), gd1(d1);
-  const cpu::token_span gqs{gp0.data(), gd0.get(), Tl}, gks1{gp1.data(), gd1.get(), Tl};
-  dvec gq(q), gk0(k0), gv0(v0), gk1(k1), gv1(v1), gdy(dy), gout{std::vector<float>(nq, 0.0f)},
-      glse{std::vector<float>(nl, -INFINITY)}, gob{std::vector<float>(nq)}, glb{std::vector<float>(nl)},
-      gD{std::vector<float>(nl)}, gdq{std::vector<float>(nq, 0.0f)}, gdk0{std::vector<float>(nk, 0.0f)},
-      gdv0{std::vector<float>(nk, 0.0f)}, gdk1{std::vector<float>(nk, 0.0f)}, gdv1{std::vector<float>(nk, 0.0f)};
-  cuda::attention_block_forward(gob.get(), glb.get(), gq.get(), gk0.get(), gv0.get(), gqs, gqs, B, NH, NKV, HD);
-  cuda::attention_merge(gout.get(), glse.get(), gob.get(), glb.get(), B, Tl, NH, HD);
-  cuda::attention_block_forward(gob.get(), glb.get(), gq.get(), gk1.get(), gv1.get(), gqs, gks1, B, NH, NKV, HD);
-  cuda::attention_merge(gout.get(), glse.get(), gob.get(), glb.get(), B, Tl, NH, HD);
-  cuda::attention_delta(gD.get(), gdy.get(), gout.get(), B, Tl, NH, HD);
-  cuda::attention_block_backward(gdq.get(), gdk0.get(), gdv0.get(), gdy.get(), gq.get(), gk0.get(), gv0.get(),
-                                 glse.get(), gD.get(), gqs, gqs, B, NH, NKV, HD);
-  cuda::attention_block_backward(gdq.get(), gdk1.get(), gdv1.get(), gdy.get(), gq.get(), gk1.get(), gv1.get(),
-                                 glse.get(), gD.get(), gqs, gks1, B, NH, NKV, HD);
-  expect_close("ring attention: merged out", gout.host(), out, 1e-5);
-  expect_close("ring attention: merged lse", glse.host(), lse, 1e-5);
-  expect_close("ring attention: dq (both blocks)", gdq.host(), dq, 1e-4);
-  expect_close("ring attention: dk, own block", gdk0.host(), dk0, 1e-4);
-  expect_close("ring attention: dv, own block", gdv0.host(), dv0, 1e-4);
-  expect_close("ring attention: dk, rank 1's block", gdk1.host(), dk1, 1e-4);
-  expect_close("ring attention: dv, rank 1's block", gdv1.host(), dv1, 1e-4);
-}
 void grad_norm() {
   const auto g = randn(1000003, 40);
   const double want = cpu::sum_of_squares(g.data(), g.size());
@@ -376,8 +291,6 @@ int main() {
     gemm();
     cross_entropy();
     cross_entropy_vocab_parallel();
-    attention();
-    ring_attention();
     grad_norm();
     bf16_casts();
   } catch (const std::exception& e) {

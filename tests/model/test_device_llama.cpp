@@ -134,6 +134,56 @@ TEST_CASE("cpu_bf16_kernels: every linear's operands rounded to bf16, the rest f
   }
 }
 
+TEST_CASE("cpu_bf16_kernels: attention's q, k, v and dout rounded to bf16, causal and context parallel's blocks") {
+  const std::int64_t B = 2, T = 24, NH = 4, NKV = 2, HD = 16, nq = B * T * NH * HD, nk = B * T * NKV * HD;
+  auto wave = [](std::int64_t n, float f) {
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(f * static_cast<float>(i) + 0.3f) * 1.3f;
+    return x;
+  };
+  auto round = [](std::vector<float> x) {
+    for (float& e : x) e = static_cast<float>(bf16(e));
+    return x;
+  };
+  const auto q = wave(nq, 0.37f), k = wave(nk, 0.71f), v = wave(nk, 1.13f), dy = wave(nq, 0.23f);
+  const auto rq = round(q), rk = round(k), rv = round(v), rdy = round(dy);
+  std::vector<float> o(nq), l(B * NH * T), eo(nq), el(l.size()), fo(nq), fl(l.size());
+  cpu_bf16_kernels::attention_forward(o.data(), l.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+  cpu_kernels::attention_forward(eo.data(), el.data(), rq.data(), rk.data(), rv.data(), B, T, NH, NKV, HD);
+  cpu_kernels::attention_forward(fo.data(), fl.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+  CHECK(o == eo);  // exactly the f32 attention of the rounded operands
+  CHECK(l == el);
+  CHECK(o != fo);
+  std::vector<float> dq(nq), dk(nk), dv(nk), eq(nq), ek(nk), ev(nk);
+  cpu_bf16_kernels::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(),
+                                       o.data(), l.data(), B, T, NH, NKV, HD);
+  cpu_kernels::attention_backward(eq.data(), ek.data(), ev.data(), rdy.data(), rq.data(), rk.data(), rv.data(),
+                                  o.data(), l.data(), B, T, NH, NKV, HD);
+  CHECK(dq == eq);
+  CHECK(dk == ek);
+  CHECK(dv == ev);
+  // one block pair of context parallel (the same tokens as both spans: causal within it)
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(T));
+  for (std::int64_t t = 0; t < T; ++t) pos[static_cast<std::size_t>(t)] = t;
+  const cpu::token_span span{.pos = pos.data(), .doc = nullptr, .n = T};
+  std::vector<float> bo(nq), bl(l.size()), co(nq), cl(l.size());
+  cpu_bf16_kernels::attention_block_forward(bo.data(), bl.data(), q.data(), k.data(), v.data(), span, span, B, NH, NKV,
+                                            HD);
+  cpu::attention_block_forward(co.data(), cl.data(), rq.data(), rk.data(), rv.data(), span, span, B, NH, NKV, HD);
+  CHECK(bo == co);
+  CHECK(bl == cl);
+  std::vector<float> D(l.size()), bq(nq), bk(nk), bv(nk);
+  cpu::attention_delta(D.data(), dy.data(), o.data(), B, T, NH, HD);
+  cpu_bf16_kernels::attention_block_backward(bq.data(), bk.data(), bv.data(), dy.data(), q.data(), k.data(), v.data(),
+                                             l.data(), D.data(), span, span, B, NH, NKV, HD);
+  std::vector<float> cq(nq), ck(nk), cv(nk);
+  cpu::attention_block_backward(cq.data(), ck.data(), cv.data(), rdy.data(), rq.data(), rk.data(), rv.data(), l.data(),
+                                D.data(), span, span, B, NH, NKV, HD);
+  CHECK(bq == cq);
+  CHECK(bk == ck);
+  CHECK(bv == cv);
+}
+
 TEST_CASE("device_llama with Float8 linears is llama_model with them, bit for bit (each recipe); what it refuses") {
   std::uint16_t all = 0;
   for (param_role r : block_linears) all = static_cast<std::uint16_t>(all | (1u << static_cast<unsigned>(r)));

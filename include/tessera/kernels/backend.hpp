@@ -15,8 +15,11 @@
 //                   with cpu::ce_shard_*'s interface).
 // `cpu_bf16_kernels` and `cuda_bf16_kernels` are the same backends with bf16 GEMM operands:
 // every linear's inputs rounded to bf16 (nearest even), products and sums in f32 -- what a
-// bf16 tensor-core GEMM computes; the rest (norms, attention, softmax, AdamW on f32 master
-// weights) stays f32. The CPU one is the GPU one's reference (tests/gpu/test_cuda_llama.cu).
+// bf16 tensor-core GEMM computes --, and attention's q, k, v (and in the backward dout) too,
+// causal or context parallel's blocks; the rest (norms, softmax, AdamW on f32 master
+// weights) stays f32. The CPU one is the GPU one's reference (tests/gpu/test_cuda_llama.cu,
+// test_cuda_attention.cu); the GPU's tensor-core attention also rounds its probabilities
+// (kernels/cuda/attention_tc.cuh), which the CPU's keeps in f32.
 #pragma once
 
 #include <concepts>
@@ -284,10 +287,37 @@ struct cpu_bf16_kernels : cpu_kernels, composed_feed_forward<cpu_bf16_kernels> {
     cpu_kernels::matmul_backward(dinp, dw, d, dw ? rounded(inp, N * C, 1) : nullptr,
                                  dinp ? rounded(w, OC * C, 2) : nullptr, N, C, OC);
   }
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu_kernels::attention_forward(out, lse, rounded(q, B * T * NH * HD, 0), rounded(k, B * T * NKV * HD, 1),
+                                   rounded(v, B * T * NKV * HD, 2), B, T, NH, NKV, HD);
+  }
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu_kernels::attention_backward(dq, dk, dv, rounded(dout, B * T * NH * HD, 3), rounded(q, B * T * NH * HD, 0),
+                                    rounded(k, B * T * NKV * HD, 1), rounded(v, B * T * NKV * HD, 2), out, lse, B, T,
+                                    NH, NKV, HD);
+  }
+  static void attention_block_forward(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
+                                      const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                      std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu_kernels::attention_block_forward(out_b, lse_b, rounded(q, B * qs.n * NH * HD, 0),
+                                         rounded(k, B * ks.n * NKV * HD, 1), rounded(v, B * ks.n * NKV * HD, 2), qs, ks,
+                                         B, NH, NKV, HD);
+  }
+  static void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                       const float* k, const float* v, const float* lse, const float* D,
+                                       const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                       std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cpu_kernels::attention_block_backward(dq, dk, dv, rounded(dout, B * qs.n * NH * HD, 3),
+                                          rounded(q, B * qs.n * NH * HD, 0), rounded(k, B * ks.n * NKV * HD, 1),
+                                          rounded(v, B * ks.n * NKV * HD, 2), lse, D, qs, ks, B, NH, NKV, HD);
+  }
 
   /// x rounded to bf16 and widened back, in this thread's scratch slot i (a GEMM's operands).
   static const float* rounded(const float* x, std::int64_t n, int i) {
-    thread_local std::vector<float> slots[3];
+    thread_local std::vector<float> slots[4];
     std::vector<float>& v = slots[i];
     v.resize(static_cast<std::size_t>(n));
     float* y = v.data();

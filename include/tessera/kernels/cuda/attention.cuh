@@ -27,15 +27,13 @@
 #include <string>
 
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/cuda/attention_masks.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cuda {
 
 namespace detail {
-inline constexpr int attention_rows = 64;  // rows (threads) per block
-inline constexpr int attention_tile = 32;  // streamed rows per shared-memory tile
-
 /// Loads key / value rows [s0, s0 + tile) of KV head g of batch b into shared memory (zeros
 /// past T), then syncs the block.
 template <int HD>
@@ -47,37 +45,6 @@ __device__ inline void load_kv_tile(float* Ks, float* Vs, const float* k, const 
     Vs[e] = s < T ? v[((b * T + s) * NKV + g) * HD + e % HD] : 0.0f;
   }
   __syncthreads();
-}
-
-/// The causal mask of one sequence: query t sees key s when s <= t. The kernels below take
-/// a mask type: this one, or context parallel's mask of token positions and documents
-/// (ring_attention.cuh). `key_end` bounds the keys a query tile needs, `query_begin` the
-/// queries a key tile needs (the causal mask skips the keys after the tile's last query and
-/// the queries before its first key); `out_of_reach` marks a row that sees no key at all
-/// (never, causally: every query sees itself).
-struct causal_mask {
-  static constexpr bool skips_tiles = false;  // key_end and query_begin bound it exactly
-  __device__ bool sees(std::int64_t t, std::int64_t s) const { return s <= t; }
-  __device__ std::int64_t key_end(std::int64_t last_query, std::int64_t Tk) const {
-    return last_query + 1 < Tk ? last_query + 1 : Tk;
-  }
-  __device__ std::int64_t query_begin(std::int64_t first_key) const { return first_key; }
-};
-
-/// Whether any live row of the block sees one of the streamed rows [r0, r0 + tile) before
-/// `end` (`sees(r)` for this thread's row): under a mask whose bounds do not say so
-/// (Mask::skips_tiles, context parallel's spans), the block skips a tile no row of it sees
-/// -- its load and its arithmetic, which would add nothing. The same for every thread of
-/// the block (__syncthreads_or, which is also the barrier before the tile's loads).
-template <class Mask, class Sees>
-__device__ inline bool tile_needed(bool live, std::int64_t r0, std::int64_t end, Sees sees) {
-  if constexpr (!Mask::skips_tiles) {
-    return true;
-  } else {
-    bool any = false;
-    for (int j = 0; j < attention_tile && live && !any && r0 + j < end; ++j) any = sees(r0 + j);
-    return __syncthreads_or(any) != 0;
-  }
 }
 
 /// Forward: block (query tile, head, batch); thread = query row t. A row that sees no key

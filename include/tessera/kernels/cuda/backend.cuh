@@ -21,6 +21,7 @@
 
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_tc.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
@@ -205,9 +206,11 @@ static_assert(kernel_backend<cuda_kernels>);
 
 /// cuda_kernels with bf16 GEMM operands (kernels/backend.hpp): each linear's f32 inputs are
 /// rounded into bf16 scratch (cuda::to_bf16) and multiplied on the tensor cores with f32
-/// accumulation and output (cuBLASLt). cpu_bf16_kernels computes the same on the host. The
-/// Float8 linears are cuda_kernels' (FP8 GEMMs; an emulated one multiplies in f32), as
-/// cpu_bf16_kernels' are cpu_kernels'.
+/// accumulation and output (cuBLASLt); attention (causal, and context parallel's blocks)
+/// runs on the tensor cores too, q, k, v and dout rounded to bf16 as they are loaded
+/// (cuda/attention_tc.cuh). cpu_bf16_kernels computes the same on the host, except that it
+/// keeps attention's probabilities in f32. The Float8 linears are cuda_kernels' (FP8 GEMMs;
+/// an emulated one multiplies in f32), as cpu_bf16_kernels' are cpu_kernels'.
 struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels> {
   static constexpr std::string_view name = "cuda-bf16";
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
@@ -222,6 +225,27 @@ struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels
     const bf16* d = as_bf16(dout, N * OC, 0);
     cuda::matmul_backward<bf16>(blas(), dinp, dw, d, dw ? as_bf16(inp, N * C, 1) : nullptr,
                                 dinp ? as_bf16(w, OC * C, 2) : nullptr, N, C, OC);
+  }
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_forward_bf16(out, lse, q, k, v, B, T, NH, NKV, HD);
+  }
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, scratch<float>(0, B * NH * T), B, T, NH, NKV,
+                                  HD);
+  }
+  static void attention_block_forward(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
+                                      const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                      std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_forward_bf16(out_b, lse_b, q, k, v, qs, ks, B, NH, NKV, HD);
+  }
+  static void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                       const float* k, const float* v, const float* lse, const float* D,
+                                       const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                       std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_backward_bf16(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD);
   }
  private:
   /// x rounded to bf16 in this thread's bf16 scratch slot i.

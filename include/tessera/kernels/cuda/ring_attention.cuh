@@ -26,31 +26,13 @@
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_masks.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cuda {
 
 namespace detail {
-/// The mask of a block pair (attention.cuh's kernels take it in place of causal_mask): query
-/// t sees key s when kpos[s] <= qpos[t] and, with documents, kdoc[s] == qdoc[t]. Positions
-/// need not be sorted, so no bound on the rows to visit: the kernels test each tile instead.
-struct span_mask {
-  static constexpr bool skips_tiles = true;
-  const std::int64_t* qpos;
-  const std::int32_t* qdoc;  // null: no documents
-  const std::int64_t* kpos;
-  const std::int32_t* kdoc;
-  __device__ bool sees(std::int64_t t, std::int64_t s) const {
-    return kpos[s] <= qpos[t] && (!qdoc || qdoc[t] == kdoc[s]);
-  }
-  __device__ std::int64_t key_end(std::int64_t, std::int64_t Tk) const { return Tk; }
-  __device__ std::int64_t query_begin(std::int64_t) const { return 0; }
-};
-inline span_mask mask_of(const cpu::token_span& qs, const cpu::token_span& ks) {
-  return {qs.pos, qs.doc, ks.pos, ks.doc};
-}
-
 /// Folds (out_b, lse_b) into (out, lse): one thread per row of HD values.
 static __global__ void merge_k(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
                         std::int64_t Tq, std::int64_t NH, std::int64_t HD) {

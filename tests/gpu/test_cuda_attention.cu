@@ -1,0 +1,139 @@
+// Attention on the GPU against the CPU's, through the kernel backends: cuda_kernels' f32
+// kernels (kernels/cuda/attention.cuh, ring_attention.cuh) against cpu_kernels, and
+// cuda_bf16_kernels' tensor-core kernels (kernels/cuda/attention_tc.cuh) against
+// cpu_bf16_kernels -- the causal attention forward and backward (GQA, head dims 16, 64 and
+// 128, a length no tile divides) and context parallel's block kernels (rank 0's queries of a
+// head-tail split over cp = 2 with packed documents, against its own block and rank 1's,
+// merged, then both blocks' backward, accumulating; 160 tokens a rank, so that thread blocks
+// skip whole tiles). Without a GPU the test prints why and exits 77 (skipped).
+//
+// Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
+//   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
+//         keys or queries in other orders;
+//   bf16  both sides round q, k, v and dout to bf16; the tensor cores also round P and
+//         dS = P (dP - D) to bf16 (2^-9 relative each) before they multiply, which the
+//         CPU does not: 1e-2 for out, 2e-3 for lse, 2e-2 for dq, dk, dv (a weighted sum of
+//         terms each off by up to 2^-9; a wrong mask, head or scale is off by far more).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <tessera/kernels/backend.hpp>
+#include <tessera/kernels/cuda/backend.cuh>
+#include <tessera/tensor/cuda_memory.hpp>
+
+#include "cuda_checks.cuh"
+
+using namespace tessera;
+
+namespace {
+using namespace tessera::testing;
+
+struct tolerances {
+  double out, lse, grad;
+};
+constexpr tolerances f32_tol{1e-5, 1e-5, 1e-4}, bf16_tol{1e-2, 2e-3, 2e-2};
+
+template <class CpuK, class GpuK>
+void attention(const char* name, tolerances tol) {
+  for (const std::int64_t HD : {16, 64, 128}) {
+    const std::int64_t B = 2, T = 200, NH = 4, NKV = 2;  // T: no tile divides it; GQA groups of 2
+    const std::size_t nq = static_cast<std::size_t>(B * T * NH * HD), nk = static_cast<std::size_t>(B * T * NKV * HD),
+                      nl = static_cast<std::size_t>(B * NH * T);
+    const auto q = randn(nq, 20), k = randn(nk, 21), v = randn(nk, 22), dy = randn(nq, 23);
+    std::vector<float> out(nq), lse(nl), dq(nq), dk(nk), dv(nk);
+    CpuK::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD);
+    CpuK::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                             lse.data(), B, T, NH, NKV, HD);
+    dvec gq(q), gk(k), gv(v), gdy(dy), gout{std::vector<float>(nq)}, glse{std::vector<float>(nl)},
+        gdq{std::vector<float>(nq)}, gdk{std::vector<float>(nk)}, gdv{std::vector<float>(nk)};
+    GpuK::attention_forward(gout.get(), glse.get(), gq.get(), gk.get(), gv.get(), B, T, NH, NKV, HD);
+    GpuK::attention_backward(gdq.get(), gdk.get(), gdv.get(), gdy.get(), gq.get(), gk.get(), gv.get(), gout.get(),
+                             glse.get(), B, T, NH, NKV, HD);
+    const std::string at = std::string(" (") + name + ", head dim " + std::to_string(HD) + ")";
+    expect_close(("attention out" + at).c_str(), gout.host(), out, tol.out);
+    expect_close(("attention lse" + at).c_str(), glse.host(), lse, tol.lse);
+    expect_close(("attention dq" + at).c_str(), gdq.host(), dq, tol.grad);
+    expect_close(("attention dk" + at).c_str(), gdk.host(), dk, tol.grad);
+    expect_close(("attention dv" + at).c_str(), gdv.host(), dv, tol.grad);
+  }
+}
+
+template <class CpuK, class GpuK>
+void ring_attention(const char* name, tolerances tol) {
+  for (const std::int64_t HD : {16, 128}) {
+    const std::int64_t B = 2, Tl = 160, C = Tl / 2, NH = 4, NKV = 2;
+    std::vector<std::int64_t> p0, p1;
+    for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
+    for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
+    std::vector<std::int32_t> d0, d1;  // documents of 23 tokens
+    for (std::int64_t i = 0; i < Tl; ++i)
+      d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
+    const std::size_t nq = static_cast<std::size_t>(B * Tl * NH * HD), nk = static_cast<std::size_t>(B * Tl * NKV * HD),
+                      nl = static_cast<std::size_t>(B * NH * Tl);
+    const auto q = randn(nq, 60), k0 = randn(nk, 61), v0 = randn(nk, 62), k1 = randn(nk, 63), v1 = randn(nk, 64),
+               dy = randn(nq, 65);
+    // one side's run: K the backend, the spans in its memory, the tensors by `make`
+    auto run = [&]<class K>(const cpu::token_span& qs, const cpu::token_span& ks1, auto make, auto host) {
+      auto out = make(std::vector<float>(nq, 0.0f)), lse = make(std::vector<float>(nl, -INFINITY));
+      auto ob = make(std::vector<float>(nq)), lb = make(std::vector<float>(nl)), D = make(std::vector<float>(nl));
+      auto dq = make(std::vector<float>(nq, 0.0f)), dk0 = make(std::vector<float>(nk, 0.0f)),
+           dv0 = make(std::vector<float>(nk, 0.0f)), dk1 = make(std::vector<float>(nk, 0.0f)),
+           dv1 = make(std::vector<float>(nk, 0.0f));
+      auto cq = make(q), ck0 = make(k0), cv0 = make(v0), ck1 = make(k1), cv1 = make(v1), cdy = make(dy);
+      K::attention_block_forward(ob.get(), lb.get(), cq.get(), ck0.get(), cv0.get(), qs, qs, B, NH, NKV, HD);
+      K::attention_merge(out.get(), lse.get(), ob.get(), lb.get(), B, Tl, NH, HD);
+      K::attention_block_forward(ob.get(), lb.get(), cq.get(), ck1.get(), cv1.get(), qs, ks1, B, NH, NKV, HD);
+      K::attention_merge(out.get(), lse.get(), ob.get(), lb.get(), B, Tl, NH, HD);
+      K::attention_delta(D.get(), cdy.get(), out.get(), B, Tl, NH, HD);
+      K::attention_block_backward(dq.get(), dk0.get(), dv0.get(), cdy.get(), cq.get(), ck0.get(), cv0.get(), lse.get(),
+                                  D.get(), qs, qs, B, NH, NKV, HD);
+      K::attention_block_backward(dq.get(), dk1.get(), dv1.get(), cdy.get(), cq.get(), ck1.get(), cv1.get(), lse.get(),
+                                  D.get(), qs, ks1, B, NH, NKV, HD);
+      return std::vector<std::vector<float>>{host(out), host(lse), host(dq), host(dk0), host(dv0), host(dk1), host(dv1)};
+    };
+    struct hvec {  // a host vector with dvec's interface
+      std::vector<float> v;
+      float* get() { return v.data(); }
+    };
+    const auto on_cpu = run.template operator()<CpuK>(
+        cpu::token_span{p0.data(), d0.data(), Tl}, cpu::token_span{p1.data(), d1.data(), Tl},
+        [](std::vector<float> x) { return hvec{std::move(x)}; }, [](const hvec& x) { return x.v; });
+    space_vector<std::int64_t, cuda_space> gp0(p0.size()), gp1(p1.size());
+    copy_to_device(gp0.data(), p0.data(), p0.size() * sizeof(std::int64_t));
+    copy_to_device(gp1.data(), p1.data(), p1.size() * sizeof(std::int64_t));
+    const device_ids gd0(d0), gd1(d1);
+    const auto on_gpu = run.template operator()<GpuK>(
+        cpu::token_span{gp0.data(), gd0.get(), Tl}, cpu::token_span{gp1.data(), gd1.get(), Tl},
+        [](const std::vector<float>& x) { return dvec(x); }, [](const dvec& x) { return x.host(); });
+    const char* what[] = {"merged out", "merged lse", "dq (both blocks)", "dk, own block", "dv, own block",
+                          "dk, rank 1's block", "dv, rank 1's block"};
+    for (std::size_t i = 0; i < 7; ++i) {
+      const std::string label =
+          std::string("ring attention: ") + what[i] + " (" + name + ", head dim " + std::to_string(HD) + ")";
+      expect_close(label.c_str(), on_gpu[i], on_cpu[i], i == 0 ? tol.out : i == 1 ? tol.lse : tol.grad);
+    }
+  }
+}
+}  // namespace
+
+int main() {
+  if (no_cuda_device()) return 77;
+  cudaDeviceProp prop{};
+  cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  std::printf("device 0: %s (sm_%d%d); tensor-core attention %s\n", prop.name, prop.major, prop.minor,
+              cuda::tc_attention_supported(64) ? "runs" : "not supported here (the bf16 rows run the f32 kernels)");
+  try {
+    attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
+    attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
+    ring_attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
+    ring_attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    return 1;
+  }
+  std::printf(failures ? "FAILED: %d check(s)\n" : "PASSED\n", failures);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,208 @@
+// The tensor-core attention's device code (kernels/cuda/attention_tc_kernels.cuh) run on the
+// host by the CUDA emulation of tests/support/cuda_emulation.hpp: every block's 128 threads
+// as host threads, WMMA's fragments as whole tiles. What it checks is the kernels' own
+// logic -- tiling, the masks (causal, and context parallel's spans with documents and tile
+// skipping), GQA's head groups, indices, shared memory, barriers, accumulation --, not the
+// hardware's fragments or speed (tests/gpu/test_cuda_attention.cu, on a GPU).
+//
+// The references are exact about where the kernels round:
+//   forward   with q = 0 every score is 0, so P = 1 is exact in bf16 and out, lse must equal
+//             the CPU attention of the bf16-rounded operands to f32 rounding (1e-5); with
+//             random q, P's rounding (2^-9 relative, against the running max) is the
+//             kernels' alone: out within 8e-3 (2^-9 of |v - out| <= 4), lse within 2e-3
+//             (2^-9); measured 2.5e-3 and 9e-4;
+//   backward  a reference that rounds q, k, v, dout, P and dS = P (dP - D) to bf16 where the
+//             kernels do, everything else f32 or better: 1e-4 (sums in other orders; a dS
+//             that lands on the other side of a bf16 rounding boundary moves one term by
+//             2^-8 of itself).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <tessera/kernels/cpu/attention.hpp>
+#include <tessera/kernels/cpu/ring_attention.hpp>
+#include <tessera/kernels/pointwise.hpp>
+#include <tessera/tensor/dtype.hpp>
+
+#define TESSERA_CUDA_EMULATION 1
+#include <cuda_emulation.hpp>
+#include <tessera/kernels/cuda/attention_tc_kernels.cuh>
+
+using namespace tessera;
+namespace tc = tessera::cuda::detail::tc;
+namespace emu = tessera::cuda::emulation;
+
+namespace {
+std::vector<float> rounded_randn(std::size_t n, unsigned seed) {  // values bf16 holds exactly
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(bf16(d(g)));
+  return v;
+}
+float r16(float x) { return static_cast<float>(bf16(x)); }
+
+/// Largest |a - b| / max(1, |b|).
+double worst(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double w = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::isinf(b[i]) && a[i] == b[i]) continue;
+    w = std::max(w, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+  }
+  return w;
+}
+
+struct shape {
+  std::int64_t B, Tq, Tk, NH, NKV;
+};
+tessera_emulated_dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
+  return {static_cast<unsigned>((rows + tc::rows - 1) / tc::rows), static_cast<unsigned>(heads),
+          static_cast<unsigned>(B)};
+}
+
+template <int HD, class Mask>
+void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v, Mask m, shape s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
+              [&] { tc::forward_k<HD, Mask>(out, lse, q, k, v, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
+}
+template <int HD, class Mask, bool Accumulate>
+void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                       const float* v, const float* lse, const float* D, Mask m, shape s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
+    tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+  });
+  emu::launch(grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkv_bytes<HD>, [&] {
+    tc::dkv_k<HD, Mask, Accumulate>(dk, dv, dout, q, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+  });
+}
+
+/// The backward's contribution with bf16 P and dS where the kernels round them, added to
+/// dq, dk, dv; `sees(t, s)` the mask.
+void reference_backward(std::vector<float>& dq, std::vector<float>& dk, std::vector<float>& dv,
+                        const std::vector<float>& dout, const std::vector<float>& q, const std::vector<float>& k,
+                        const std::vector<float>& v, const std::vector<float>& lse, const std::vector<float>& D,
+                        const std::function<bool(std::int64_t, std::int64_t)>& sees, shape s, std::int64_t HD) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  std::vector<double> aq(dq.size()), ak(dk.size()), av(dv.size());
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.NH; ++h) {
+      const std::int64_t g = h / (s.NH / s.NKV);
+      for (std::int64_t t = 0; t < s.Tq; ++t) {
+        const std::int64_t qo = ((b * s.Tq + t) * s.NH + h) * HD, r = (b * s.NH + h) * s.Tq + t;
+        for (std::int64_t j = 0; j < s.Tk; ++j) {
+          if (!sees(t, j)) continue;
+          const std::int64_t ko = ((b * s.Tk + j) * s.NKV + g) * HD;
+          double x = 0, dp = 0;
+          for (std::int64_t d = 0; d < HD; ++d) x += double(q[qo + d]) * k[ko + d], dp += double(dout[qo + d]) * v[ko + d];
+          const float p = pointwise::fast_exp(static_cast<float>(x) * scale - lse[r]);
+          const double ds = r16(p * (static_cast<float>(dp) - D[r])), pr = r16(p);
+          for (std::int64_t d = 0; d < HD; ++d) {
+            aq[qo + d] += ds * k[ko + d];
+            ak[ko + d] += ds * q[qo + d];
+            av[ko + d] += pr * dout[qo + d];
+          }
+        }
+      }
+    }
+  for (std::size_t i = 0; i < dq.size(); ++i) dq[i] += static_cast<float>(aq[i] * scale);
+  for (std::size_t i = 0; i < dk.size(); ++i) dk[i] += static_cast<float>(ak[i] * scale), dv[i] += static_cast<float>(av[i]);
+}
+
+template <int HD>
+void causal_case() {
+  CAPTURE(HD);
+  const shape s{1, 130, 130, 2, 1};  // 130: tiles of 64 leave 2; a GQA group of 2
+  const std::size_t nq = static_cast<std::size_t>(s.B * s.Tq * s.NH * HD), nk = static_cast<std::size_t>(s.B * s.Tk * s.NKV * HD),
+                    nl = static_cast<std::size_t>(s.B * s.NH * s.Tq);
+  const auto q = rounded_randn(nq, 1), k = rounded_randn(nk, 2), v = rounded_randn(nk, 3), dy = rounded_randn(nq, 4);
+  std::vector<float> out(nq), lse(nl), want(nq), want_lse(nl);
+  // q = 0: exact P
+  const std::vector<float> zero(nq, 0.0f);
+  emulated_forward<HD>(out.data(), lse.data(), zero.data(), k.data(), v.data(), cuda::detail::causal_mask{}, s);
+  cpu::attention_forward(want.data(), want_lse.data(), zero.data(), k.data(), v.data(), s.B, s.Tq, s.NH, s.NKV, HD);
+  CHECK(worst(out, want) <= 1e-5);
+  CHECK(worst(lse, want_lse) <= 1e-5);
+  // random q: P rounded
+  emulated_forward<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), cuda::detail::causal_mask{}, s);
+  cpu::attention_forward(want.data(), want_lse.data(), q.data(), k.data(), v.data(), s.B, s.Tq, s.NH, s.NKV, HD);
+  CHECK(worst(out, want) <= 8e-3);
+  CHECK(worst(lse, want_lse) <= 2e-3);
+  CHECK(worst(out, want) > 0);  // the rounding of P is there
+  // backward (writes), from the kernels' own out and lse
+  std::vector<float> D(nl), dq(nq, 7.0f), dk(nk, 7.0f), dv(nk, 7.0f), rq(nq, 0.0f), rk(nk, 0.0f), rv(nk, 0.0f);
+  cpu::attention_delta(D.data(), dy.data(), out.data(), s.B, s.Tq, s.NH, HD);
+  emulated_backward<HD, cuda::detail::causal_mask, false>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
+                                                          v.data(), lse.data(), D.data(), {}, s);
+  reference_backward(rq, rk, rv, dy, q, k, v, lse, D, [](std::int64_t t, std::int64_t j) { return j <= t; }, s, HD);
+  CHECK(worst(dq, rq) <= 1e-4);
+  CHECK(worst(dk, rk) <= 1e-4);
+  CHECK(worst(dv, rv) <= 1e-4);
+}
+}  // namespace
+
+TEST_CASE("tensor-core attention (emulated): causal forward and backward, head dims 16, 64 and 128") {
+  causal_case<16>();
+  causal_case<64>();
+  causal_case<128>();
+}
+
+TEST_CASE("tensor-core attention (emulated): context parallel's blocks -- spans, documents, tile skipping, accumulation") {
+  // rank 0 of a head-tail split over cp = 2 (chunks 0 and 3 of 4, 80 tokens each) against
+  // rank 1's block (chunks 1 and 2), documents of 23 tokens: chunk 0's queries see none of
+  // the block (out 0, lse -inf), chunk 3's see the tokens of their own document in it, and
+  // whole tiles go unseen by a thread block (skipped)
+  constexpr int HD = 32;
+  const std::int64_t Tl = 160, C = Tl / 2;
+  const shape s{1, Tl, Tl, 4, 2};
+  std::vector<std::int64_t> p0, p1;
+  for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
+  for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
+  std::vector<std::int32_t> d0, d1;
+  for (std::int64_t i = 0; i < Tl; ++i) d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
+  const cpu::token_span qs{p0.data(), d0.data(), Tl}, ks{p1.data(), d1.data(), Tl};
+  const auto mask = cuda::detail::mask_of(qs, ks);
+  const auto sees = [&](std::int64_t t, std::int64_t j) { return p1[j] <= p0[t] && d0[t] == d1[j]; };
+  const std::size_t nq = static_cast<std::size_t>(Tl * s.NH * HD), nk = static_cast<std::size_t>(Tl * s.NKV * HD),
+                    nl = static_cast<std::size_t>(s.NH * Tl);
+  const auto q = rounded_randn(nq, 11), k = rounded_randn(nk, 12), v = rounded_randn(nk, 13), dy = rounded_randn(nq, 14);
+  std::vector<float> out(nq), lse(nl), want(nq), want_lse(nl);
+  const std::vector<float> zero(nq, 0.0f);
+  emulated_forward<HD>(out.data(), lse.data(), zero.data(), k.data(), v.data(), mask, s);
+  cpu::attention_block_forward(want.data(), want_lse.data(), zero.data(), k.data(), v.data(), qs, ks, 1, s.NH, s.NKV, HD);
+  CHECK(worst(out, want) <= 1e-5);
+  CHECK(worst(lse, want_lse) <= 1e-5);
+  CHECK(std::isinf(lse[0]));  // chunk 0's first query sees nothing of rank 1's block
+  CHECK(out[0] == 0.0f);
+  emulated_forward<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask, s);
+  cpu::attention_block_forward(want.data(), want_lse.data(), q.data(), k.data(), v.data(), qs, ks, 1, s.NH, s.NKV, HD);
+  CHECK(worst(out, want) <= 8e-3);
+  CHECK(worst(lse, want_lse) <= 2e-3);
+  // the block backward ACCUMULATES; lse and D as context parallel passes them (this block's
+  // here; rows that see nothing have lse -inf and must add nothing)
+  std::vector<float> D(nl);
+  cpu::attention_delta(D.data(), dy.data(), out.data(), 1, Tl, s.NH, HD);
+  const auto dq0 = rounded_randn(nq, 15), dk0 = rounded_randn(nk, 16), dv0 = rounded_randn(nk, 17);
+  std::vector<float> dq = dq0, dk = dk0, dv = dv0, rq = dq0, rk = dk0, rv = dv0;
+  emulated_backward<HD, cuda::detail::span_mask, true>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
+                                                       v.data(), lse.data(), D.data(), mask, s);
+  reference_backward(rq, rk, rv, dy, q, k, v, lse, D, sees, s, HD);
+  CHECK(worst(dq, rq) <= 1e-4);
+  CHECK(worst(dk, rk) <= 1e-4);
+  CHECK(worst(dv, rv) <= 1e-4);
+  CHECK(dq[0] == dq0[0]);  // a query that sees nothing of the block: its dq unchanged
+}
+
+TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 block at head dim 128") {
+  CHECK(tc::forward_bytes<128> <= emu::max_shared_bytes);
+  CHECK(tc::dq_bytes<128> <= emu::max_shared_bytes);
+  CHECK(tc::dkv_bytes<128> <= emu::max_shared_bytes);
+  CHECK(tc::dkv_bytes<128> <= 166912);  // and an A100's (163 KiB)
+}

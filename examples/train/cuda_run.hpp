@@ -22,12 +22,14 @@ struct cuda_inputs {
   bool shuffle = true;
   tessera::train::optimizer_options opt;
   std::string init_from, save_weights, save_dtype, metrics, trace_file;
+  bool bf16 = false;  // training.compute_dtype = bf16: cuda_bf16_kernels
 };
 
 /// Why --device cuda cannot run here ("" when a CUDA device is visible).
 std::string cuda_unavailable();
 
-/// Trains cfg on CUDA device 0 (device_llama<cuda_kernels> under train::basic_trainer):
+/// Trains cfg on CUDA device 0 (device_llama<cuda_kernels>, or <cuda_bf16_kernels> with
+/// in.bf16, under train::basic_trainer):
 /// progress lines on stdout as the CPU run prints them; 0 on success. Throws tessera::error
 /// when there is no device or the state does not fit it.
 int run_on_cuda(const cuda_inputs& in);

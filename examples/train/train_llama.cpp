@@ -74,6 +74,7 @@ struct options {
   bool no_shuffle = false;
   std::string recipe, backend = "threads";
   std::string device = "cpu";  // --device / job.device
+  std::string compute_dtype = "f32";  // --compute-dtype / training.compute_dtype
   std::int64_t ranks = 0;
 };
 
@@ -150,7 +151,7 @@ int run_cuda(options& o, const llama_config& cfg) {
   in.steps = o.steps, in.batch = o.global_batch > 0 ? o.global_batch : o.batch, in.seq_len = o.seq_len;
   in.accum = o.accum, in.seed = o.seed, in.shuffle = !o.no_shuffle, in.opt = optimizer_of(o);
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.save_dtype = o.save_dtype;
-  in.metrics = o.metrics, in.trace_file = o.trace;
+  in.metrics = o.metrics, in.trace_file = o.trace, in.bf16 = o.compute_dtype == "bf16";
   return train_llama_cli::run_on_cuda(in);
 #else
   (void)o, (void)cfg;
@@ -171,6 +172,7 @@ void from_config(options& o, const train::run_config& c) {
   o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
   o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
   o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle, o.device = c.job.device;
+  o.compute_dtype = c.training.compute_dtype;
   o.trace = c.trace_path();
   o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
@@ -220,6 +222,13 @@ int run(int argc, char** argv) {
     check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
           "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
           "for one rank use --recipe debug_fsdp --ranks 1)");
+    check(o.compute_dtype == "f32" || o.device == "cuda",
+          "training.compute_dtype (--compute-dtype) bf16 runs on GPUs (--device cuda); the CPU trains with f32 "
+          "operands");
+    check(o.compute_dtype == "f32" || o.recipe.empty(),
+          "training.compute_dtype (--compute-dtype) bf16 trains one GPU, without --recipe; a recipe's ranks on GPUs "
+          "compute with f32 operands (FSDP's mixed_precision<bf16, float> gathers bf16 parameters: --recipe "
+          "debug_fsdp_bf16)");
 #ifdef TESSERA_HAS_CUDA_TRAINER
     if (o.device == "cuda")
       if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);

@@ -38,7 +38,10 @@ std::string cuda_unavailable() {
          "); train on the CPU (--device cpu) or run where a GPU is visible (CUDA_VISIBLE_DEVICES)";
 }
 
-int run_on_cuda(const cuda_inputs& in) {
+namespace {
+/// run_on_cuda on backend K (cuda_kernels, or cuda_bf16_kernels for bf16 operands).
+template <class K>
+int run_on(const cuda_inputs& in) {
   const llama_config& c = *in.cfg;
   if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);
   cudaDeviceProp prop{};
@@ -56,7 +59,7 @@ int run_on_cuda(const cuda_inputs& in) {
     throw error(msg);
   }
 
-  device_llama<cuda_kernels> model(c);
+  device_llama<K> model(c);
   std::vector<float> host(static_cast<std::size_t>(model.arena_size()));
   const auto slot = [&](std::int64_t i) {
     return host.data() + model.params().layout().slots()[static_cast<std::size_t>(i)].offset;
@@ -70,15 +73,18 @@ int run_on_cuda(const cuda_inputs& in) {
   train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   train::jsonl_writer jsonl;
   if (!in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
-  const double peak = cuda::gemm_peak_flops(cuda_kernels::blas());
+  const double peak = K::gemm_peak_flops();  // of the GEMMs K runs: f32 or bf16 operands
   std::printf("model %s: %s parameters, %lld layers, dim %lld; on %s (sm_%d%d, %.1f GiB)\n",
               std::string(c.name).c_str(), train::group_thousands(std::to_string(model.num_params())).c_str(),
               static_cast<long long>(c.n_layers), static_cast<long long>(c.dim), prop.name, prop.major, prop.minor,
               static_cast<double>(total_bytes) / (1 << 30));
-  std::printf("measured f32 GEMM peak (cuBLASLt, no TF32): %.1f TFLOP/s (MFU denominator); %.1f MFLOP per token\n",
-              peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
+  std::printf("compute: %s; measured %s GEMM peak (cuBLASLt): %.1f TFLOP/s (MFU denominator); %.1f MFLOP per "
+              "token\n",
+              in.bf16 ? "bf16 operands on the tensor cores (GEMMs, attention), f32 accumulation and master weights"
+                      : "f32 (no TF32)",
+              in.bf16 ? "bf16" : "f32", peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
 
-  train::basic_trainer<device_llama<cuda_kernels>> tr(model, loader, in.steps, in.accum, in.opt, peak);
+  train::basic_trainer<device_llama<K>> tr(model, loader, in.steps, in.accum, in.opt, peak);
   run_steps(tr, in.steps, jsonl, in.trace_file);
   if (!in.save_weights.empty()) {
     model.store_params(host);
@@ -88,6 +94,9 @@ int run_on_cuda(const cuda_inputs& in) {
   }
   return 0;
 }
+}  // namespace
+
+int run_on_cuda(const cuda_inputs& in) { return in.bf16 ? run_on<cuda_bf16_kernels>(in) : run_on<cuda_kernels>(in); }
 
 int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std::int64_t ranks, const run_inputs& in) {
   if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);

@@ -77,6 +77,7 @@ struct run_config {
     std::string tokens_file;                       ///< training.tokens_file: int32 ids
     std::string save_tokens_file;                  ///< training.save_tokens_file
     bool no_shuffle = false;                       ///< training.no_shuffle: file order
+    std::string compute_dtype = "f32";  ///< training.compute_dtype: f32|bf16 (GEMM and attention operands, on a GPU)
   } training;
   struct checkpoint_section {
     std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors
@@ -173,7 +174,7 @@ inline void bind(option_set& options, run_config& c) {
       .add("job.description", &c.job.description, "a line printed at start-up")
       .add("job.threads", &c.job.threads, "CPU threads (0: TESSERA_NUM_THREADS or all cores)")
       .add_choice("job.device", &c.job.device, {"cpu", "cuda"},
-                  "where one rank trains: the CPU, or the current CUDA device (no --recipe yet)")
+                  "where training runs: the CPU, or CUDA devices (one GPU per rank; docs/cuda.md)")
       .add("model.flavor", &c.model.flavor, "model configuration: " + models)
       .add("model.tokenizer_path", &c.model.tokenizer_path, "SentencePiece .model file (default: train a BPE once)")
       .add("model.tokenizer_cache_dir", &c.model.tokenizer_cache_dir,
@@ -204,6 +205,9 @@ inline void bind(option_set& options, run_config& c) {
       .add("training.save_tokens_file", &c.training.save_tokens_file,
            "write the tokenized corpus as int32 .bin and continue")
       .add_flag("training.no_shuffle", &c.training.no_shuffle, "visit the data windows in file order")
+      .add_choice("training.compute_dtype", &c.training.compute_dtype, {"f32", "bf16"},
+                  "operands of the GEMMs and the attention on --device cuda without --recipe: f32, or bf16 "
+                  "(rounded to bf16 on the tensor cores, f32 accumulation, f32 master weights and optimizer)")
       .add("checkpoint.initial_load_path", &c.checkpoint.initial_load_path,
            "Hugging Face safetensors checkpoint to start from")
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
@@ -244,6 +248,7 @@ inline void bind(option_set& options, run_config& c) {
       .alias("tokens", "training.tokens_file")
       .alias("save-tokens", "training.save_tokens_file")
       .alias("no-shuffle", "training.no_shuffle")
+      .alias("compute-dtype", "training.compute_dtype")
       .alias("init-from", "checkpoint.initial_load_path")
       .alias("save-weights", "checkpoint.save_weights")
       .alias("save-dtype", "checkpoint.export_dtype")

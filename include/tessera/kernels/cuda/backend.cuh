@@ -226,6 +226,9 @@ struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels
     cuda::matmul_backward<bf16>(blas(), dinp, dw, d, dw ? as_bf16(inp, N * C, 1) : nullptr,
                                 dinp ? as_bf16(w, OC * C, 2) : nullptr, N, C, OC);
   }
+  /// The MFU denominator: a measured cuBLASLt GEMM peak with bf16 operands (the GEMMs this
+  /// backend runs).
+  static double gemm_peak_flops() { return cuda::gemm_peak_flops<bf16>(blas()); }
   static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
                                 std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
     cuda::attention_forward_bf16(out, lse, q, k, v, B, T, NH, NKV, HD);

@@ -43,6 +43,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/memory.hpp>
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
@@ -174,10 +175,13 @@ void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* in
   if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
 }
 
-/// The FLOP/s of f32 GEMMs of n x n x n through `b` (10 timed after 2 untimed): the MFU
-/// denominator of a device run, measured as the CPU run measures its sgemm peak.
-inline double gemm_peak_flops(blas& b, std::int64_t n = 4096) {
-  tensor<float, cuda_space> A({n * n}), B({n * n}), C({n * n});
+/// The FLOP/s of GEMMs of n x n x n with operands of type T (float: no TF32; bf16: the
+/// tensor cores) and f32 output through `b` (10 timed after 2 untimed): the MFU denominator of
+/// a device run, measured as the CPU run measures its sgemm peak.
+template <class T = float>
+double gemm_peak_flops(blas& b, std::int64_t n = 4096) {
+  space_vector<T, cuda_space> A(static_cast<std::size_t>(n * n)), B(static_cast<std::size_t>(n * n));
+  tensor<float, cuda_space> C({n * n});
   const auto run = [&] { b.gemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); };
   run();
   run();

@@ -8,12 +8,12 @@
 #      their mpirun counterparts, test_checkpoint_mpi) and the nccl test are compiled by
 #      clang++'s front end only (-fsyntax-only: every template instantiated, every warning an
 #      error, no code generated) -- the g++ pass builds and runs them (docs/performance.md, "CI");
-#   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA attention kernels
-#      run by the host emulation (tests/kernels/test_attention_tc_emulated.cpp);
+#   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA kernels run by the
+#      host emulation (tests/kernels/test_*_emulated.cpp);
 #   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then
 #      30 s each (docs/fuzzing.md);
 #   5. AddressSanitizer + UndefinedBehaviorSanitizer (clang++): the tests of comm, tensor,
-#      model and train, and the emulated CUDA attention kernels.
+#      model and train, and the emulated CUDA kernels.
 # Usage: bash .ci/test.sh            (from anywhere; installs what is missing first)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

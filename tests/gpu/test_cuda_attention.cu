@@ -25,6 +25,7 @@
 #include <tessera/tensor/cuda_memory.hpp>
 
 #include "cuda_checks.cuh"
+#include "head_tail_split.hpp"
 
 using namespace tessera;
 
@@ -64,13 +65,10 @@ void attention(const char* name, tolerances tol) {
 template <class CpuK, class GpuK>
 void ring_attention(const char* name, tolerances tol) {
   for (const std::int64_t HD : {16, 128}) {
-    const std::int64_t B = 2, Tl = 160, C = Tl / 2, NH = 4, NKV = 2;
-    std::vector<std::int64_t> p0, p1;
-    for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
-    for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
-    std::vector<std::int32_t> d0, d1;  // documents of 23 tokens
-    for (std::int64_t i = 0; i < Tl; ++i)
-      d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
+    const std::int64_t B = 2, Tl = 160, NH = 4, NKV = 2;
+    const head_tail_split split(Tl);
+    const auto &p0 = split.p0, &p1 = split.p1;
+    const auto &d0 = split.d0, &d1 = split.d1;
     const std::size_t nq = static_cast<std::size_t>(B * Tl * NH * HD), nk = static_cast<std::size_t>(B * Tl * NKV * HD),
                       nl = static_cast<std::size_t>(B * NH * Tl);
     const auto q = randn(nq, 60), k0 = randn(nk, 61), v0 = randn(nk, 62), k1 = randn(nk, 63), v1 = randn(nk, 64),
@@ -99,7 +97,7 @@ void ring_attention(const char* name, tolerances tol) {
       float* get() { return v.data(); }
     };
     const auto on_cpu = run.template operator()<CpuK>(
-        cpu::token_span{p0.data(), d0.data(), Tl}, cpu::token_span{p1.data(), d1.data(), Tl},
+        split.rank0(), split.rank1(),
         [](std::vector<float> x) { return hvec{std::move(x)}; }, [](const hvec& x) { return x.v; });
     space_vector<std::int64_t, cuda_space> gp0(p0.size()), gp1(p1.size());
     copy_to_device(gp0.data(), p0.data(), p0.size() * sizeof(std::int64_t));

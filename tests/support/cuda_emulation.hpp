@@ -1,10 +1,10 @@
-// A host emulation of the CUDA device code the tensor-core attention uses
-// (kernels/cuda/attention_tc_kernels.cuh), so that its kernels run -- slowly -- on a machine
-// without a GPU: each thread of a block is a host thread; __syncthreads, __syncthreads_or,
-// __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads; a
-// WMMA fragment holds its whole 16 x 16 tile in every lane (products and sums in f32; lane 0
-// stores it, once the warp has arrived). Include it first, with TESSERA_CUDA_EMULATION
-// defined, then the kernels.
+// A host emulation of the CUDA device code the attention kernels use
+// (kernels/cuda/attention_kernels.cuh, attention_tc_kernels.cuh), so that they run --
+// slowly -- on a machine without a GPU: each thread of a block is a host thread;
+// __syncthreads, __syncthreads_or, __syncwarp and __shfl_xor_sync are barriers over the
+// block's or the warp's threads; a WMMA fragment holds its whole 16 x 16 tile in every lane
+// (products and sums in f32; lane 0 stores it, once the warp has arrived). Include it first,
+// with TESSERA_CUDA_EMULATION defined, then the kernels.
 //
 // What it checks: the kernels' tiling, masks, indices, shared-memory layout (each block's
 // shared memory starts filled with NaN bytes; WMMA's 32-byte alignment and leading-dimension
@@ -33,15 +33,16 @@
 
 #include <tessera/tensor/dtype.hpp>
 
-#define __global__
+#define __global__ __attribute__((unused))  // a kernel a test does not launch is no warning
 #define __device__
 #define __host__
 #define __launch_bounds__(...)
+#define __shared__ static  // a kernel's static shared array: one for the block (blocks run one at a time)
 
 struct tessera_emulated_dim3 {
   unsigned x = 0, y = 0, z = 0;
 };
-inline thread_local tessera_emulated_dim3 threadIdx, blockIdx;
+inline thread_local tessera_emulated_dim3 threadIdx, blockIdx, blockDim, gridDim;
 
 namespace tessera::cuda::emulation {
 /// The state one block's threads share.
@@ -57,17 +58,20 @@ struct block {
   std::vector<float> exchange;  // __shfl_xor_sync's slots, one a thread
 };
 inline thread_local block* current = nullptr;
+inline thread_local unsigned thread_rank = 0;  // x fastest, as CUDA numbers a block's threads into warps
 
 inline unsigned char* shared_memory() { return current->shared; }
-inline unsigned lane() { return threadIdx.x % 32; }
-inline std::barrier<>& warp() { return *current->warps[threadIdx.x / 32]; }
+inline unsigned lane() { return thread_rank % 32; }
+inline std::barrier<>& warp() { return *current->warps[thread_rank / 32]; }
 
 inline constexpr std::size_t max_shared_bytes = 232448;  // an H100's opt-in limit a block: 227 KiB
 
-/// Runs `kernel()` on every thread of a grid of blocks of `threads` threads (a multiple of
-/// 32), one block after the other, each with `shared_bytes` of shared memory.
+/// Runs `kernel()` on every thread of a grid of blocks of block.x x block.y x block.z threads
+/// (a multiple of 32), one block after the other, each with `shared_bytes` of dynamic shared
+/// memory.
 template <class Kernel>
-void launch(tessera_emulated_dim3 grid, int threads, std::size_t shared_bytes, Kernel kernel) {
+void launch(tessera_emulated_dim3 grid, tessera_emulated_dim3 block_dim, std::size_t shared_bytes, Kernel kernel) {
+  const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
   if (threads % 32 != 0 || threads > 1024) throw std::invalid_argument("emulation::launch: bad block size");
   if (shared_bytes > max_shared_bytes)
     throw std::invalid_argument("emulation::launch: " + std::to_string(shared_bytes) +
@@ -84,13 +88,22 @@ void launch(tessera_emulated_dim3 grid, int threads, std::size_t shared_bytes, K
         std::vector<std::thread> ts;
         for (int t = 0; t < threads; ++t)
           ts.emplace_back([&, t] {
-            threadIdx = {static_cast<unsigned>(t), 0, 0};
+            const auto u = static_cast<unsigned>(t);
+            thread_rank = u;
+            threadIdx = {u % block_dim.x, u / block_dim.x % block_dim.y, u / (block_dim.x * block_dim.y)};
             blockIdx = {x, y, z};
+            blockDim = block_dim;
+            gridDim = grid;
             current = &b;
             kernel();
           });
         for (auto& t : ts) t.join();
       }
+}
+/// A one-dimensional block of `threads` threads.
+template <class Kernel>
+void launch(tessera_emulated_dim3 grid, int threads, std::size_t shared_bytes, Kernel kernel) {
+  launch(grid, tessera_emulated_dim3{static_cast<unsigned>(threads), 1, 1}, shared_bytes, kernel);
 }
 
 inline void require_aligned(const void* p, unsigned ld, std::size_t element, const char* what) {
@@ -104,7 +117,7 @@ inline void __syncthreads() { tessera::cuda::emulation::current->all.arrive_and_
 inline int __syncthreads_or(int p) {
   auto& b = *tessera::cuda::emulation::current;
   b.all.arrive_and_wait();  // every thread is past the last call's read
-  if (threadIdx.x == 0) b.any.store(0);
+  if (tessera::cuda::emulation::thread_rank == 0) b.any.store(0);
   b.all.arrive_and_wait();
   if (p) b.any.store(1);
   b.all.arrive_and_wait();
@@ -113,9 +126,10 @@ inline int __syncthreads_or(int p) {
 inline void __syncwarp(unsigned = 0xffffffffu) { tessera::cuda::emulation::warp().arrive_and_wait(); }
 inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   auto& b = *tessera::cuda::emulation::current;
-  b.exchange[threadIdx.x] = v;
+  const unsigned me = tessera::cuda::emulation::thread_rank;
+  b.exchange[me] = v;
   __syncwarp();
-  const float r = b.exchange[threadIdx.x ^ static_cast<unsigned>(lane_mask)];
+  const float r = b.exchange[me ^ static_cast<unsigned>(lane_mask)];
   __syncwarp();
   return r;
 }

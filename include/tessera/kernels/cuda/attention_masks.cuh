@@ -28,6 +28,13 @@ struct causal_mask {
   __device__ std::int64_t query_begin(std::int64_t first_key) const { return first_key; }
 };
 
+/// The end of the keys the block of queries [t0, t0 + attention_rows) needs under `mask`.
+template <class Mask>
+__device__ inline std::int64_t block_key_end(const Mask& mask, std::int64_t t0, std::int64_t Tq, std::int64_t Tk) {
+  const std::int64_t last = t0 + attention_rows - 1 < Tq - 1 ? t0 + attention_rows - 1 : Tq - 1;
+  return mask.key_end(last, Tk);
+}
+
 /// Whether any live row of the block sees one of the streamed rows [r0, r0 + Count) before
 /// `end` (`sees(r)` for this thread's row; the tensor-core kernels give each thread half a
 /// tile): under a mask whose bounds do not say so (Mask::skips_tiles, context parallel's

@@ -28,7 +28,7 @@
 // to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory: up to
 // 121 KiB a block at head dim 128 (the kernels opt in to more than 48 KiB).
 // The device code is attention_tc_kernels.cuh, which the host tests also run through a CUDA
-// emulation (tests/kernels/test_attention_tc_emulated.cpp: against references exact about
+// emulation (tests/kernels/test_attention_emulated.cpp: against references exact about
 // where the kernels round; under ThreadSanitizer and ASan in CI).
 // Not yet: mma.sync / wgmma with the softmax in registers, asynchronous copies, a dq
 // accumulated by atomics -- the tuning that needs a GPU to measure (docs/cuda.md).

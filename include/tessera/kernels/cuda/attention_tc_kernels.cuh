@@ -4,7 +4,7 @@
 // and tests/support/cuda_emulation.hpp included first, which runs a block's 128 threads as
 // host threads with WMMA's fragments as whole 16 x 16 matrices: the host tests check the
 // kernels' tiling, masking, indexing and synchronisation on every CI run
-// (tests/kernels/test_attention_tc_emulated.cpp). Not what the hardware's fragments or
+// (tests/kernels/test_attention_emulated.cpp). Not what the hardware's fragments or
 // timing do -- that needs a GPU (tests/gpu/test_cuda_attention.cu).
 // tessera-requires: cuda (device code: see above)
 #pragma once
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(threads)
   load_rows<HD, rows>(Qs, q, b, h, t0, Tq, NH);
   for (int e = threadIdx.x; e < rows * LO; e += threads) Os[e] = 0.0f;
   for (int e = threadIdx.x; e < rows; e += threads) Ms[e] = -FLT_MAX, Ls[e] = 0.0f;
-  const std::int64_t end = mask.key_end(t0 + rows - 1 < Tq - 1 ? t0 + rows - 1 : Tq - 1, Tk);
+  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
   __syncthreads();
   for (std::int64_t s0 = 0; s0 < end; s0 += cols) {
     if (!tile_needed<Mask, cols / 2>(live, s0 + cols / 2 * half, end, [&](std::int64_t s) { return mask.sees(t, s); }))
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(threads)
   }
   frag_c acc[HD / 16];
   for (int n = 0; n < HD / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
-  const std::int64_t end = mask.key_end(t0 + rows - 1 < Tq - 1 ? t0 + rows - 1 : Tq - 1, Tk);
+  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
   __syncthreads();
   for (std::int64_t s0 = 0; s0 < end; s0 += cols) {
     if (!tile_needed<Mask, cols / 2>(live, s0 + cols / 2 * half, end, [&](std::int64_t s) { return mask.sees(t, s); }))

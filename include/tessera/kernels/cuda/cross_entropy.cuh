@@ -13,6 +13,8 @@
 // the V-column vocabulary) is cpu/vocab_parallel.hpp's three phases with the caller's
 // reductions between them: ce_shard_row_max, ce_shard_row_stats, ce_shard_finish -- one block
 // per row each, the same block reductions.
+// The device code is cross_entropy_kernels.cuh, which the host tests also run through a CUDA
+// emulation (tests/kernels/test_pointwise_emulated.cpp); this file launches it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -20,71 +22,13 @@
 #include <cstdint>
 #include <vector>
 
+#include <tessera/kernels/cuda/cross_entropy_kernels.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 
 namespace tessera::cuda {
 
-namespace detail {
-static __global__ void cross_entropy_k(float* dlogits, float* losses, const float* logits, const std::int32_t* targets,
-                                std::int64_t V, float scale) {
-  __shared__ float sh[threads];
-  const std::int64_t row = blockIdx.x;
-  const float* x = logits + row * V;
-  float* d = dlogits + row * V;
-  const std::int32_t t = targets[row];
-  float m = -3.402823466e38f;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads) m = x[v] > m ? x[v] : m;
-  m = block_max(m, sh);
-  float s = 0;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads) s += pointwise::fast_exp(x[v] - m);
-  const float lse = m + logf(block_sum(s, sh));
-  const float xt = t >= 0 ? x[t] : 0.0f;  // every thread reads it before any writes the row
-  __syncthreads();
-  if (threadIdx.x == 0) losses[row] = t >= 0 ? lse - xt : 0.0f;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads)
-    d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == t ? scale : 0.0f);
-}
-
-static __global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int64_t Vl) {
-  __shared__ float sh[threads];
-  const float* x = logits + blockIdx.x * Vl;
-  float m = -3.402823466e38f;
-  for (std::int64_t v = threadIdx.x; v < Vl; v += threads) m = x[v] > m ? x[v] : m;
-  m = block_max(m, sh);
-  if (threadIdx.x == 0) rowmax[blockIdx.x] = m;
-}
-static __global__ void ce_shard_row_stats_k(float* stats, const float* logits, const float* rowmax,
-                                     const std::int32_t* targets, std::int64_t v0, std::int64_t Vl) {
-  __shared__ float sh[threads];
-  const std::int64_t row = blockIdx.x;
-  const float* x = logits + row * Vl;
-  const float m = rowmax[row];
-  float s = 0;
-  for (std::int64_t v = threadIdx.x; v < Vl; v += threads) s += pointwise::fast_exp(x[v] - m);
-  s = block_sum(s, sh);
-  if (threadIdx.x == 0) {
-    const std::int64_t t = static_cast<std::int64_t>(targets[row]) - v0;
-    stats[2 * row] = s;
-    stats[2 * row + 1] = (targets[row] >= 0 && t >= 0 && t < Vl) ? x[t] : 0.0f;
-  }
-}
-static __global__ void ce_shard_finish_k(float* dlogits, float* losses, const float* logits, const float* rowmax,
-                                  const float* stats, const std::int32_t* targets, std::int64_t v0, std::int64_t Vl,
-                                  float scale) {
-  const std::int64_t row = blockIdx.x;
-  const std::int32_t t = targets[row];
-  const float lse = rowmax[row] + logf(stats[2 * row]);
-  if (threadIdx.x == 0) losses[row] = t >= 0 ? lse - stats[2 * row + 1] : 0.0f;
-  if (!dlogits) return;
-  const float* x = logits + row * Vl;
-  float* d = dlogits + row * Vl;
-  const std::int64_t tl = static_cast<std::int64_t>(t) - v0;  // outside [0, Vl): another shard's target
-  for (std::int64_t v = threadIdx.x; v < Vl; v += threads)
-    d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == tl ? scale : 0.0f);
-}
-}  // namespace detail
 
 /// Loss parallel, phase 1: rowmax [N] = each row's maximum over this shard's Vl columns.
 inline void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N, std::int64_t Vl,

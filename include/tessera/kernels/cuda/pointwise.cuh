@@ -13,6 +13,8 @@
 // Reductions are deterministic: RMSNorm's weight gradient and the embedding's table
 // gradient give each column to one thread, which walks the rows in order (as the CPU
 // kernels split channels over threads), instead of atomics.
+// The device code is pointwise_kernels.cuh, which the host tests also run through a CUDA
+// emulation (tests/kernels/test_pointwise_emulated.cpp); this file launches it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cuda/pointwise_kernels.cuh>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/dtype.hpp>
@@ -29,146 +32,7 @@
 namespace tessera::cuda {
 
 namespace detail {
-inline constexpr int threads = 256;
-
-/// Blocks for a grid-stride loop over n elements.
-inline unsigned blocks_for(std::int64_t n) {
-  const std::int64_t b = (n + threads - 1) / threads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 ? 65535 : b));
-}
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), std::string(what) + ": kernel launch"); }
-
-#define TESSERA_GRID_STRIDE(i, n) \
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-
-static __global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
-}
-static __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
-                                  std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) {
-    const pointwise::pair d = pointwise::swiglu_grad(dout[i], h1[i], h3[i]);
-    dh1[i] = d.first;
-    dh3[i] = d.second;
-  }
-}
-static __global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
-}
-static __global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) y[i] = bf16(x[i]);
-}
-static __global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);
-}
-static __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
-  TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
-}
-/// One thread per rotated pair: row r of [B * T, NH], pair i of head hd.
-static __global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,
-                       std::int64_t T, std::int64_t NH, std::int64_t HD, bool interleaved, float sign) {
-  const std::int64_t h = HD / 2, n = rows * NH * h;
-  TESSERA_GRID_STRIDE(e, n) {
-    const std::int64_t i = e % h, head = (e / h) % NH, r = e / (h * NH), t = r % T;
-    const float* x = inp + (r * NH + head) * HD;
-    float* y = out + (r * NH + head) * HD;
-    const std::int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + h;
-    const pointwise::pair q = pointwise::rope_rotate(x[a], x[b], cos[t * h + i], sign * sin[t * h + i]);
-    y[a] = q.first;
-    y[b] = q.second;
-  }
-}
-/// v reduced by `op` over the block's threads (blockDim.x == threads, a tree in a fixed
-/// order: deterministic), returned to every thread.
-template <class Op>
-__device__ inline float block_reduce(float v, float* shared, Op op) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = threads / 2; s > 0; s /= 2) {
-    if (static_cast<int>(threadIdx.x) < s) shared[threadIdx.x] = op(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  const float total = shared[0];
-  __syncthreads();
-  return total;
-}
-__device__ inline float block_sum(float v, float* shared) {
-  return block_reduce(v, shared, [](float a, float b) { return a + b; });
-}
-__device__ inline float block_max(float v, float* shared) {
-  return block_reduce(v, shared, [](float a, float b) { return a > b ? a : b; });
-}
-/// One block per row.
-static __global__ void rmsnorm_forward_k(float* out, float* rstd, const float* inp, const float* w, std::int64_t C,
-                                  float eps) {
-  __shared__ float sh[threads];
-  const std::int64_t row = blockIdx.x;
-  const float* x = inp + row * C;
-  float ss = 0;
-  for (std::int64_t c = threadIdx.x; c < C; c += threads) ss += x[c] * x[c];
-  const float r = 1.0f / sqrtf(block_sum(ss, sh) / static_cast<float>(C) + eps);
-  if (threadIdx.x == 0) rstd[row] = r;
-  for (std::int64_t c = threadIdx.x; c < C; c += threads) out[row * C + c] = pointwise::rmsnorm_scale(x[c], r, w[c]);
-}
-static __global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, const float* inp, const float* w,
-                                         const float* rstd, std::int64_t C) {
-  __shared__ float sh[threads];
-  const std::int64_t row = blockIdx.x;
-  const float* x = inp + row * C;
-  const float* g = dout + row * C;
-  float dot = 0;
-  for (std::int64_t c = threadIdx.x; c < C; c += threads) dot += g[c] * w[c] * x[c];
-  const float r = rstd[row];
-  const float k = r * r * r * block_sum(dot, sh) / static_cast<float>(C);
-  for (std::int64_t c = threadIdx.x; c < C; c += threads)
-    dinp[row * C + c] += pointwise::rmsnorm_grad(x[c], g[c], w[c], r, k);
-}
-/// One thread per column, rows in order (deterministic).
-static __global__ void rmsnorm_backward_weight_k(float* dw, const float* dout, const float* inp, const float* rstd,
-                                          std::int64_t N, std::int64_t C) {
-  TESSERA_GRID_STRIDE(c, C) {
-    float acc = dw[c];
-    for (std::int64_t i = 0; i < N; ++i) acc += dout[i * C + c] * inp[i * C + c] * rstd[i];
-    dw[c] = acc;
-  }
-}
-/// Rows [v0, v0 + Vl) of the table (a vocabulary shard): other tokens give zero rows.
-static __global__ void embedding_forward_k(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N,
-                                    std::int64_t v0, std::int64_t Vl, std::int64_t C) {
-  TESSERA_GRID_STRIDE(e, N * C) {
-    const std::int64_t i = e / C, c = e % C, t = tokens[i] - v0;
-    out[e] = t >= 0 && t < Vl ? wte[t * C + c] : 0.0f;
-  }
-}
-/// One thread per column, tokens in order (deterministic; no atomics).
-static __global__ void embedding_backward_k(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
-                                     std::int64_t v0, std::int64_t Vl, std::int64_t C) {
-  TESSERA_GRID_STRIDE(c, C) {
-    for (std::int64_t i = 0; i < N; ++i) {
-      const std::int64_t t = tokens[i] - v0;
-      if (t >= 0 && t < Vl) dwte[t * C + c] += dout[i * C + c];
-    }
-  }
-}
-/// Per-block sums of g^2 in double (grid-stride), into part[blockIdx.x]: a fixed tree, so
-/// the same bits every run.
-static __global__ void sum_squares_k(double* part, const float* g, std::int64_t n) {
-  __shared__ double sh[threads];
-  double acc = 0;
-  TESSERA_GRID_STRIDE(i, n) acc += static_cast<double>(g[i]) * g[i];
-  sh[threadIdx.x] = acc;
-  __syncthreads();
-  for (int s = threads / 2; s > 0; s /= 2) {
-    if (static_cast<int>(threadIdx.x) < s) sh[threadIdx.x] += sh[threadIdx.x + s];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-static __global__ void scale_k(float* g, std::int64_t n, float s) {
-  TESSERA_GRID_STRIDE(i, n) g[i] *= s;
-}
-#undef TESSERA_GRID_STRIDE
 }  // namespace detail
 
 /// The sum of g^2 over n device floats, in double (the piece a distributed run all-reduces

@@ -6,7 +6,7 @@
 // The token spans' positions and document ids are in device memory.
 // tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
 //
-// The kernels are attention.cuh's (one thread per query row, or per key row for dk and dv;
+// The kernels are attention.cuh's (device code in attention_kernels.cuh: one thread per query row, or per key row for dk and dv;
 // key or query rows streamed through shared memory; no atomics) under the spans' mask
 // (span_mask) in place of the causal one: key j is seen by query i when kpos[j] <= qpos[i] and, with
 // documents, kdoc[j] == qdoc[i]. A row that sees no key of the block gets out 0 and lse
@@ -26,37 +26,12 @@
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_kernels.cuh>
 #include <tessera/kernels/cuda/attention_masks.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cuda {
-
-namespace detail {
-/// Folds (out_b, lse_b) into (out, lse): one thread per row of HD values.
-static __global__ void merge_k(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
-                        std::int64_t Tq, std::int64_t NH, std::int64_t HD) {
-  const float ninf = -INFINITY;
-  const std::int64_t n = B * NH * Tq;
-  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < n;
-       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float lb = lse_b[r];
-    if (lb == ninf) continue;
-    const std::int64_t b = r / (NH * Tq), h = (r / Tq) % NH, t = r % Tq;
-    float* o = out + ((b * Tq + t) * NH + h) * HD;
-    const float* ob = out_b + ((b * Tq + t) * NH + h) * HD;
-    if (lse[r] == ninf) {
-      for (std::int64_t d = 0; d < HD; ++d) o[d] = ob[d];
-      lse[r] = lb;
-      continue;
-    }
-    const float w = 1.0f / (1.0f + expf(lse[r] - lb));
-    for (std::int64_t d = 0; d < HD; ++d) o[d] -= w * (o[d] - ob[d]);
-    const float x = lse[r] - lb;
-    lse[r] -= x >= 0.0f ? -log1pf(expf(-x)) : x - log1pf(expf(x));
-  }
-}
-}  // namespace detail
 
 /// out_b [B, Tq, NH, HD], lse_b [B, NH, Tq] of queries `qs` against block `ks`, as
 /// cpu::attention_block_forward (spans in device memory).

@@ -1,20 +1,16 @@
-// The tensor-core attention's device code (kernels/cuda/attention_tc_kernels.cuh) run on the
-// host by the CUDA emulation of tests/support/cuda_emulation.hpp: every block's 128 threads
-// as host threads, WMMA's fragments as whole tiles. What it checks is the kernels' own
-// logic -- tiling, the masks (causal, and context parallel's spans with documents and tile
-// skipping), GQA's head groups, indices, shared memory, barriers, accumulation --, not the
-// hardware's fragments or speed (tests/gpu/test_cuda_attention.cu, on a GPU).
+// The CUDA attention kernels' device code run on the host by the CUDA emulation of
+// tests/support/cuda_emulation.hpp (every block's threads as host threads, WMMA's fragments
+// as whole tiles): the f32 kernels (kernels/cuda/attention_kernels.cuh: what cuda_kernels
+// runs) against the CPU kernels, and the tensor-core kernels (attention_tc_kernels.cuh: what
+// cuda_bf16_kernels runs) against references exact about where they round. What it checks
+// is the kernels' own logic -- tiling, the masks (causal, and context parallel's spans with
+// documents and tile skipping), GQA's head groups, indices, shared memory, barriers,
+// accumulation, the merge --, not the hardware's fragments or speed
+// (tests/gpu/test_cuda_attention.cu, on a GPU).
 //
-// The references are exact about where the kernels round:
-//   forward   with q = 0 every score is 0, so P = 1 is exact in bf16 and out, lse must equal
-//             the CPU attention of the bf16-rounded operands to f32 rounding (1e-5); with
-//             random q, P's rounding (2^-9 relative, against the running max) is the
-//             kernels' alone: out within 8e-3 (2^-9 of |v - out| <= 4), lse within 2e-3
-//             (2^-9); measured 2.5e-3 and 9e-4;
-//   backward  a reference that rounds q, k, v, dout, P and dS = P (dP - D) to bf16 where the
-//             kernels do, everything else f32 or better: 1e-4 (sums in other orders; a dS
-//             that lands on the other side of a bf16 rounding boundary moves one term by
-//             2^-8 of itself).
+// f32: the CPU's tolerances on a GPU (tests/gpu/test_cuda_attention.cu): 1e-5 for out, lse
+// and D, 1e-4 for dq, dk, dv (the same f32 operations in other orders).
+// Tensor cores:
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -29,8 +25,11 @@
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/dtype.hpp>
 
+#include <head_tail_split.hpp>
+
 #define TESSERA_CUDA_EMULATION 1
 #include <cuda_emulation.hpp>
+#include <tessera/kernels/cuda/attention_kernels.cuh>
 #include <tessera/kernels/cuda/attention_tc_kernels.cuh>
 
 using namespace tessera;
@@ -83,6 +82,36 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
     tc::dkv_k<HD, Mask, Accumulate>(dk, dv, dout, q, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
 }
+
+// The f32 kernels, launched as attention.cuh and ring_attention.cuh launch them.
+namespace f32 {
+namespace k = cuda::detail;
+template <int HD, class Mask>
+void forward(float* out, float* lse, const float* q, const float* kk, const float* v, Mask m, shape s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  emu::launch(grid(s.Tq, s.NH, s.B), k::attention_rows, k::kv_tile_bytes<HD>,
+              [&] { k::attention_forward_k<HD, Mask>(out, lse, q, kk, v, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
+}
+template <int HD, class Mask, bool Accumulate>
+void backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* kk, const float* v,
+              const float* lse, const float* D, Mask m, shape s) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  emu::launch(grid(s.Tq, s.NH, s.B), k::attention_rows, k::kv_tile_bytes<HD>, [&] {
+    k::attention_dq_k<HD, Mask, Accumulate>(dq, dout, q, kk, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+  });
+  emu::launch(grid(s.Tk, s.NKV, s.B), k::attention_rows, k::q_tile_bytes<HD>, [&] {
+    k::attention_dkv_k<HD, Mask, Accumulate>(dk, dv, dout, q, kk, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+  });
+}
+// the row-wise kernels: two blocks of 256 threads, so that their grid-stride loops stride
+template <int HD>
+void delta(float* D, const float* dout, const float* out, shape s) {
+  emu::launch({2, 1, 1}, 256, 0, [&] { k::attention_delta_k<HD>(D, dout, out, s.B, s.Tq, s.NH); });
+}
+void merge(float* out, float* lse, const float* out_b, const float* lse_b, shape s, std::int64_t HD) {
+  emu::launch({2, 1, 1}, 256, 0, [&] { k::merge_k(out, lse, out_b, lse_b, s.B, s.Tq, s.NH, HD); });
+}
+}  // namespace f32
 
 /// The backward's contribution with bf16 P and dS where the kernels round them, added to
 /// dq, dk, dv; `sees(t, s)` the mask.
@@ -160,16 +189,12 @@ TEST_CASE("tensor-core attention (emulated): context parallel's blocks -- spans,
   // the block (out 0, lse -inf), chunk 3's see the tokens of their own document in it, and
   // whole tiles go unseen by a thread block (skipped)
   constexpr int HD = 32;
-  const std::int64_t Tl = 160, C = Tl / 2;
+  const std::int64_t Tl = 160;
   const shape s{1, Tl, Tl, 4, 2};
-  std::vector<std::int64_t> p0, p1;
-  for (std::int64_t i = 0; i < C; ++i) p0.push_back(i), p1.push_back(C + i);
-  for (std::int64_t i = 0; i < C; ++i) p1.push_back(2 * C + i), p0.push_back(3 * C + i);
-  std::vector<std::int32_t> d0, d1;
-  for (std::int64_t i = 0; i < Tl; ++i) d0.push_back(static_cast<std::int32_t>(p0[i] / 23)), d1.push_back(static_cast<std::int32_t>(p1[i] / 23));
-  const cpu::token_span qs{p0.data(), d0.data(), Tl}, ks{p1.data(), d1.data(), Tl};
+  const testing::head_tail_split split(Tl);
+  const cpu::token_span qs = split.rank0(), ks = split.rank1();
   const auto mask = cuda::detail::mask_of(qs, ks);
-  const auto sees = [&](std::int64_t t, std::int64_t j) { return p1[j] <= p0[t] && d0[t] == d1[j]; };
+  const auto sees = [&](std::int64_t t, std::int64_t j) { return split.sees(t, j); };
   const std::size_t nq = static_cast<std::size_t>(Tl * s.NH * HD), nk = static_cast<std::size_t>(Tl * s.NKV * HD),
                     nl = static_cast<std::size_t>(s.NH * Tl);
   const auto q = rounded_randn(nq, 11), k = rounded_randn(nk, 12), v = rounded_randn(nk, 13), dy = rounded_randn(nq, 14);
@@ -205,4 +230,83 @@ TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 bloc
   CHECK(tc::dq_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= 166912);  // and an A100's (163 KiB)
+}
+
+namespace {
+template <int HD>
+void f32_causal_case() {
+  CAPTURE(HD);
+  const shape s{2, 100, 100, 4, 2};  // 100: no tile divides it; GQA groups of 2
+  const std::size_t nq = static_cast<std::size_t>(s.B * s.Tq * s.NH * HD), nk = static_cast<std::size_t>(s.B * s.Tk * s.NKV * HD),
+                    nl = static_cast<std::size_t>(s.B * s.NH * s.Tq);
+  const auto q = rounded_randn(nq, 21), k = rounded_randn(nk, 22), v = rounded_randn(nk, 23), dy = rounded_randn(nq, 24);
+  std::vector<float> out(nq), lse(nl), want(nq), want_lse(nl), D(nl), want_D(nl);
+  f32::forward<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), cuda::detail::causal_mask{}, s);
+  cpu::attention_forward(want.data(), want_lse.data(), q.data(), k.data(), v.data(), s.B, s.Tq, s.NH, s.NKV, HD);
+  CHECK(worst(out, want) <= 1e-5);
+  CHECK(worst(lse, want_lse) <= 1e-5);
+  f32::delta<HD>(D.data(), dy.data(), want.data(), s);
+  cpu::attention_delta(want_D.data(), dy.data(), want.data(), s.B, s.Tq, s.NH, HD);
+  CHECK(worst(D, want_D) <= 1e-5);
+  std::vector<float> dq(nq, 7.0f), dk(nk, 7.0f), dv(nk, 7.0f), eq(nq), ek(nk), ev(nk);  // written, not added
+  f32::backward<HD, cuda::detail::causal_mask, false>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
+                                                      v.data(), want_lse.data(), want_D.data(), {}, s);
+  cpu::attention_backward(eq.data(), ek.data(), ev.data(), dy.data(), q.data(), k.data(), v.data(), want.data(),
+                          want_lse.data(), s.B, s.Tq, s.NH, s.NKV, HD);
+  CHECK(worst(dq, eq) <= 1e-4);
+  CHECK(worst(dk, ek) <= 1e-4);
+  CHECK(worst(dv, ev) <= 1e-4);
+}
+}  // namespace
+
+TEST_CASE("f32 attention (emulated): causal forward, D and backward against the CPU kernels, head dims 16 and 64") {
+  f32_causal_case<16>();
+  f32_causal_case<64>();
+}
+
+TEST_CASE("f32 attention (emulated): context parallel's blocks, merged and accumulated, against the CPU kernels") {
+  // rank 0 of a head-tail split over cp = 2 with documents of 23 tokens, against its own
+  // block and rank 1's (as tests/gpu/test_cuda_attention.cu): 160 tokens, so that a thread
+  // block of 64 rows skips whole tiles of 32
+  constexpr int HD = 16;
+  const std::int64_t Tl = 160;
+  const shape s{2, Tl, Tl, 4, 2};
+  const testing::head_tail_split split(Tl);
+  const cpu::token_span qs = split.rank0(), ks = split.rank1();
+  const std::size_t nq = static_cast<std::size_t>(s.B * Tl * s.NH * HD), nk = static_cast<std::size_t>(s.B * Tl * s.NKV * HD),
+                    nl = static_cast<std::size_t>(s.B * s.NH * Tl);
+  const auto q = rounded_randn(nq, 31), k0 = rounded_randn(nk, 32), v0 = rounded_randn(nk, 33), k1 = rounded_randn(nk, 34),
+             v1 = rounded_randn(nk, 35), dy = rounded_randn(nq, 36);
+  // the CPU
+  std::vector<float> out(nq, 0.0f), lse(nl, -INFINITY), ob(nq), lb(nl), D(nl), dq(nq, 0.0f), dk0(nk, 0.0f),
+      dv0(nk, 0.0f), dk1(nk, 0.0f), dv1(nk, 0.0f);
+  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k0.data(), v0.data(), qs, qs, s.B, s.NH, s.NKV, HD);
+  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), s.B, Tl, s.NH, HD);
+  cpu::attention_block_forward(ob.data(), lb.data(), q.data(), k1.data(), v1.data(), qs, ks, s.B, s.NH, s.NKV, HD);
+  cpu::attention_merge(out.data(), lse.data(), ob.data(), lb.data(), s.B, Tl, s.NH, HD);
+  cpu::attention_delta(D.data(), dy.data(), out.data(), s.B, Tl, s.NH, HD);
+  cpu::attention_block_backward(dq.data(), dk0.data(), dv0.data(), dy.data(), q.data(), k0.data(), v0.data(),
+                                lse.data(), D.data(), qs, qs, s.B, s.NH, s.NKV, HD);
+  cpu::attention_block_backward(dq.data(), dk1.data(), dv1.data(), dy.data(), q.data(), k1.data(), v1.data(),
+                                lse.data(), D.data(), qs, ks, s.B, s.NH, s.NKV, HD);
+  // the emulated kernels
+  std::vector<float> gout(nq, 0.0f), glse(nl, -INFINITY), gob(nq), glb(nl), gD(nl), gdq(nq, 0.0f), gdk0(nk, 0.0f),
+      gdv0(nk, 0.0f), gdk1(nk, 0.0f), gdv1(nk, 0.0f);
+  const auto own = cuda::detail::mask_of(qs, qs), other = cuda::detail::mask_of(qs, ks);
+  f32::forward<HD>(gob.data(), glb.data(), q.data(), k0.data(), v0.data(), own, s);
+  f32::merge(gout.data(), glse.data(), gob.data(), glb.data(), s, HD);
+  f32::forward<HD>(gob.data(), glb.data(), q.data(), k1.data(), v1.data(), other, s);
+  f32::merge(gout.data(), glse.data(), gob.data(), glb.data(), s, HD);
+  f32::delta<HD>(gD.data(), dy.data(), gout.data(), s);
+  f32::backward<HD, cuda::detail::span_mask, true>(gdq.data(), gdk0.data(), gdv0.data(), dy.data(), q.data(), k0.data(),
+                                                   v0.data(), glse.data(), gD.data(), own, s);
+  f32::backward<HD, cuda::detail::span_mask, true>(gdq.data(), gdk1.data(), gdv1.data(), dy.data(), q.data(), k1.data(),
+                                                   v1.data(), glse.data(), gD.data(), other, s);
+  CHECK(worst(gout, out) <= 1e-5);
+  CHECK(worst(glse, lse) <= 1e-5);
+  CHECK(worst(gdq, dq) <= 1e-4);
+  CHECK(worst(gdk0, dk0) <= 1e-4);
+  CHECK(worst(gdv0, dv0) <= 1e-4);
+  CHECK(worst(gdk1, dk1) <= 1e-4);
+  CHECK(worst(gdv1, dv1) <= 1e-4);
 }

@@ -1,0 +1,194 @@
+// The CUDA kernels of kernels/cuda/pointwise_kernels.cuh, cross_entropy_kernels.cuh and
+// float8_kernels.cuh run on the host by the CUDA emulation (tests/support/cuda_emulation.hpp:
+// every block's threads as host threads), launched as pointwise.cuh, cross_entropy.cuh and
+// float8.cuh launch them, against the CPU kernels -- the block reductions (RMSNorm,
+// cross-entropy and its vocabulary-parallel phases, the sum of squares, the amaxes), the
+// per-column loops, RoPE's pairings, the embedding's shard and the byte transpose's 2-D tiles.
+// Tolerances are tests/gpu/test_cuda_kernels.cu's (largest |emulated - cpu| / max(1, |cpu|)):
+// 2e-5 for RMSNorm (row sums: a 256-thread tree against 16 lanes), 2e-6 for RoPE and
+// cross-entropy's gradient, 1e-5 for its losses and the shards' statistics, 1e-12 for the
+// sum of squares (double), 0 for the embedding, the amaxes, the row maxima and the transpose.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include <tessera/kernels/cpu/cross_entropy.hpp>
+#include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/kernels/cpu/grad_norm.hpp>
+#include <tessera/kernels/cpu/rmsnorm.hpp>
+#include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/vocab_parallel.hpp>
+
+#define TESSERA_CUDA_EMULATION 1
+#include <cuda_emulation.hpp>
+#include <tessera/kernels/cuda/cross_entropy_kernels.cuh>
+#include <tessera/kernels/cuda/float8_kernels.cuh>
+#include <tessera/kernels/cuda/pointwise_kernels.cuh>
+
+using namespace tessera;
+namespace k = tessera::cuda::detail;
+namespace emu = tessera::cuda::emulation;
+
+namespace {
+std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+double worst(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double w = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    w = std::max(w, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+  return w;
+}
+/// One block per row, as the row kernels launch.
+tessera_emulated_dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
+/// A grid-stride launch, as blocks_for sizes it.
+tessera_emulated_dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1, 1}; }
+}  // namespace
+
+TEST_CASE("emulated CUDA kernels: RMSNorm forward and backward (block reductions, per-column weight gradient)") {
+  const std::int64_t N = 5, C = 300;  // C > 256: each thread strides over the row
+  const auto x = randn(N * C, 1), w = randn(C, 2), g = randn(N * C, 3);
+  std::vector<float> out(N * C), rstd(N), eo(N * C), er(N);
+  emu::launch(rows_grid(N), k::threads, 0,
+              [&] { k::rmsnorm_forward_k(out.data(), rstd.data(), x.data(), w.data(), C, 1e-5f); });
+  cpu::rmsnorm_forward(eo.data(), er.data(), x.data(), w.data(), N, C, 1e-5f);
+  CHECK(worst(out, eo) <= 2e-5);
+  CHECK(worst(rstd, er) <= 2e-5);
+  std::vector<float> dx(N * C, 0.5f), dw(C, 0.25f), ex = dx, ew = dw;  // both accumulate
+  emu::launch(rows_grid(N), k::threads, 0,
+              [&] { k::rmsnorm_backward_input_k(dx.data(), g.data(), x.data(), w.data(), er.data(), C); });
+  emu::launch(stride_grid(C), k::threads, 0,
+              [&] { k::rmsnorm_backward_weight_k(dw.data(), g.data(), x.data(), er.data(), N, C); });
+  cpu::rmsnorm_backward(ex.data(), ew.data(), g.data(), x.data(), w.data(), er.data(), N, C);
+  CHECK(worst(dx, ex) <= 2e-5);
+  CHECK(worst(dw, ew) <= 2e-5);
+}
+
+TEST_CASE("emulated CUDA kernels: cross-entropy in place, ignored targets, and the vocabulary-parallel phases") {
+  const std::int64_t N = 6, V = 700;
+  const auto logits = randn(N * V, 4, 3.0f);
+  const std::vector<std::int32_t> targets{3, 699, -1, 0, 350, 42};  // one ignored
+  const std::int64_t count = cpu::count_targets(targets.data(), N, V);
+  const float scale = 1.0f / static_cast<float>(count);
+  std::vector<float> d = logits, losses(N), ed(N * V), el(N);  // dlogits over the logits, as the model calls it
+  emu::launch(rows_grid(N), k::threads, 0,
+              [&] { k::cross_entropy_k(d.data(), losses.data(), d.data(), targets.data(), V, scale); });
+  cpu::cross_entropy_forward_backward(ed.data(), el.data(), logits.data(), targets.data(), N, V);
+  CHECK(worst(d, ed) <= 2e-6);
+  CHECK(worst(losses, el) <= 1e-5);
+  CHECK(losses[2] == 0.0f);
+  // loss parallel: shards [0, 300) and [300, 700); each phase on each shard
+  for (const auto& part : {std::pair<std::int64_t, std::int64_t>{0, 300}, {300, 400}}) {
+    const std::int64_t v0 = part.first, Vl = part.second;  // (clang 14 captures no structured binding)
+    CAPTURE(v0);
+    std::vector<float> shard(N * Vl);
+    for (std::int64_t i = 0; i < N; ++i)
+      std::copy_n(logits.begin() + i * V + v0, Vl, shard.begin() + i * Vl);
+    std::vector<float> mx(N), emx(N), st(2 * N), est(2 * N), sd = shard, esd(N * Vl), sl(N);
+    emu::launch(rows_grid(N), k::threads, 0, [&] { k::ce_shard_row_max_k(mx.data(), shard.data(), Vl); });
+    cpu::ce_shard_row_max(emx.data(), shard.data(), N, Vl);
+    CHECK(mx == emx);
+    emu::launch(rows_grid(N), k::threads, 0,
+                [&] { k::ce_shard_row_stats_k(st.data(), shard.data(), emx.data(), targets.data(), v0, Vl); });
+    cpu::ce_shard_row_stats(est.data(), shard.data(), emx.data(), targets.data(), N, v0, Vl);
+    CHECK(worst(st, est) <= 1e-5);
+    emu::launch(rows_grid(N), k::threads, 0, [&] {
+      k::ce_shard_finish_k(sd.data(), sl.data(), sd.data(), emx.data(), est.data(), targets.data(), v0, Vl, scale);
+    });
+    cpu::ce_shard_finish(esd.data(), shard.data(), emx.data(), est.data(), targets.data(), N, V, v0, Vl, scale);
+    CHECK(worst(sd, esd) <= 2e-6);
+  }
+}
+
+TEST_CASE("emulated CUDA kernels: sum of squares (per-block double trees), amaxes (NaN sticking)") {
+  const auto g = randn(100003, 5);
+  std::vector<double> part(4);
+  emu::launch({4, 1, 1}, k::threads, 0, [&] { k::sum_squares_k(part.data(), g.data(), 100003); });
+  double total = 0;
+  for (double p : part) total += p;
+  const double want = cpu::sum_of_squares(g.data(), g.size());
+  CHECK(std::abs(total - want) <= 1e-12 * want);
+
+  const std::int64_t rows = 7, cols = 300;
+  auto x = randn(rows * cols, 6);
+  x[2 * cols + 17] = std::numeric_limits<float>::quiet_NaN();  // row 2, column 17
+  std::vector<float> blocks(3), amax(1), by_row(rows), by_col(cols), er(rows), ec(cols);
+  emu::launch({3, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(blocks.data(), x.data(), rows * cols); });
+  emu::launch({1, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(amax.data(), blocks.data(), 3); });
+  emu::launch(rows_grid(rows), k::threads, 0, [&] { k::abs_max_rows_k(by_row.data(), x.data(), cols); });
+  emu::launch(stride_grid(cols), k::threads, 0, [&] { k::abs_max_cols_k(by_col.data(), x.data(), rows, cols); });
+  cpu::abs_max_rows(er.data(), x.data(), rows, cols);
+  cpu::abs_max_cols(ec.data(), x.data(), rows, cols);
+  CHECK(std::isnan(amax[0]));
+  CHECK(std::isnan(cpu::abs_max(x.data(), rows * cols)));
+  auto same = [](const std::vector<float>& a, const std::vector<float>& b) {
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!(a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i])))) return false;
+    return a.size() == b.size();
+  };
+  CHECK(same(by_row, er));
+  CHECK(same(by_col, ec));
+  CHECK(std::isnan(by_row[2]));
+  CHECK(std::isnan(by_col[17]));
+  x[2 * cols + 17] = 0.5f;  // without the NaN, the tensor's amax is the rows' largest
+  emu::launch({3, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(blocks.data(), x.data(), rows * cols); });
+  emu::launch({1, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(amax.data(), blocks.data(), 3); });
+  CHECK(amax[0] == cpu::abs_max(x.data(), rows * cols));
+}
+
+TEST_CASE("emulated CUDA kernels: the byte transpose's 32 x 33 tiles on 32 x 8 thread blocks") {
+  const std::int64_t rows = 70, cols = 45;  // neither a multiple of 32
+  std::vector<std::uint8_t> in(rows * cols), out(rows * cols, 0xAB);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
+  emu::launch({static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32), 1}, {32, 8, 1}, 0,
+              [&] { k::transpose_bytes_k(out.data(), in.data(), rows, cols); });
+  bool ok = true;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) ok = ok && out[c * rows + r] == in[r * cols + c];
+  CHECK(ok);
+}
+
+TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in both pairings") {
+  const std::int64_t N = 9, V = 40, v0 = 10, Vl = 20, C = 24;
+  const std::vector<std::int32_t> ids{0, 10, 29, 30, 15, 15, 39, 12, 10};  // in and out of the shard, repeats
+  const auto table = randn(Vl * C, 7), dy = randn(N * C, 8);
+  std::vector<float> out(N * C, 9.0f), eo(N * C), dt(Vl * C, 0.5f), edt = dt;
+  emu::launch(stride_grid(N * C), k::threads, 0,
+              [&] { k::embedding_forward_k(out.data(), ids.data(), table.data(), N, v0, Vl, C); });
+  cpu::embedding_shard_forward(eo.data(), ids.data(), table.data(), N, V, v0, Vl, C);
+  CHECK(out == eo);
+  emu::launch(stride_grid(C), k::threads, 0,
+              [&] { k::embedding_backward_k(dt.data(), dy.data(), ids.data(), N, v0, Vl, C); });
+  cpu::embedding_shard_backward(edt.data(), dy.data(), ids.data(), N, V, v0, Vl, C);
+  CHECK(dt == edt);
+
+  const std::int64_t B = 2, T = 11, NH = 3, HD = 16;
+  std::vector<float> cs(T * HD / 2), sn(T * HD / 2);
+  cpu::rope_table(cs.data(), sn.data(), T, HD);
+  const auto x = randn(B * T * NH * HD, 9);
+  for (const cpu::rope_style style : {cpu::rope_style::interleaved, cpu::rope_style::half})
+    for (const bool inverse : {false, true}) {
+      CAPTURE(inverse);
+      std::vector<float> y(x.size()), e(x.size());
+      emu::launch(stride_grid(B * T * NH * (HD / 2)), k::threads, 0, [&] {
+        k::rope_k(y.data(), x.data(), cs.data(), sn.data(), B * T, T, NH, HD, style == cpu::rope_style::interleaved,
+                  inverse ? -1.0f : 1.0f);
+      });
+      if (inverse)
+        cpu::rope_backward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
+      else
+        cpu::rope_forward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
+      CHECK(worst(y, e) <= 2e-6);
+    }
+}

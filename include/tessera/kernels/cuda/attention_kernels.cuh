@@ -52,6 +52,27 @@ __device__ inline void load_kv_tile(float* Ks, float* Vs, const float* k, const 
   __syncthreads();
 }
 
+/// The key loop of a block of query rows (forward, dq): streams the key / value tiles of KV
+/// head g that the block's rows [t0, t0 + attention_rows) need through Ks, Vs (skipping
+/// tiles none of them sees) and calls f(j) for each key s0 + j this thread's row t sees, its
+/// rows at Ks + j * HD and Vs + j * HD.
+template <int HD, class Mask, class F>
+__device__ inline void over_seen_keys(float* Ks, float* Vs, const float* k, const float* v, const Mask& mask,
+                                      std::int64_t b, std::int64_t g, std::int64_t t0, std::int64_t t, bool live,
+                                      std::int64_t Tq, std::int64_t Tk, std::int64_t NKV, F f) {
+  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
+  for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
+    if (!tile_needed<Mask>(live, s0, end, [&](std::int64_t s) { return mask.sees(t, s); })) continue;
+    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
+    for (int j = 0; j < attention_tile && live; ++j) {
+      const std::int64_t s = s0 + j;
+      if (s >= end) break;
+      if (mask.sees(t, s)) f(j);
+    }
+    __syncthreads();
+  }
+}
+
 /// Forward: block (query tile, head, batch); thread = query row t. A row that sees no key
 /// gets out 0 and lse -inf.
 template <int HD, class Mask>
@@ -66,23 +87,14 @@ __global__ void attention_forward_k(float* out, float* lse, const float* q, cons
   float qr[HD], acc[HD];
   for (int d = 0; d < HD; ++d) qr[d] = live ? q[((b * Tq + t) * NH + h) * HD + d] * scale : 0.0f, acc[d] = 0.0f;
   float m = -3.402823466e38f, l = 0.0f;
-  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
-  for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
-    if (!tile_needed<Mask>(live, s0, end, [&](std::int64_t s) { return mask.sees(t, s); })) continue;
-    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
-    for (int j = 0; j < attention_tile && live; ++j) {
-      const std::int64_t s = s0 + j;
-      if (s >= end) break;
-      if (!mask.sees(t, s)) continue;
-      float x = 0.0f;
-      for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d];
-      const float mn = x > m ? x : m, corr = pointwise::fast_exp(m - mn), p = pointwise::fast_exp(x - mn);
-      l = l * corr + p;
-      for (int d = 0; d < HD; ++d) acc[d] = acc[d] * corr + p * Vs[j * HD + d];
-      m = mn;
-    }
-    __syncthreads();
-  }
+  over_seen_keys<HD>(Ks, Vs, k, v, mask, b, g, t0, t, live, Tq, Tk, NKV, [&](int j) {
+    float x = 0.0f;
+    for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d];
+    const float mn = x > m ? x : m, corr = pointwise::fast_exp(m - mn), p = pointwise::fast_exp(x - mn);
+    l = l * corr + p;
+    for (int d = 0; d < HD; ++d) acc[d] = acc[d] * corr + p * Vs[j * HD + d];
+    m = mn;
+  });
   if (!live) return;
   for (int d = 0; d < HD; ++d) out[((b * Tq + t) * NH + h) * HD + d] = l > 0.0f ? acc[d] / l : 0.0f;
   lse[(b * NH + h) * Tq + t] = l > 0.0f ? m + logf(l) : -INFINITY;
@@ -121,21 +133,12 @@ __global__ void attention_dq_k(float* dq, const float* dout, const float* q, con
     acc[d] = 0.0f;
   }
   const float L = live ? lse[(b * NH + h) * Tq + t] : 0.0f, Dt = live ? D[(b * NH + h) * Tq + t] : 0.0f;
-  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
-  for (std::int64_t s0 = 0; s0 < end; s0 += attention_tile) {
-    if (!tile_needed<Mask>(live, s0, end, [&](std::int64_t s) { return mask.sees(t, s); })) continue;
-    load_kv_tile<HD>(Ks, Vs, k, v, b, g, s0, Tk, NKV);
-    for (int j = 0; j < attention_tile && live; ++j) {
-      const std::int64_t s = s0 + j;
-      if (s >= end) break;
-      if (!mask.sees(t, s)) continue;
-      float x = 0.0f, dp = 0.0f;
-      for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d], dp += gr[d] * Vs[j * HD + d];
-      const float p = pointwise::fast_exp(x - L), ds = p * (dp - Dt);
-      for (int d = 0; d < HD; ++d) acc[d] += ds * Ks[j * HD + d];
-    }
-    __syncthreads();
-  }
+  over_seen_keys<HD>(Ks, Vs, k, v, mask, b, g, t0, t, live, Tq, Tk, NKV, [&](int j) {
+    float x = 0.0f, dp = 0.0f;
+    for (int d = 0; d < HD; ++d) x += qr[d] * Ks[j * HD + d], dp += gr[d] * Vs[j * HD + d];
+    const float p = pointwise::fast_exp(x - L), ds = p * (dp - Dt);
+    for (int d = 0; d < HD; ++d) acc[d] += ds * Ks[j * HD + d];
+  });
   if (!live) return;
   for (int d = 0; d < HD; ++d) {
     float& o = dq[((b * Tq + t) * NH + h) * HD + d];

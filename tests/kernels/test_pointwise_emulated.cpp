@@ -3,11 +3,13 @@
 // every block's threads as host threads), launched as pointwise.cuh, cross_entropy.cuh and
 // float8.cuh launch them, against the CPU kernels -- the block reductions (RMSNorm,
 // cross-entropy and its vocabulary-parallel phases, the sum of squares, the amaxes), the
-// per-column loops, RoPE's pairings, the embedding's shard and the byte transpose's 2-D tiles.
+// per-column loops, RoPE's pairings, the embedding's shard, Float8's casts and the byte
+// transpose's 2-D tiles.
 // Tolerances are tests/gpu/test_cuda_kernels.cu's (largest |emulated - cpu| / max(1, |cpu|)):
 // 2e-5 for RMSNorm (row sums: a 256-thread tree against 16 lanes), 2e-6 for RoPE and
 // cross-entropy's gradient, 1e-5 for its losses and the shards' statistics, 1e-12 for the
-// sum of squares (double), 0 for the embedding, the amaxes, the row maxima and the transpose.
+// sum of squares (double), 0 for the embedding, the amaxes, the row maxima, Float8's codes and
+// their values, and the transpose.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -145,6 +147,37 @@ TEST_CASE("emulated CUDA kernels: sum of squares (per-block double trees), amaxe
   emu::launch({3, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(blocks.data(), x.data(), rows * cols); });
   emu::launch({1, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(amax.data(), blocks.data(), 3); });
   CHECK(amax[0] == cpu::abs_max(x.data(), rows * cols));
+}
+
+TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granularity, e4m3 and e5m2") {
+  const std::int64_t rows = 6, cols = 70;
+  auto x = randn(rows * cols, 10, 40.0f);
+  x[5] = 1e6f;  // saturates
+  for (const cpu::f8_granularity g :
+       {cpu::f8_granularity::tensorwise, cpu::f8_granularity::per_row, cpu::f8_granularity::per_column})
+    for (const dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2}) {
+      CAPTURE(static_cast<int>(g));
+      const cpu::f8_cast c{.target = target, .granularity = g};
+      const std::int64_t n_scales = g == cpu::f8_granularity::tensorwise ? 1 : (g == cpu::f8_granularity::per_row ? rows : cols);
+      std::vector<float> scales(static_cast<std::size_t>(n_scales));
+      for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
+      std::vector<std::uint8_t> bits(rows * cols), want(rows * cols);
+      std::vector<float> back(rows * cols), want_back(rows * cols);
+      auto run = [&]<class F8>(F8) {
+        emu::launch(stride_grid(rows * cols), k::threads, 0,
+                    [&] { k::f8_quantize_k<F8>(bits.data(), x.data(), scales.data(), rows, cols, g); });
+        emu::launch(stride_grid(rows * cols), k::threads, 0,
+                    [&] { k::f8_dequantize_k<F8>(back.data(), bits.data(), scales.data(), rows, cols, g); });
+      };
+      if (target == dtype::f8_e4m3fn)
+        run(f8_e4m3fn{});
+      else
+        run(f8_e5m2{});
+      cpu::f8_quantize(want.data(), x.data(), scales.data(), rows, cols, c);
+      cpu::f8_dequantize(want_back.data(), want.data(), scales.data(), rows, cols, c);
+      CHECK(bits == want);
+      CHECK(back == want_back);
+    }
 }
 
 TEST_CASE("emulated CUDA kernels: the byte transpose's 32 x 33 tiles on 32 x 8 thread blocks") {

@@ -3,10 +3,11 @@
 // every block's threads as host threads), launched as pointwise.cuh, cross_entropy.cuh and
 // float8.cuh launch them, against the CPU kernels -- the block reductions (RMSNorm,
 // cross-entropy and its vocabulary-parallel phases, the sum of squares, the amaxes), the
+// per-element kernels (SwiGLU, AdamW, add, scale, bf16 casts: the CPU's formulas), the
 // per-column loops, RoPE's pairings, the embedding's shard, Float8's casts and the byte
 // transpose's 2-D tiles.
 // Tolerances are tests/gpu/test_cuda_kernels.cu's (largest |emulated - cpu| / max(1, |cpu|)):
-// 2e-5 for RMSNorm (row sums: a 256-thread tree against 16 lanes), 2e-6 for RoPE and
+// 2e-5 for RMSNorm (row sums: a 256-thread tree against 16 lanes), 2e-6 for SwiGLU, AdamW, RoPE and
 // cross-entropy's gradient, 1e-5 for its losses and the shards' statistics, 1e-12 for the
 // sum of squares (double), 0 for the embedding, the amaxes, the row maxima, Float8's codes and
 // their values, and the transpose.
@@ -19,12 +20,14 @@
 #include <random>
 #include <vector>
 
+#include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cpu/grad_norm.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
 
 #define TESSERA_CUDA_EMULATION 1
@@ -57,6 +60,40 @@ tessera_emulated_dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(
 /// A grid-stride launch, as blocks_for sizes it.
 tessera_emulated_dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1, 1}; }
 }  // namespace
+
+TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, scale, bf16 casts -- over grid strides") {
+  const std::int64_t n = 70001;  // blocks_for(n) blocks of 256, the last one partial
+  const auto a = randn(n, 11), b = randn(n, 12), g = randn(n, 13);
+  std::vector<float> y(n), e(n), d1(n), d3(n), e1(n), e3(n);
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::swiglu_forward_k(y.data(), a.data(), b.data(), n); });
+  cpu::swiglu_forward(e.data(), a.data(), b.data(), n);
+  CHECK(worst(y, e) <= 2e-6);  // the same formula; a build that contracts a * b + c may round differently
+  emu::launch(stride_grid(n), k::threads, 0,
+              [&] { k::swiglu_backward_k(d1.data(), d3.data(), g.data(), a.data(), b.data(), n); });
+  cpu::swiglu_backward(e1.data(), e3.data(), g.data(), a.data(), b.data(), n);
+  CHECK(worst(d1, e1) <= 2e-6);
+  CHECK(worst(d3, e3) <= 2e-6);
+  std::vector<float> p = a, m(n, 0.1f), v(n, 0.2f), ep = a, em = m, ev = v;
+  const cpu::adamw_config cfg{.lr = 1e-3f};
+  const pointwise::adamw_scalars sc = cpu::adamw_step_scalars(3, cfg);
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::adamw_k(p.data(), g.data(), m.data(), v.data(), n, sc); });
+  cpu::adamw_update(ep.data(), g.data(), em.data(), ev.data(), static_cast<std::size_t>(n), 3, cfg);
+  CHECK(worst(p, ep) <= 2e-6);
+  CHECK(worst(m, em) <= 2e-6);
+  CHECK(worst(v, ev) <= 2e-6);
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::add_k(y.data(), a.data(), b.data(), n); });
+  bool sums = true, scaled = true, casts = true;
+  for (std::int64_t i = 0; i < n; ++i) sums = sums && y[i] == a[i] + b[i];
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::scale_k(y.data(), n, 0.5f); });
+  for (std::int64_t i = 0; i < n; ++i) scaled = scaled && y[i] == (a[i] + b[i]) * 0.5f;
+  std::vector<bf16> h(n);
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::to_bf16_k(h.data(), a.data(), n); });
+  emu::launch(stride_grid(n), k::threads, 0, [&] { k::from_bf16_k(y.data(), h.data(), n); });
+  for (std::int64_t i = 0; i < n; ++i) casts = casts && y[i] == static_cast<float>(bf16(a[i]));
+  CHECK(sums);
+  CHECK(scaled);
+  CHECK(casts);
+}
 
 TEST_CASE("emulated CUDA kernels: RMSNorm forward and backward (block reductions, per-column weight gradient)") {
   const std::int64_t N = 5, C = 300;  // C > 256: each thread strides over the row

@@ -62,13 +62,16 @@ tessera_emulated_dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1,
 }  // namespace
 
 TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, scale, bf16 casts -- over grid strides") {
-  const std::int64_t n = 70001;  // blocks_for(n) blocks of 256, the last one partial
+  // three blocks of 256 threads over 5,001 elements: each thread strides 6 or 7 times (a grid
+  // of blocks_for(n) blocks would start one host thread per element)
+  const std::int64_t n = 5001;
+  const tessera_emulated_dim3 grid3{3, 1, 1};
   const auto a = randn(n, 11), b = randn(n, 12), g = randn(n, 13);
   std::vector<float> y(n), e(n), d1(n), d3(n), e1(n), e3(n);
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::swiglu_forward_k(y.data(), a.data(), b.data(), n); });
+  emu::launch(grid3, k::threads, 0, [&] { k::swiglu_forward_k(y.data(), a.data(), b.data(), n); });
   cpu::swiglu_forward(e.data(), a.data(), b.data(), n);
   CHECK(worst(y, e) <= 2e-6);  // the same formula; a build that contracts a * b + c may round differently
-  emu::launch(stride_grid(n), k::threads, 0,
+  emu::launch(grid3, k::threads, 0,
               [&] { k::swiglu_backward_k(d1.data(), d3.data(), g.data(), a.data(), b.data(), n); });
   cpu::swiglu_backward(e1.data(), e3.data(), g.data(), a.data(), b.data(), n);
   CHECK(worst(d1, e1) <= 2e-6);
@@ -76,19 +79,19 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
   std::vector<float> p = a, m(n, 0.1f), v(n, 0.2f), ep = a, em = m, ev = v;
   const cpu::adamw_config cfg{.lr = 1e-3f};
   const pointwise::adamw_scalars sc = cpu::adamw_step_scalars(3, cfg);
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::adamw_k(p.data(), g.data(), m.data(), v.data(), n, sc); });
+  emu::launch(grid3, k::threads, 0, [&] { k::adamw_k(p.data(), g.data(), m.data(), v.data(), n, sc); });
   cpu::adamw_update(ep.data(), g.data(), em.data(), ev.data(), static_cast<std::size_t>(n), 3, cfg);
   CHECK(worst(p, ep) <= 2e-6);
   CHECK(worst(m, em) <= 2e-6);
   CHECK(worst(v, ev) <= 2e-6);
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::add_k(y.data(), a.data(), b.data(), n); });
+  emu::launch(grid3, k::threads, 0, [&] { k::add_k(y.data(), a.data(), b.data(), n); });
   bool sums = true, scaled = true, casts = true;
   for (std::int64_t i = 0; i < n; ++i) sums = sums && y[i] == a[i] + b[i];
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::scale_k(y.data(), n, 0.5f); });
+  emu::launch(grid3, k::threads, 0, [&] { k::scale_k(y.data(), n, 0.5f); });
   for (std::int64_t i = 0; i < n; ++i) scaled = scaled && y[i] == (a[i] + b[i]) * 0.5f;
   std::vector<bf16> h(n);
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::to_bf16_k(h.data(), a.data(), n); });
-  emu::launch(stride_grid(n), k::threads, 0, [&] { k::from_bf16_k(y.data(), h.data(), n); });
+  emu::launch(grid3, k::threads, 0, [&] { k::to_bf16_k(h.data(), a.data(), n); });
+  emu::launch(grid3, k::threads, 0, [&] { k::from_bf16_k(y.data(), h.data(), n); });
   for (std::int64_t i = 0; i < n; ++i) casts = casts && y[i] == static_cast<float>(bf16(a[i]));
   CHECK(sums);
   CHECK(scaled);

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
@@ -264,4 +265,12 @@ TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in b
         cpu::rope_forward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
       CHECK(worst(y, e) <= 2e-6);
     }
+}
+
+TEST_CASE("the emulation refuses a launch it should not run: too many threads, too much shared memory") {
+  CHECK_THROWS_WITH_AS(emu::launch({100, 1, 1}, 256, 0, [] {}), doctest::Contains("threads in all"),
+                       std::invalid_argument);
+  CHECK_THROWS_WITH_AS(emu::launch({1, 1, 1}, 128, emu::max_shared_bytes + 1, [] {}),
+                       doctest::Contains("more than an H100 gives"), std::invalid_argument);
+  CHECK_THROWS_AS(emu::launch({1, 1, 1}, 100, 0, [] {}), std::invalid_argument);  // not whole warps
 }

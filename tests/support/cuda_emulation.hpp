@@ -65,6 +65,7 @@ inline unsigned lane() { return thread_rank % 32; }
 inline std::barrier<>& warp() { return *current->warps[thread_rank / 32]; }
 
 inline constexpr std::size_t max_shared_bytes = 232448;  // an H100's opt-in limit a block: 227 KiB
+inline constexpr std::size_t max_threads = 16384;        // a launch's threads in all (host threads)
 
 /// Runs `kernel()` on every thread of a grid of blocks of block.x x block.y x block.z threads
 /// (a multiple of 32), one block after the other, each with `shared_bytes` of dynamic shared
@@ -73,6 +74,11 @@ template <class Kernel>
 void launch(tessera_emulated_dim3 grid, tessera_emulated_dim3 block_dim, std::size_t shared_bytes, Kernel kernel) {
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
   if (threads % 32 != 0 || threads > 1024) throw std::invalid_argument("emulation::launch: bad block size");
+  const std::size_t all = std::size_t{grid.x} * grid.y * grid.z * static_cast<std::size_t>(threads);
+  if (all > max_threads)
+    throw std::invalid_argument("emulation::launch: " + std::to_string(all) +
+                                " threads in all; each is a host thread here -- keep a test's grid under " +
+                                std::to_string(max_threads) + " threads (grid-stride kernels take any grid)");
   if (shared_bytes > max_shared_bytes)
     throw std::invalid_argument("emulation::launch: " + std::to_string(shared_bytes) +
                                 " bytes of shared memory a block, more than an H100 gives (232448)");

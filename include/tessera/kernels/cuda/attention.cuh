@@ -36,19 +36,19 @@
 namespace tessera::cuda {
 
 namespace detail {
-/// Calls f.template operator()<HD>() for a supported head dim, else throws.
+/// Calls f.template operator()<HD>() and returns true when HD is one of Dims; false
+/// otherwise (the kernels are instantiated for those head dims only).
+template <int... Dims, class F>
+bool dispatch_head_dim(std::int64_t HD, F&& f) {
+  return ((HD == Dims ? (f.template operator()<Dims>(), true) : false) || ...);
+}
+/// Calls f.template operator()<HD>() for a head dim the f32 kernels take, else throws.
 template <class F>
 void with_head_dim(std::int64_t HD, const char* who, F&& f) {
-  switch (HD) {
-    case 8: f.template operator()<8>(); break;
-    case 16: f.template operator()<16>(); break;
-    case 32: f.template operator()<32>(); break;
-    case 64: f.template operator()<64>(); break;
-    case 128: f.template operator()<128>(); break;
-    default:  // (256 would need more than the 48 KiB of shared memory a block gets by default)
-      throw error(std::string(who) + ": head_dim " + std::to_string(HD) +
-                  " is not one the CUDA attention is built for (8, 16, 32, 64, 128)");
-  }
+  // (256 would need more than the 48 KiB of shared memory a block gets by default)
+  if (!dispatch_head_dim<8, 16, 32, 64, 128>(HD, f))
+    throw error(std::string(who) + ": head_dim " + std::to_string(HD) +
+                " is not one the CUDA attention is built for (8, 16, 32, 64, 128)");
 }
 inline dim3 attention_grid(std::int64_t T, std::int64_t heads, std::int64_t B) {
   return dim3(static_cast<unsigned>((T + attention_rows - 1) / attention_rows), static_cast<unsigned>(heads),

@@ -51,16 +51,11 @@ namespace tessera::cuda {
 
 namespace detail::tc {
 
-/// Calls f.template operator()<HD>() and returns true for a head dim the kernels take.
+/// Calls f.template operator()<HD>() and returns true for a head dim the kernels take
+/// (WMMA's k-steps of 16).
 template <class F>
 bool with_head_dim(std::int64_t HD, F&& f) {
-  switch (HD) {
-    case 16: f.template operator()<16>(); return true;
-    case 32: f.template operator()<32>(); return true;
-    case 64: f.template operator()<64>(); return true;
-    case 128: f.template operator()<128>(); return true;
-    default: return false;
-  }
+  return dispatch_head_dim<16, 32, 64, 128>(HD, f);
 }
 template <class Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes) {
@@ -92,11 +87,7 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
 /// (bf16 WMMA) and HD one of 16, 32, 64, 128. Where not, the *_bf16 functions below run the
 /// f32 kernels (exact operands instead of rounded ones).
 inline bool tc_attention_supported(std::int64_t HD) {
-  if (HD != 16 && HD != 32 && HD != 64 && HD != 128) return false;
-  int dev = 0, major = 0;
-  cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-  cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-  return major >= 8;
+  return detail::compute_capability() >= 80 && detail::tc::with_head_dim(HD, [&]<int>() {});
 }
 
 /// attention_forward with bf16 operands on the tensor cores (the top of this file).

@@ -55,19 +55,6 @@ __global__ void f8_quantize_dequantize_k(float* out, const float* x, const float
   }
 }
 
-/// The compute capability of the current device, major * 10 + minor (asked once per thread).
-inline int compute_capability() {
-  thread_local int cc = -1;
-  if (cc < 0) {
-    int dev = 0, major = 0, minor = 0;
-    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
-    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
-    cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
-    cc = major * 10 + minor;
-  }
-  return cc;
-}
-
 inline cudaDataType_t cuda_f8_type(dtype t) { return t == dtype::f8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
 
 /// True when the GEMM C[m, n] (reduction k) of operands A (scales per `a_rows`: along m) and

@@ -33,6 +33,18 @@ namespace tessera::cuda {
 
 namespace detail {
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), std::string(what) + ": kernel launch"); }
+/// The compute capability of the current device, major * 10 + minor (asked once per thread).
+inline int compute_capability() {
+  thread_local int cc = -1;
+  if (cc < 0) {
+    int dev = 0, major = 0, minor = 0;
+    cuda_check(cudaGetDevice(&dev), "cudaGetDevice");
+    cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
+    cuda_check(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
+    cc = major * 10 + minor;
+  }
+  return cc;
+}
 }  // namespace detail
 
 /// The sum of g^2 over n device floats, in double (the piece a distributed run all-reduces

@@ -4,7 +4,7 @@
 set -euo pipefail
 packages=(
   cmake g++ clang python3
-  libboost-dev doctest-dev libbenchmark-dev
+  libboost-dev libboost-context-dev doctest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libsentencepiece-dev sentencepiece libtomlplusplus-dev fortunes-min fortunes
 )

@@ -334,7 +334,7 @@ int run_recipe_cuda(const std::string& name, comm::any_communicator* mpi, std::i
 #endif
 }
 
-int run_recipe(const options& o, int& argc, char**& argv) {
+int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] char**& argv) {  // MPI's, when built with it
   int status = 2;
   const bool known = recipes::visit(o.recipe, [&]<class R>() {
     constexpr llama_config rc = recipe_traits<R>::config;

@@ -50,13 +50,15 @@ int run_on(const cuda_inputs& in) {
   cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   const double state = 16.0 * static_cast<double>(param_count(c));  // f32 params, grads, two moments
   if (state > static_cast<double>(free_bytes)) {
-    char msg[320];
-    std::snprintf(msg, sizeof msg,
-                  "%s needs %.1f GiB of GPU memory for f32 parameters, gradients and AdamW moments alone; %s has "
-                  "%.1f GiB free (one GPU runs models up to its memory: a smaller --model, or --device cpu)",
-                  std::string(c.name).c_str(), state / (1 << 30), prop.name,
-                  static_cast<double>(free_bytes) / (1 << 30));
-    throw error(msg);
+    const auto gib = [](double bytes) {
+      char s[32];
+      std::snprintf(s, sizeof s, "%.1f", bytes / (1 << 30));
+      return std::string(s);
+    };
+    throw error(std::string(c.name) + " needs " + gib(state) +
+                " GiB of GPU memory for f32 parameters, gradients and AdamW moments alone; " + prop.name + " has " +
+                gib(static_cast<double>(free_bytes)) +
+                " GiB free (one GPU runs models up to its memory: a smaller --model, or --device cpu)");
   }
 
   device_llama<K> model(c);

@@ -60,7 +60,7 @@ double worst(const std::vector<float>& a, const std::vector<float>& b) {
 struct shape {
   std::int64_t B, Tq, Tk, NH, NKV;
 };
-tessera_emulated_dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
+dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
   return {static_cast<unsigned>((rows + tc::rows - 1) / tc::rows), static_cast<unsigned>(heads),
           static_cast<unsigned>(B)};
 }

@@ -57,16 +57,16 @@ double worst(const std::vector<float>& a, const std::vector<float>& b) {
   return w;
 }
 /// One block per row, as the row kernels launch.
-tessera_emulated_dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
+dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
 /// A grid-stride launch, as blocks_for sizes it.
-tessera_emulated_dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1, 1}; }
+dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1, 1}; }
 }  // namespace
 
 TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, scale, bf16 casts -- over grid strides") {
   // three blocks of 256 threads over 5,001 elements: each thread strides 6 or 7 times (a grid
   // of blocks_for(n) blocks would start one host thread per element)
   const std::int64_t n = 5001;
-  const tessera_emulated_dim3 grid3{3, 1, 1};
+  const dim3 grid3{3, 1, 1};
   const auto a = randn(n, 11), b = randn(n, 12), g = randn(n, 13);
   std::vector<float> y(n), e(n), d1(n), d3(n), e1(n), e3(n);
   emu::launch(grid3, k::threads, 0, [&] { k::swiglu_forward_k(y.data(), a.data(), b.data(), n); });

@@ -9,6 +9,11 @@
                                                   on 2 ranks with --batch 2 trains as one rank
                                                   with --batch 4, not as --grad-accum 2
                                                   with --batch 2
+  train_llama_runs.py cuda EXE EMULATED            --device cuda of EMULATED (train_llama_emulated:
+                                                  the trainer's GPU path on the host's CUDA
+                                                  emulation) trains as --device cpu of EXE, in
+                                                  f32 and with --compute-dtype bf16, and saves
+                                                  the weights it trained
 Exit status 0 when every check holds, 1 (with the reasons) otherwise.
 """
 import json
@@ -144,6 +149,31 @@ def check_batch(d, exe):
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
 
 
+def check_cuda(d, exe, emulated):
+    tok = d / "t.bin"
+    tokens(tok)
+    common = ["--tokens", str(tok), "--batch", "2", "--seq-len", "64", "--steps", "3", "--seed", "5"]
+    cpu = run([exe, "--device", "cpu", "--metrics", str(d / "cpu.jsonl"), "--save-weights",
+               str(d / "cpu.safetensors")] + common)
+    out = run([emulated, "--device", "cuda", "--metrics", str(d / "cuda.jsonl"), "--save-weights",
+               str(d / "cuda.safetensors")] + common)
+    check("CUDA emulation" in out, f"--device cuda did not run on the emulated device:\n{out}")
+    check("compute: f32" in out, f"--device cuda did not report f32 compute:\n{out}")
+    a, b = losses(d / "cpu.jsonl"), losses(d / "cuda.jsonl")
+    rel = lambda x, y: max(abs(p - q) / abs(q) for p, q in zip(x, y))
+    check(len(a) == 3 and len(b) == 3, f"not 3 steps of metrics: {a} / {b}")
+    # the GPU test's tolerance (tests/gpu/test_cuda_llama.cu): bf16's unit roundoff
+    check(rel(b, a) < 2 ** -8, f"--device cuda's losses {b} differ from --device cpu's {a}")
+    w_cpu, w_cuda = (d / "cpu.safetensors").read_bytes(), (d / "cuda.safetensors").read_bytes()
+    check(len(w_cpu) == len(w_cuda) and len(w_cuda) > 1000000, "the weights saved from the device differ in size")
+    bf = run([emulated, "--device", "cuda", "--compute-dtype", "bf16", "--metrics", str(d / "bf16.jsonl")] + common)
+    check("bf16 operands on the tensor cores" in bf, f"--compute-dtype bf16 did not say so:\n{bf}")
+    c = losses(d / "bf16.jsonl")
+    # bf16 operands: within 1% of f32 over a few steps (docs/training.md)
+    check(len(c) == 3 and rel(c, a) < 1e-2, f"--compute-dtype bf16's losses {c} are not within 1% of f32's {a}")
+    del cpu
+
+
 def main():
     what, exe, launcher = sys.argv[1], sys.argv[2], sys.argv[3:]
     with tempfile.TemporaryDirectory() as t:
@@ -152,8 +182,10 @@ def main():
             check_trace(d, exe, launcher)
         elif what == "batch":
             check_batch(d, exe)
+        elif what == "cuda":
+            check_cuda(d, exe, launcher[0])
         else:
-            sys.exit(f"unknown check '{what}'; use trace or batch")
+            sys.exit(f"unknown check '{what}'; use trace, batch or cuda")
     for f in fails:
         print("FAILED:", f)
     if fails:

@@ -1,17 +1,19 @@
-// A host emulation of the CUDA device code the attention kernels use
-// (kernels/cuda/attention_kernels.cuh, attention_tc_kernels.cuh), so that they run --
-// slowly -- on a machine without a GPU: each thread of a block is a host thread;
-// __syncthreads, __syncthreads_or, __syncwarp and __shfl_xor_sync are barriers over the
-// block's or the warp's threads; a WMMA fragment holds its whole 16 x 16 tile in every lane
-// (products and sums in f32; lane 0 stores it, once the warp has arrived). Include it first,
-// with TESSERA_CUDA_EMULATION defined, then the kernels.
+// A host emulation of the CUDA device code tessera's kernels use (kernels/cuda/*_kernels.cuh),
+// so that they run -- slowly -- on a machine without a GPU: a block's threads run as host
+// threads or as fibers (cuda_emulation_executor.hpp); __syncthreads, __syncthreads_or,
+// __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads; a WMMA
+// fragment holds its whole 16 x 16 tile in every lane (products and sums in f32; lane 0
+// stores it, once the warp has arrived). Include it first, with TESSERA_CUDA_EMULATION
+// defined, then the kernels. cuda_runtime_emulation.hpp adds the runtime API and the
+// launches, so that the entry points (kernels/cuda/*.cuh) and cuda_kernels run whole.
 //
 // What it checks: the kernels' tiling, masks, indices, shared-memory layout (each block's
 // shared memory starts filled with NaN bytes; WMMA's 32-byte alignment and leading-dimension
 // rules are asserted on every load and store; the block's bytes are bounded by an H100's
 // 227 KiB) and the placement of their barriers (a missing one is a race ThreadSanitizer
-// reports, a divergent one a hang). Not what it checks: the hardware fragments' layouts,
-// their accumulation order, timing -- tests/gpu/ on a GPU.
+// reports under the threads executor, a divergent one an error under fibers). Not what it
+// checks: the hardware fragments' layouts, their accumulation order, timing -- tests/gpu/ on
+// a GPU.
 #pragma once
 
 #ifndef TESSERA_CUDA_EMULATION
@@ -33,85 +35,15 @@
 
 #include <tessera/tensor/dtype.hpp>
 
+#include <cuda_emulation_executor.hpp>
+
 #define __global__ __attribute__((unused))  // a kernel a test does not launch is no warning
 #define __device__
 #define __host__
 #define __launch_bounds__(...)
 #define __shared__ static  // a kernel's static shared array: one for the block (blocks run one at a time)
 
-struct tessera_emulated_dim3 {
-  unsigned x = 0, y = 0, z = 0;
-};
-inline thread_local tessera_emulated_dim3 threadIdx, blockIdx, blockDim, gridDim;
-
 namespace tessera::cuda::emulation {
-/// The state one block's threads share.
-struct block {
-  explicit block(int threads, unsigned char* shared)
-      : all(threads), shared(shared), exchange(static_cast<std::size_t>(threads)) {
-    for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<std::barrier<>>(32));
-  }
-  std::barrier<> all;
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
-  std::atomic<int> any{0};
-  unsigned char* shared;
-  std::vector<float> exchange;  // __shfl_xor_sync's slots, one a thread
-};
-inline thread_local block* current = nullptr;
-inline thread_local unsigned thread_rank = 0;  // x fastest, as CUDA numbers a block's threads into warps
-
-inline unsigned char* shared_memory() { return current->shared; }
-inline unsigned lane() { return thread_rank % 32; }
-inline std::barrier<>& warp() { return *current->warps[thread_rank / 32]; }
-
-inline constexpr std::size_t max_shared_bytes = 232448;  // an H100's opt-in limit a block: 227 KiB
-inline constexpr std::size_t max_threads = 16384;        // a launch's threads in all (host threads)
-
-/// Runs `kernel()` on every thread of a grid of blocks of block.x x block.y x block.z threads
-/// (a multiple of 32), one block after the other, each with `shared_bytes` of dynamic shared
-/// memory.
-template <class Kernel>
-void launch(tessera_emulated_dim3 grid, tessera_emulated_dim3 block_dim, std::size_t shared_bytes, Kernel kernel) {
-  const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
-  if (threads % 32 != 0 || threads > 1024) throw std::invalid_argument("emulation::launch: bad block size");
-  const std::size_t all = std::size_t{grid.x} * grid.y * grid.z * static_cast<std::size_t>(threads);
-  if (all > max_threads)
-    throw std::invalid_argument("emulation::launch: " + std::to_string(all) +
-                                " threads in all; each is a host thread here -- keep a test's grid under " +
-                                std::to_string(max_threads) + " threads (grid-stride kernels take any grid)");
-  if (shared_bytes > max_shared_bytes)
-    throw std::invalid_argument("emulation::launch: " + std::to_string(shared_bytes) +
-                                " bytes of shared memory a block, more than an H100 gives (232448)");
-  const std::size_t n = shared_bytes ? shared_bytes : 1;
-  std::unique_ptr<unsigned char, void (*)(unsigned char*)> mem(
-      static_cast<unsigned char*>(::operator new(n, std::align_val_t{128})),
-      [](unsigned char* p) { ::operator delete(p, std::align_val_t{128}); });
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        std::memset(mem.get(), 0xff, n);  // NaN in f32 and bf16: a read before a write shows
-        block b(threads, mem.get());
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; ++t)
-          ts.emplace_back([&, t] {
-            const auto u = static_cast<unsigned>(t);
-            thread_rank = u;
-            threadIdx = {u % block_dim.x, u / block_dim.x % block_dim.y, u / (block_dim.x * block_dim.y)};
-            blockIdx = {x, y, z};
-            blockDim = block_dim;
-            gridDim = grid;
-            current = &b;
-            kernel();
-          });
-        for (auto& t : ts) t.join();
-      }
-}
-/// A one-dimensional block of `threads` threads.
-template <class Kernel>
-void launch(tessera_emulated_dim3 grid, int threads, std::size_t shared_bytes, Kernel kernel) {
-  launch(grid, tessera_emulated_dim3{static_cast<unsigned>(threads), 1, 1}, shared_bytes, kernel);
-}
-
 inline void require_aligned(const void* p, unsigned ld, std::size_t element, const char* what) {
   if (reinterpret_cast<std::uintptr_t>(p) % 32 != 0 || (ld * element) % 16 != 0)
     throw std::logic_error(std::string("emulated WMMA ") + what +
@@ -143,6 +75,7 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 using __nv_bfloat16 = tessera::bf16;
 inline tessera::bf16 __float2bfloat16_rn(float x) { return tessera::bf16(x); }  // nearest even
 inline float __bfloat162float(tessera::bf16 x) { return static_cast<float>(x); }
+[[noreturn]] inline void __trap() { throw std::logic_error("emulation: a kernel executed __trap()"); }
 
 namespace nvcuda::wmma {
 struct matrix_a {};

@@ -30,6 +30,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cuda/attention_kernels.cuh>
 #include <tessera/kernels/cuda/attention_masks.cuh>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
@@ -60,18 +61,18 @@ void launch_forward(float* out, float* lse, const float* q, const float* k, cons
                     std::int64_t B, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale,
                     cudaStream_t s) {
   const std::size_t shared = kv_tile_bytes<HD>;
-  attention_forward_k<HD, Mask><<<attention_grid(Tq, NH, B), attention_rows, shared, s>>>(out, lse, q, k, v, mask, Tq,
-                                                                                          Tk, NH, NKV, scale);
+  TESSERA_LAUNCH(attention_grid(Tq, NH, B), attention_rows, shared, s, attention_forward_k<HD, Mask>)(
+      out, lse, q, k, v, mask, Tq, Tk, NH, NKV, scale);
 }
 template <int HD, bool Accumulate, class Mask>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
                      std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t s) {
   const std::size_t kv_shared = kv_tile_bytes<HD>;
-  attention_dq_k<HD, Mask, Accumulate><<<attention_grid(Tq, NH, B), attention_rows, kv_shared, s>>>(
+  TESSERA_LAUNCH(attention_grid(Tq, NH, B), attention_rows, kv_shared, s, attention_dq_k<HD, Mask, Accumulate>)(
       dq, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
   const std::size_t q_shared = q_tile_bytes<HD>;
-  attention_dkv_k<HD, Mask, Accumulate><<<attention_grid(Tk, NKV, B), attention_rows, q_shared, s>>>(
+  TESSERA_LAUNCH(attention_grid(Tk, NKV, B), attention_rows, q_shared, s, attention_dkv_k<HD, Mask, Accumulate>)(
       dk, dv, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
 }
 }  // namespace detail
@@ -96,7 +97,8 @@ inline void attention_backward(float* dq, float* dk, float* dv, const float* dou
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0, "cuda::attention_backward: bad sizes (NH must be a multiple of NKV)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::with_head_dim(HD, "cuda::attention_backward", [&]<int Dm>() {
-    detail::attention_delta_k<Dm><<<detail::blocks_for(B * NH * T), detail::threads, 0, s>>>(D, dout, out, B, T, NH);
+    TESSERA_LAUNCH(detail::blocks_for(B * NH * T), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
+        D, dout, out, B, T, NH);
     detail::launch_backward<Dm, false>(dq, dk, dv, dout, q, k, v, lse, D, detail::causal_mask{}, B, T, T, NH, NKV,
                                        scale, s);
   });

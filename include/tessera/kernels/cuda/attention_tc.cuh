@@ -43,6 +43,7 @@
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/attention_tc_kernels.cuh>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/cuda/ring_attention.cuh>
 #include <tessera/kernels/pointwise.hpp>
@@ -67,18 +68,18 @@ void launch_forward(float* out, float* lse, const float* q, const float* k, cons
                     std::int64_t B, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale,
                     cudaStream_t st) {
   allow_shared(forward_k<HD, Mask>, forward_bytes<HD>);
-  forward_k<HD, Mask><<<attention_grid(Tq, NH, B), threads, forward_bytes<HD>, st>>>(out, lse, q, k, v, mask, Tq, Tk,
-                                                                                      NH, NKV, scale);
+  TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
+      out, lse, q, k, v, mask, Tq, Tk, NH, NKV, scale);
 }
 template <int HD, bool Accumulate, class Mask>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
                      std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t st) {
   allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
-  dq_k<HD, Mask, Accumulate><<<attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st>>>(dq, dout, q, k, v, lse, D,
-                                                                                       mask, Tq, Tk, NH, NKV, scale);
+  TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
+      dq, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
   allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
-  dkv_k<HD, Mask, Accumulate><<<attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st>>>(
+  TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
       dk, dv, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
 }
 }  // namespace detail::tc

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <tessera/kernels/cuda/cross_entropy_kernels.cuh>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -34,7 +35,7 @@ namespace tessera::cuda {
 inline void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N, std::int64_t Vl,
                              cudaStream_t s = nullptr) {
   if (N == 0) return;
-  detail::ce_shard_row_max_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(rowmax, logits, Vl);
+  TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::ce_shard_row_max_k)(rowmax, logits, Vl);
   detail::launched("cuda::ce_shard_row_max");
 }
 /// Phase 2 (rowmax reduced over the split): stats [N, 2] = (sum of e^(x - rowmax), the
@@ -42,8 +43,8 @@ inline void ce_shard_row_max(float* rowmax, const float* logits, std::int64_t N,
 inline void ce_shard_row_stats(float* stats, const float* logits, const float* rowmax, const std::int32_t* targets,
                                std::int64_t N, std::int64_t v0, std::int64_t Vl, cudaStream_t s = nullptr) {
   if (N == 0) return;
-  detail::ce_shard_row_stats_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(stats, logits, rowmax, targets, v0,
-                                                                                  Vl);
+  TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::ce_shard_row_stats_k)(
+      stats, logits, rowmax, targets, v0, Vl);
   detail::launched("cuda::ce_shard_row_stats");
 }
 /// Phase 3 (stats reduced over the split): per-token losses [N] (0 for ignored rows) and,
@@ -52,8 +53,8 @@ inline void ce_shard_finish(float* dlogits, float* losses, const float* logits, 
                             const float* stats, const std::int32_t* targets, std::int64_t N, std::int64_t v0,
                             std::int64_t Vl, float scale, cudaStream_t s = nullptr) {
   if (N == 0) return;
-  detail::ce_shard_finish_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dlogits, losses, logits, rowmax, stats,
-                                                                               targets, v0, Vl, scale);
+  TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::ce_shard_finish_k)(
+      dlogits, losses, logits, rowmax, stats, targets, v0, Vl, scale);
   detail::launched("cuda::ce_shard_finish");
 }
 
@@ -64,8 +65,8 @@ inline void cross_entropy_forward_backward(float* dlogits, float* losses, const 
                                            std::int64_t count, float grad_scale = -1.0f, cudaStream_t s = nullptr) {
   if (N == 0) return;
   const float scale = grad_scale >= 0.0f ? grad_scale : (count ? 1.0f / static_cast<float>(count) : 0.0f);
-  detail::cross_entropy_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dlogits, losses, logits, targets, V,
-                                                                              scale);
+  TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::cross_entropy_k)(
+      dlogits, losses, logits, targets, V, scale);
   detail::launched("cuda::cross_entropy_forward_backward");
 }
 

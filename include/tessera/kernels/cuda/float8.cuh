@@ -24,6 +24,7 @@
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cuda/float8_kernels.cuh>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -38,7 +39,7 @@ inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t
                          cudaStream_t s = nullptr) {
   if (rows == 0 || cols == 0) return;
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
-  detail::transpose_bytes_k<<<grid, dim3(32, 8), 0, s>>>(out, in, rows, cols);
+  TESSERA_LAUNCH(grid, dim3(32, 8), 0, s, detail::transpose_bytes_k)(out, in, rows, cols);
   detail::launched("cuda::f8_transpose");
 }
 
@@ -50,16 +51,17 @@ inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t
     case cpu::f8_granularity::tensorwise: {
       const unsigned blocks = detail::blocks_for(rows * cols) < 1024 ? detail::blocks_for(rows * cols) : 1024;
       tensor<float, cuda_space> part({static_cast<std::int64_t>(blocks)});
-      detail::abs_max_blocks_k<<<blocks, detail::threads, 0, s>>>(part.data(), x, rows * cols);
-      detail::abs_max_blocks_k<<<1, detail::threads, 0, s>>>(amax, part.data(), blocks);
+      TESSERA_LAUNCH(blocks, detail::threads, 0, s, detail::abs_max_blocks_k)(part.data(), x, rows * cols);
+      TESSERA_LAUNCH(1, detail::threads, 0, s, detail::abs_max_blocks_k)(amax, part.data(), blocks);
       cuda_check(cudaStreamSynchronize(s), "cuda::f8_amax");  // `part` is freed on return
       break;
     }
     case cpu::f8_granularity::per_row:
-      if (rows > 0) detail::abs_max_rows_k<<<static_cast<unsigned>(rows), detail::threads, 0, s>>>(amax, x, cols);
+      if (rows > 0) TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, s, detail::abs_max_rows_k)(
+          amax, x, cols);
       break;
     case cpu::f8_granularity::per_column:
-      detail::abs_max_cols_k<<<detail::blocks_for(cols), detail::threads, 0, s>>>(amax, x, rows, cols);
+      TESSERA_LAUNCH(detail::blocks_for(cols), detail::threads, 0, s, detail::abs_max_cols_k)(amax, x, rows, cols);
       break;
   }
   detail::launched("cuda::f8_amax");
@@ -84,8 +86,8 @@ void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t co
 inline void f8_quantize(std::uint8_t* bits, const float* x, const float* scales, std::int64_t rows, std::int64_t cols,
                         cpu::f8_cast c, cudaStream_t s = nullptr) {
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    detail::f8_quantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads, 0, s>>>(bits, x, scales, rows, cols,
-                                                                                         c.granularity);
+    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, s, detail::f8_quantize_k<F8>)(
+        bits, x, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_quantize");
 }
@@ -94,8 +96,8 @@ inline void f8_quantize(std::uint8_t* bits, const float* x, const float* scales,
 inline void f8_dequantize(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
                           std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    detail::f8_dequantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads, 0, s>>>(out, bits, scales, rows,
-                                                                                           cols, c.granularity);
+    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, s, detail::f8_dequantize_k<F8>)(
+        out, bits, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_dequantize");
 }

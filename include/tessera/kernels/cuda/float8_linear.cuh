@@ -27,6 +27,7 @@
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cuda/float8.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 
 namespace tessera::cuda {
@@ -89,8 +90,8 @@ void f8_quantize_dequantize(float* out, const float* x, std::int64_t rows, std::
                             float* scales, Reduce&& reduce = {}) {
   cuda::f8_scales(scales, x, rows, cols, c, reduce);
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    detail::f8_quantize_dequantize_k<F8><<<detail::blocks_for(rows * cols), detail::threads>>>(out, x, scales, rows, cols,
-                                                                                             c.granularity);
+    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, nullptr, detail::f8_quantize_dequantize_k<F8>)(
+        out, x, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_quantize_dequantize");
 }
@@ -103,7 +104,7 @@ void f8_codes(std::uint8_t* bits, float* inverse, const float* x, std::int64_t r
   cuda::f8_scales(inverse, x, rows, cols, c, reduce);
   cuda::f8_quantize(bits, x, inverse, rows, cols, c);
   const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
-  detail::reciprocal_k<<<detail::blocks_for(n), detail::threads>>>(inverse, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, nullptr, detail::reciprocal_k)(inverse, n);
   detail::launched("cuda::f8_codes");
 }
 

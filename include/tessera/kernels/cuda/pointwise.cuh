@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise_kernels.cuh>
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -57,7 +58,7 @@ inline double sum_of_squares(const float* g, std::int64_t n, cudaStream_t s = nu
     std::size_t n;
     ~release() { cuda_space::deallocate(p, n); }
   } r{part, blocks * sizeof(double)};
-  detail::sum_squares_k<<<blocks, detail::threads, 0, s>>>(part, g, n);
+  TESSERA_LAUNCH(blocks, detail::threads, 0, s, detail::sum_squares_k)(part, g, n);
   detail::launched("cuda::sum_of_squares");
   std::vector<double> h(blocks);
   cuda_check(cudaStreamSynchronize(s), "cuda::sum_of_squares");
@@ -69,36 +70,36 @@ inline double sum_of_squares(const float* g, std::int64_t n, cudaStream_t s = nu
 
 /// Multiplies n device floats by s (gradient clipping's step, as cpu::scale_inplace).
 inline void scale_inplace(float* g, std::int64_t n, float s, cudaStream_t st = nullptr) {
-  detail::scale_k<<<detail::blocks_for(n), detail::threads, 0, st>>>(g, n, s);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, st, detail::scale_k)(g, n, s);
   detail::launched("cuda::scale_inplace");
 }
 
 /// y = a + b (n elements; b may alias y): the residual connections.
 inline void add(float* y, const float* a, const float* b, std::int64_t n, cudaStream_t s = nullptr) {
-  detail::add_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, a, b, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::add_k)(y, a, b, n);
   detail::launched("cuda::add");
 }
 /// y = x rounded to bf16 (nearest even; n elements): a bf16 GEMM's operands.
 inline void to_bf16(bf16* y, const float* x, std::int64_t n, cudaStream_t s = nullptr) {
   if (n <= 0) return;
-  detail::to_bf16_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, x, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::to_bf16_k)(y, x, n);
   detail::launched("cuda::to_bf16");
 }
 /// y = x widened to f32 (exact; n elements): FSDP's bf16 gathers into the f32 compute copy.
 inline void from_bf16(float* y, const bf16* x, std::int64_t n, cudaStream_t s = nullptr) {
   if (n <= 0) return;
-  detail::from_bf16_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(y, x, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::from_bf16_k)(y, x, n);
   detail::launched("cuda::from_bf16");
 }
 /// out = silu(h1) * h3 (n elements).
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {
-  detail::swiglu_forward_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(out, h1, h3, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::swiglu_forward_k)(out, h1, h3, n);
   detail::launched("cuda::swiglu_forward");
 }
 /// WRITES dh1, dh3 (they may alias h1, h3 or dout), as cpu::swiglu_backward.
 inline void swiglu_backward(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3, std::int64_t n,
                             cudaStream_t s = nullptr) {
-  detail::swiglu_backward_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(dh1, dh3, dout, h1, h3, n);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::swiglu_backward_k)(dh1, dh3, dout, h1, h3, n);
   detail::launched("cuda::swiglu_backward");
 }
 /// RoPE of [B, T, NH, HD] with the tables cos, sin [T, HD / 2] (cpu::rope_table's; out may
@@ -106,32 +107,34 @@ inline void swiglu_backward(float* dh1, float* dh3, const float* dout, const flo
 inline void rope_apply(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B, std::int64_t T,
                        std::int64_t NH, std::int64_t HD, bool inverse,
                        cpu::rope_style style = cpu::rope_style::interleaved, cudaStream_t s = nullptr) {
-  detail::rope_k<<<detail::blocks_for(B * T * NH * (HD / 2)), detail::threads, 0, s>>>(
+  TESSERA_LAUNCH(detail::blocks_for(B * T * NH * (HD / 2)), detail::threads, 0, s, detail::rope_k)(
       out, inp, cos, sin, B * T, T, NH, HD, style == cpu::rope_style::interleaved, inverse ? -1.0f : 1.0f);
   detail::launched("cuda::rope_apply");
 }
 /// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them).
 inline void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n,
                          const pointwise::adamw_scalars& k, cudaStream_t s = nullptr) {
-  detail::adamw_k<<<detail::blocks_for(n), detail::threads, 0, s>>>(p, g, m, v, n, k);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::adamw_k)(p, g, m, v, n, k);
   detail::launched("cuda::adamw_update");
 }
 /// out [N, C], rstd [N] as cpu::rmsnorm_forward.
 inline void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* w, std::int64_t N, std::int64_t C,
                             float eps = 1e-5f, cudaStream_t s = nullptr) {
   if (N == 0) return;
-  detail::rmsnorm_forward_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(out, rstd, inp, w, C, eps);
+  TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::rmsnorm_forward_k)(out, rstd, inp, w, C, eps);
   detail::launched("cuda::rmsnorm_forward");
 }
 /// ACCUMULATES dinp [N, C] and dw [C] (either may be null), as cpu::rmsnorm_backward.
 inline void rmsnorm_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                              const float* rstd, std::int64_t N, std::int64_t C, cudaStream_t s = nullptr) {
   if (dinp && N > 0) {
-    detail::rmsnorm_backward_input_k<<<static_cast<unsigned>(N), detail::threads, 0, s>>>(dinp, dout, inp, w, rstd, C);
+    TESSERA_LAUNCH(static_cast<unsigned>(N), detail::threads, 0, s, detail::rmsnorm_backward_input_k)(
+        dinp, dout, inp, w, rstd, C);
     detail::launched("cuda::rmsnorm_backward (input)");
   }
   if (dw) {
-    detail::rmsnorm_backward_weight_k<<<detail::blocks_for(C), detail::threads, 0, s>>>(dw, dout, inp, rstd, N, C);
+    TESSERA_LAUNCH(detail::blocks_for(C), detail::threads, 0, s, detail::rmsnorm_backward_weight_k)(
+        dw, dout, inp, rstd, N, C);
     detail::launched("cuda::rmsnorm_backward (weight)");
   }
 }
@@ -139,13 +142,15 @@ inline void rmsnorm_backward(float* dinp, float* dw, const float* dout, const fl
 /// ids must have been checked on the host (cpu::check_tokens) before they were copied.
 inline void embedding_forward(float* out, const std::int32_t* tokens, const float* wte, std::int64_t N, std::int64_t v0,
                               std::int64_t Vl, std::int64_t C, cudaStream_t s = nullptr) {
-  detail::embedding_forward_k<<<detail::blocks_for(N * C), detail::threads, 0, s>>>(out, tokens, wte, N, v0, Vl, C);
+  TESSERA_LAUNCH(detail::blocks_for(N * C), detail::threads, 0, s, detail::embedding_forward_k)(
+      out, tokens, wte, N, v0, Vl, C);
   detail::launched("cuda::embedding_forward");
 }
 /// ACCUMULATES dwte's shard rows from dout [N, C].
 inline void embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
                                std::int64_t v0, std::int64_t Vl, std::int64_t C, cudaStream_t s = nullptr) {
-  detail::embedding_backward_k<<<detail::blocks_for(C), detail::threads, 0, s>>>(dwte, dout, tokens, N, v0, Vl, C);
+  TESSERA_LAUNCH(detail::blocks_for(C), detail::threads, 0, s, detail::embedding_backward_k)(
+      dwte, dout, tokens, N, v0, Vl, C);
   detail::launched("cuda::embedding_backward");
 }
 

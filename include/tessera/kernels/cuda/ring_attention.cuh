@@ -28,6 +28,7 @@
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/attention_kernels.cuh>
 #include <tessera/kernels/cuda/attention_masks.cuh>
+#include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
@@ -50,7 +51,8 @@ inline void attention_block_forward(float* out_b, float* lse_b, const float* q, 
 /// Folds (out_b, lse_b) into (out, lse), as cpu::attention_merge.
 inline void attention_merge(float* out, float* lse, const float* out_b, const float* lse_b, std::int64_t B,
                             std::int64_t Tq, std::int64_t NH, std::int64_t HD, cudaStream_t s = nullptr) {
-  detail::merge_k<<<detail::blocks_for(B * NH * Tq), detail::threads, 0, s>>>(out, lse, out_b, lse_b, B, Tq, NH, HD);
+  TESSERA_LAUNCH(detail::blocks_for(B * NH * Tq), detail::threads, 0, s, detail::merge_k)(
+      out, lse, out_b, lse_b, B, Tq, NH, HD);
   detail::launched("cuda::attention_merge");
 }
 
@@ -58,7 +60,8 @@ inline void attention_merge(float* out, float* lse, const float* out_b, const fl
 inline void attention_delta(float* D, const float* dout, const float* out, std::int64_t B, std::int64_t Tq,
                             std::int64_t NH, std::int64_t HD, cudaStream_t s = nullptr) {
   detail::with_head_dim(HD, "cuda::attention_delta", [&]<int Dm>() {
-    detail::attention_delta_k<Dm><<<detail::blocks_for(B * NH * Tq), detail::threads, 0, s>>>(D, dout, out, B, Tq, NH);
+    TESSERA_LAUNCH(detail::blocks_for(B * NH * Tq), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
+        D, dout, out, B, Tq, NH);
   });
   detail::launched("cuda::attention_delta");
 }

@@ -1,0 +1,273 @@
+// The CUDA emulation's own promises (tests/support/cuda_runtime_emulation.hpp,
+// cublaslt_emulation.hpp, cuda_emulation_executor.hpp): that it refuses what a GPU refuses or
+// faults on -- a host pointer handed to a kernel, a copy in the wrong direction, shared memory
+// over 48 KiB without the opt-in, a barrier some threads never reach, FP8 GEMMs outside
+// cuBLASLt's rules -- and that it computes what cuBLASLt documents (the FP8 scales, beta 0).
+// The GPU tests compiled against it (ctest gpu_emulated.*) rely on both.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/float8.hpp>
+#include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/kernels/cuda/launch.cuh>
+#include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/tensor/cuda_memory.hpp>
+
+using namespace tessera;
+namespace emu = tessera::cuda::emulation;
+
+namespace {
+/// out[blockIdx.x] = the sum of the block's 64 inputs, through shared memory and barriers.
+__global__ void block_sum_k(float* out, const float* in) {
+  __shared__ float s[64];
+  s[threadIdx.x] = in[blockIdx.x * 64 + threadIdx.x];
+  __syncthreads();
+  for (unsigned half = 32; half > 0; half /= 2) {
+    if (threadIdx.x < half) s[threadIdx.x] += s[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = s[0];
+}
+/// Only the first warp reaches the barrier.
+__global__ void divergent_k(float* out) {
+  if (threadIdx.x < 32) __syncthreads();
+  out[threadIdx.x] = 1.0f;
+}
+/// Only the second block has a barrier.
+__global__ void late_barrier_k(float* out) {
+  if (blockIdx.x == 1) __syncthreads();
+  out[blockIdx.x * 32 + threadIdx.x] = 1.0f;
+}
+/// Uses `extern __shared__`-style dynamic shared memory of any size.
+__global__ void dynamic_shared_k(float* out) {
+  float* s = reinterpret_cast<float*>(emu::shared_memory());
+  s[threadIdx.x] = 2.0f;
+  __syncthreads();
+  out[threadIdx.x] = s[31 - threadIdx.x];
+}
+
+struct device_floats {
+  tensor<float, cuda_space> t;
+  explicit device_floats(const std::vector<float>& h) : t({static_cast<std::int64_t>(h.size())}) {
+    copy_to_device(t.data(), h.data(), h.size() * sizeof(float));
+  }
+  std::vector<float> host() const {
+    std::vector<float> h(static_cast<std::size_t>(t.numel()));
+    copy_to_host(h.data(), t.data(), h.size() * sizeof(float));
+    return h;
+  }
+};
+}  // namespace
+
+TEST_CASE("emulated launches: barriers and shared memory under fibers equal the threads executor") {
+  std::vector<float> in(4 * 64);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 7) - 3.0f;
+  for (const auto e : {emu::executor::fibers, emu::executor::threads}) {
+    emu::current_executor = e;
+    device_floats x(in), out(std::vector<float>(4, -1.0f));
+    TESSERA_LAUNCH(4, 64, 0, nullptr, block_sum_k)(out.t.data(), x.t.data());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    const auto got = out.host();
+    for (std::size_t b = 0; b < 4; ++b) {
+      float want = 0;
+      for (std::size_t i = 0; i < 64; ++i) want += in[b * 64 + i];
+      CHECK(got[b] == want);
+    }
+  }
+  emu::current_executor = emu::executor::fibers;
+}
+
+TEST_CASE("emulated launches: a barrier some threads never reach is an error under fibers, not a hang") {
+  device_floats out(std::vector<float>(64, 0.0f));
+  CHECK_THROWS_WITH_AS(TESSERA_LAUNCH(1, 64, 0, nullptr, divergent_k)(out.t.data()),
+                       doctest::Contains("that others never reach"), std::logic_error);
+}
+
+TEST_CASE("emulated launches: under fibers, a block with a barrier after a first block without one is an error") {
+  // (the first block decides whether the others run as plain calls; a silent wrong result is
+  // what this refuses)
+  device_floats out(std::vector<float>(64, 0.0f));
+  CHECK_THROWS_WITH_AS(TESSERA_LAUNCH(2, 32, 0, nullptr, late_barrier_k)(out.t.data()),
+                       doctest::Contains("where the launch's first block reached none"), std::logic_error);
+  emu::current_executor = emu::executor::threads;  // which runs it
+  TESSERA_LAUNCH(2, 32, 0, nullptr, late_barrier_k)(out.t.data());
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(out.host() == std::vector<float>(64, 1.0f));
+  emu::current_executor = emu::executor::fibers;
+}
+
+TEST_CASE("emulated launches: a host pointer handed to a kernel fails the launch, as it faults on a GPU") {
+  std::vector<float> host(64);
+  device_floats dev(std::vector<float>(64, 1.0f));
+  TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(host.data(), dev.t.data());
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevicePointer);
+  CHECK(cudaGetLastError() == cudaSuccess);  // read once, then cleared
+  // through an entry point: the launch check names the operation
+  CHECK_THROWS_WITH_AS(cuda::add(host.data(), dev.t.data(), dev.t.data(), 64),
+                       doctest::Contains("cuda::add: kernel launch: cudaErrorInvalidDevicePointer"), tessera::error);
+  // a freed buffer is no device memory either
+  float* gone = nullptr;
+  REQUIRE(cudaMalloc(&gone, 256) == cudaSuccess);
+  REQUIRE(cudaFree(gone) == cudaSuccess);
+  TESSERA_LAUNCH(1, 64, 0, nullptr, divergent_k)(gone);
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevicePointer);
+  CHECK(cudaFree(gone) == cudaErrorInvalidDevicePointer);  // twice
+  (void)cudaGetLastError();
+}
+
+TEST_CASE("emulated launches: shared memory over 48 KiB needs the kernel's opt-in; block sizes as a GPU's") {
+  device_floats out(std::vector<float>(32, 0.0f));
+  const std::size_t big = 64 << 10;
+  TESSERA_LAUNCH(1, 32, big, nullptr, dynamic_shared_k)(out.t.data());
+  CHECK(cudaGetLastError() == cudaErrorInvalidValue);
+  REQUIRE(cudaFuncSetAttribute(dynamic_shared_k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(big)) ==
+          cudaSuccess);
+  TESSERA_LAUNCH(1, 32, big, nullptr, dynamic_shared_k)(out.t.data());
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(out.host()[0] == 2.0f);
+  CHECK(cudaFuncSetAttribute(dynamic_shared_k, cudaFuncAttributeMaxDynamicSharedMemorySize, 240 << 10) ==
+        cudaErrorInvalidValue);
+  (void)cudaGetLastError();
+  TESSERA_LAUNCH(1, 2048, 0, nullptr, dynamic_shared_k)(out.t.data());
+  CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+}
+
+TEST_CASE("emulated runtime: copies and memsets are checked against where their pointers live") {
+  std::vector<float> host(16, 1.0f);
+  float* dev = nullptr;
+  REQUIRE(cudaMalloc(&dev, 16 * sizeof(float)) == cudaSuccess);
+  CHECK(cudaMemcpy(dev, host.data(), 64, cudaMemcpyHostToDevice) == cudaSuccess);
+  CHECK(cudaMemcpy(host.data(), dev, 64, cudaMemcpyHostToDevice) == cudaErrorInvalidMemcpyDirection);
+  CHECK(cudaMemcpy(dev + 1, host.data(), 64, cudaMemcpyHostToDevice) == cudaErrorInvalidMemcpyDirection);  // past its end
+  CHECK(cudaMemcpy(dev + 8, dev, 32, cudaMemcpyDeviceToDevice) == cudaSuccess);
+  CHECK(cudaMemset(host.data(), 0, 64) == cudaErrorInvalidValue);
+  CHECK(cudaMemcpy2DAsync(dev, 16, dev, 16, 16, 4, cudaMemcpyDeviceToDevice) == cudaSuccess);
+  CHECK(cudaMemcpy2DAsync(dev, 16, dev, 16, 16, 5, cudaMemcpyDeviceToDevice) == cudaErrorInvalidMemcpyDirection);
+  CHECK(cudaFree(host.data()) == cudaErrorInvalidDevicePointer);
+  CHECK(cudaFree(dev) == cudaSuccess);
+  (void)cudaGetLastError();
+  // tessera's own checks name the call
+  CHECK_THROWS_WITH_AS(copy_to_device(host.data(), host.data(), 64),
+                       doctest::Contains("cudaErrorInvalidMemcpyDirection"), tessera::error);
+}
+
+TEST_CASE("emulated runtime: streams and events") {
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+  cudaEvent_t a = nullptr, b = nullptr, quiet = nullptr;
+  REQUIRE(cudaEventCreate(&a) == cudaSuccess);
+  REQUIRE(cudaEventCreate(&b) == cudaSuccess);
+  REQUIRE(cudaEventCreateWithFlags(&quiet, cudaEventDisableTiming) == cudaSuccess);
+  float ms = -1;
+  CHECK(cudaEventElapsedTime(&ms, a, b) == cudaErrorInvalidResourceHandle);  // not recorded
+  CHECK(cudaEventRecord(a, s) == cudaSuccess);
+  CHECK(cudaEventRecord(b, s) == cudaSuccess);
+  CHECK(cudaEventElapsedTime(&ms, a, b) == cudaSuccess);
+  CHECK(ms >= 0.0f);
+  CHECK(cudaEventRecord(quiet, s) == cudaSuccess);
+  CHECK(cudaEventElapsedTime(&ms, a, quiet) == cudaErrorInvalidResourceHandle);  // no timing
+  CHECK(cudaEventDestroy(quiet) == cudaSuccess);
+  CHECK(cudaEventDestroy(quiet) == cudaErrorInvalidResourceHandle);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  device_floats out(std::vector<float>(64, 0.0f));
+  TESSERA_LAUNCH(1, 64, 0, s, divergent_k)(out.t.data());  // a destroyed stream
+  CHECK(cudaGetLastError() == cudaErrorInvalidResourceHandle);
+  CHECK(cudaEventDestroy(a) == cudaSuccess);
+  CHECK(cudaEventDestroy(b) == cudaSuccess);
+  (void)cudaGetLastError();
+}
+
+namespace {
+/// n x k e4m3 codes of values in [-2, 2), row-major, and their floats.
+std::vector<std::uint8_t> codes(std::size_t n, unsigned seed, std::vector<float>& values) {
+  std::vector<std::uint8_t> c(n);
+  values.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto v = f8_e4m3fn(static_cast<float>((i * 37 + seed * 11) % 64) / 16.0f - 2.0f);
+    c[i] = v.bits;
+    values[i] = static_cast<float>(v);
+  }
+  return c;
+}
+struct device_bytes {
+  tensor<float, cuda_space> t;
+  explicit device_bytes(const std::vector<std::uint8_t>& h) : t({static_cast<std::int64_t>((h.size() + 3) / 4)}) {
+    copy_to_device(t.data(), h.data(), h.size());
+  }
+  const std::uint8_t* get() const { return reinterpret_cast<const std::uint8_t*>(t.data()); }
+};
+}  // namespace
+
+TEST_CASE("emulated cuBLASLt: FP8 GEMMs with tensorwise and outer-vector scales as documented; its refusals") {
+  const std::int64_t m = 32, n = 16, k = 48;
+  std::vector<float> av, bv;
+  const device_bytes A(codes(static_cast<std::size_t>(m * k), 1, av));  // stored k x m (TN: A transposed)
+  const device_bytes B(codes(static_cast<std::size_t>(n * k), 2, bv));  // stored k x n
+  std::vector<float> sa(static_cast<std::size_t>(m)), sb(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < sa.size(); ++i) sa[i] = 0.5f + static_cast<float>(i) / 8.0f;
+  for (std::size_t j = 0; j < sb.size(); ++j) sb[j] = 2.0f - static_cast<float>(j) / 16.0f;
+  const device_floats dsa(sa), dsb(sb);
+  cuda::blas blas;
+  for (const bool rowwise : {false, true}) {
+    device_floats C(std::vector<float>(static_cast<std::size_t>(m * n), NAN));  // beta 0: never read
+    blas.gemm_f8(m, n, k, A.get(), CUDA_R_8F_E4M3, dsa.t.data(), B.get(), CUDA_R_8F_E4M3, dsb.t.data(), rowwise,
+                 C.t.data());
+    const auto got = C.host();
+    double worst = 0;
+    for (std::int64_t j = 0; j < n; ++j)
+      for (std::int64_t i = 0; i < m; ++i) {
+        double s = 0;
+        for (std::int64_t p = 0; p < k; ++p)
+          s += static_cast<double>(av[static_cast<std::size_t>(i * k + p)]) * bv[static_cast<std::size_t>(j * k + p)];
+        s *= rowwise ? static_cast<double>(sa[static_cast<std::size_t>(i)]) * sb[static_cast<std::size_t>(j)]
+                     : static_cast<double>(sa[0]) * sb[0];
+        worst = std::max(worst, std::abs(s - got[static_cast<std::size_t>(j * m + i)]) / std::max(1.0, std::abs(s)));
+      }
+    CHECK(worst < 1e-5);
+  }
+  device_floats C(std::vector<float>(static_cast<std::size_t>(m * n), 0.0f));
+  // e5m2 x e5m2 has no FP8 GEMM in cuBLASLt; outer-vector scales need sm_90
+  CHECK_THROWS_WITH_AS(blas.gemm_f8(m, n, k, A.get(), CUDA_R_8F_E5M2, dsa.t.data(), B.get(), CUDA_R_8F_E5M2,
+                                    dsb.t.data(), false, C.t.data()),
+                       doctest::Contains("CUBLAS_STATUS_NOT_SUPPORTED"), tessera::error);
+  emu::compute_capability = 89;
+  CHECK_THROWS_WITH_AS(blas.gemm_f8(m, n, k, A.get(), CUDA_R_8F_E4M3, dsa.t.data(), B.get(), CUDA_R_8F_E4M3,
+                                    dsb.t.data(), true, C.t.data()),
+                       doctest::Contains("CUBLAS_STATUS_NOT_SUPPORTED"), tessera::error);
+  CHECK_NOTHROW(blas.gemm_f8(m, n, k, A.get(), CUDA_R_8F_E4M3, dsa.t.data(), B.get(), CUDA_R_8F_E4M3, dsb.t.data(),
+                             false, C.t.data()));
+  emu::compute_capability = 90;
+  // scales on the host: what a GPU would fault on
+  CHECK_THROWS_WITH_AS(blas.gemm_f8(m, n, k, A.get(), CUDA_R_8F_E4M3, sa.data(), B.get(), CUDA_R_8F_E4M3,
+                                    dsb.t.data(), true, C.t.data()),
+                       doctest::Contains("CUBLAS_STATUS_INVALID_VALUE"), tessera::error);
+}
+
+TEST_CASE("emulated cuBLASLt: f32 and bf16 GEMMs, transposes and beta against a direct product") {
+  const std::int64_t m = 5, n = 3, k = 4;
+  std::vector<float> a(static_cast<std::size_t>(k * m)), b(static_cast<std::size_t>(k * n)),
+      c(static_cast<std::size_t>(m * n), 1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i) - 7.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i % 5) * 0.5f;
+  const device_floats A(a), B(b);
+  device_floats C(c);
+  cuda::blas blas;
+  // A stored k x m, transposed; B stored n x k, transposed: C = 2 A^T B^T + 1 C
+  blas.gemm(true, true, m, n, k, 2.0f, A.t.data(), k, B.t.data(), n, 1.0f, C.t.data(), m);
+  const auto got = C.host();
+  for (std::int64_t j = 0; j < n; ++j)
+    for (std::int64_t i = 0; i < m; ++i) {
+      float s = 0;
+      for (std::int64_t p = 0; p < k; ++p)
+        s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
+      CHECK(got[static_cast<std::size_t>(j * m + i)] == doctest::Approx(2.0f * s + 1.0f));
+    }
+}

@@ -1,0 +1,412 @@
+// The CUDA runtime API tessera calls, emulated on the host beside the device code
+// (cuda_emulation.hpp), so that the kernels' entry points (kernels/cuda/*.cuh), cuda_kernels
+// and the GPU tests themselves run on a machine without a GPU. tests/support/emulated_cuda/
+// has the CUDA headers' names (cuda_runtime.h, cublasLt.h, ...) and includes this; a target
+// puts that folder first on its include path and defines TESSERA_CUDA_EMULATION.
+//
+// One device, "sm_90" unless emulation::compute_capability says otherwise. Device memory is
+// host memory from aligned allocations that the emulation registers, and what it checks is
+// where a GPU would fail or, worse, silently read the wrong bytes:
+//   - a copy or memset whose device side is not inside one live allocation, a copy whose
+//     direction does not match where its pointers live, cudaFree of an unknown pointer:
+//     the call returns CUDA's error (cuda_check then throws, naming the call);
+//   - a kernel argument that is a pointer outside every device allocation (a host pointer
+//     handed to a kernel, a freed buffer): the launch fails with
+//     cudaErrorInvalidDevicePointer, which the entry points' launch check reports;
+//   - dynamic shared memory over 48 KiB without cudaFuncSetAttribute's opt-in for that kernel,
+//     a block that is no multiple of a warp or over 1,024 threads: cudaErrorInvalidValue /
+//     cudaErrorInvalidConfiguration, as on a GPU.
+// Streams and events order nothing: every call runs when it is issued, so a program that a
+// GPU would run correctly runs here too, but a missing stream synchronization is not found.
+// Events record host time. Not emulated: the host dereferencing device memory is not
+// refused (it is host memory), unified memory, graphs, multiple devices.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <cuda_emulation.hpp>
+
+enum cudaError_t {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorInvalidDevicePointer = 17,
+  cudaErrorInvalidMemcpyDirection = 21,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorLaunchFailure = 719,
+};
+using cudaError = cudaError_t;
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4,
+};
+enum cudaDeviceAttr { cudaDevAttrComputeCapabilityMajor = 75, cudaDevAttrComputeCapabilityMinor = 76 };
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDataType_t { CUDA_R_32F = 0, CUDA_R_16BF = 14, CUDA_R_8F_E4M3 = 28, CUDA_R_8F_E5M2 = 29 };
+using cudaDataType = cudaDataType_t;
+inline constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
+inline constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
+
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor;
+  std::size_t totalGlobalMem, sharedMemPerBlockOptin;
+  int multiProcessorCount, warpSize, maxThreadsPerBlock;
+};
+
+namespace tessera::cuda::emulation {
+struct stream_state {};
+struct event_state {
+  bool timing = true, recorded = false;
+  std::chrono::steady_clock::time_point at{};
+};
+}  // namespace tessera::cuda::emulation
+using cudaStream_t = tessera::cuda::emulation::stream_state*;
+using cudaEvent_t = tessera::cuda::emulation::event_state*;
+
+namespace tessera::cuda::emulation {
+/// The emulated device's compute capability (major * 10 + minor): an H100's.
+inline std::atomic<int> compute_capability{90};
+inline constexpr std::size_t default_shared_bytes = 49152;  // without the opt-in
+inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H100's (nothing is reserved)
+
+/// Everything the runtime keeps: live allocations (address -> bytes), streams, events, the
+/// kernels' shared-memory opt-ins, each host thread's last error.
+struct runtime {
+  std::mutex m;
+  std::map<std::uintptr_t, std::size_t> allocations;
+  std::set<const void*> streams, events;
+  std::map<const void*, int> shared_optin;
+  static runtime& get() {
+    static runtime r;
+    return r;
+  }
+};
+inline thread_local cudaError_t last_error = cudaSuccess;
+inline cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
+
+/// True when [p, p + bytes) lies inside one live device allocation.
+inline bool on_device(const void* p, std::size_t bytes = 0) {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = r.allocations.upper_bound(a);
+  if (it == r.allocations.begin()) return false;
+  --it;
+  return a >= it->first && a + bytes <= it->first + it->second;
+}
+inline bool valid_stream(cudaStream_t s) {
+  if (s == nullptr) return true;  // the legacy default stream
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  return r.streams.count(s) != 0;
+}
+/// Whether a copy's pointers are where `kind` says (cudaMemcpyDefault: wherever they are).
+inline bool copy_matches(void* dst, const void* src, std::size_t dst_bytes, std::size_t src_bytes, cudaMemcpyKind kind) {
+  const bool d = on_device(dst, dst_bytes), s = on_device(src, src_bytes);
+  switch (kind) {
+    case cudaMemcpyHostToHost: return !on_device(dst) && !on_device(src);
+    case cudaMemcpyHostToDevice: return d && !on_device(src);
+    case cudaMemcpyDeviceToHost: return s && !on_device(dst);
+    case cudaMemcpyDeviceToDevice: return d && s;
+    case cudaMemcpyDefault: return (d || !on_device(dst)) && (s || !on_device(src));
+  }
+  return false;
+}
+
+/// A pointer argument of a kernel: null or inside a device allocation.
+template <class T>
+bool device_argument(const T& a) {
+  if constexpr (std::is_pointer_v<T>)
+    return a == nullptr || on_device(static_cast<const void*>(a));
+  else
+    return true;
+}
+
+/// TESSERA_LAUNCH's emulation: checks the launch as a GPU would, then runs the kernel on
+/// every thread of the grid (cuda_emulation_executor.hpp). Failures go to cudaGetLastError.
+template <class Kernel>
+struct launcher {
+  dim3 grid, block;
+  std::size_t shared;
+  cudaStream_t stream;
+  const void* key;  // the kernel's address: its shared-memory opt-in
+  Kernel kernel;
+  template <class... Args>
+  void operator()(Args... args) const {
+    const unsigned threads = block.x * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 || grid.y > 65535 ||
+        grid.z > 65535) {
+      fail(cudaErrorInvalidConfiguration);
+      return;
+    }
+    std::size_t limit = default_shared_bytes;
+    {
+      auto& r = runtime::get();
+      std::lock_guard lock(r.m);
+      if (auto it = r.shared_optin.find(key); it != r.shared_optin.end())
+        limit = std::max(limit, static_cast<std::size_t>(it->second));
+    }
+    if (shared > limit || !valid_stream(stream)) {
+      fail(shared > limit ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
+      return;
+    }
+    if (!(device_argument(args) && ...)) {
+      fail(cudaErrorInvalidDevicePointer);
+      return;
+    }
+    launch(grid, block, shared, [&] { kernel(args...); });
+  }
+};
+template <class Kernel>
+launcher<Kernel> make_launcher(dim3 grid, dim3 block, std::size_t shared, cudaStream_t s, const void* key, Kernel k) {
+  return {grid, block, shared, s, key, std::move(k)};
+}
+}  // namespace tessera::cuda::emulation
+
+#define TESSERA_LAUNCH(grid, block, shared_bytes, stream, ...)                                                  \
+  ::tessera::cuda::emulation::make_launcher(grid, block, shared_bytes, stream,                                  \
+                                            reinterpret_cast<const void*>(&__VA_ARGS__),                        \
+                                            [](auto&&... tessera_a) { __VA_ARGS__(tessera_a...); })
+
+// ---- errors and the device ----
+inline cudaError_t cudaGetLastError() { return std::exchange(tessera::cuda::emulation::last_error, cudaSuccess); }
+inline cudaError_t cudaPeekAtLastError() { return tessera::cuda::emulation::last_error; }
+inline const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer (emulation: not inside a live allocation)";
+    case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unknown error";
+}
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int d) {
+  return d == 0 ? cudaSuccess : tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+}
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
+  if (d != 0) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+  const int cc = tessera::cuda::emulation::compute_capability.load();
+  *v = a == cudaDevAttrComputeCapabilityMajor ? cc / 10 : cc % 10;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+  *p = {};
+  const int cc = tessera::cuda::emulation::compute_capability.load();
+  std::snprintf(p->name, sizeof p->name, "CUDA emulation on the host (as sm_%d)", cc);
+  p->major = cc / 10;
+  p->minor = cc % 10;
+  p->totalGlobalMem = tessera::cuda::emulation::total_memory;
+  p->sharedMemPerBlockOptin = tessera::cuda::emulation::max_shared_bytes;
+  p->multiProcessorCount = 132;
+  p->warpSize = 32;
+  p->maxThreadsPerBlock = 1024;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+/// An H100's 80 GiB, less what the emulated device holds.
+inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+  auto& r = tessera::cuda::emulation::runtime::get();
+  std::lock_guard lock(r.m);
+  std::size_t held = 0;
+  for (const auto& [p, n] : r.allocations) held += n;
+  *total_bytes = tessera::cuda::emulation::total_memory;
+  *free_bytes = held < *total_bytes ? *total_bytes - held : 0;
+  return cudaSuccess;
+}
+template <class T>
+cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute a, int value) {
+  namespace emu = tessera::cuda::emulation;
+  if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
+      static_cast<std::size_t>(value) > emu::max_shared_bytes)
+    return emu::fail(cudaErrorInvalidValue);
+  auto& r = emu::runtime::get();
+  std::lock_guard lock(r.m);
+  r.shared_optin[reinterpret_cast<const void*>(kernel)] = value;
+  return cudaSuccess;
+}
+
+// ---- memory ----
+inline cudaError_t cudaMalloc(void** p, std::size_t bytes) {
+  namespace emu = tessera::cuda::emulation;
+  *p = nullptr;
+  if (bytes == 0) return cudaSuccess;
+  void* q = ::operator new((bytes + 255) / 256 * 256, std::align_val_t{256}, std::nothrow);
+  if (!q) return emu::fail(cudaErrorMemoryAllocation);
+  std::memset(q, 0xa5, bytes);  // cudaMalloc's memory is not zeroed: a read before a write shows
+  auto& r = emu::runtime::get();
+  std::lock_guard lock(r.m);
+  r.allocations[reinterpret_cast<std::uintptr_t>(q)] = bytes;
+  *p = q;
+  return cudaSuccess;
+}
+template <class T>
+cudaError_t cudaMalloc(T** p, std::size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void**>(p), bytes);
+}
+inline cudaError_t cudaFree(void* p) {
+  namespace emu = tessera::cuda::emulation;
+  if (!p) return cudaSuccess;
+  auto& r = emu::runtime::get();
+  {
+    std::lock_guard lock(r.m);
+    if (r.allocations.erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return emu::fail(cudaErrorInvalidDevicePointer);
+  }
+  ::operator delete(p, std::align_val_t{256});
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t s = nullptr) {
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (bytes == 0) return cudaSuccess;
+  if (!emu::on_device(p, bytes)) return emu::fail(cudaErrorInvalidValue);
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemsetAsync(p, value, bytes); }
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s = nullptr) {
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (bytes == 0) return cudaSuccess;
+  if (!emu::copy_matches(dst, src, bytes, bytes, kind)) return emu::fail(cudaErrorInvalidMemcpyDirection);
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return cudaMemcpyAsync(dst, src, bytes, kind);
+}
+inline cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                                     std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                                     cudaStream_t s = nullptr) {
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  if (width == 0 || height == 0) return cudaSuccess;
+  if (width > dpitch || width > spitch) return emu::fail(cudaErrorInvalidValue);
+  if (!emu::copy_matches(dst, src, dpitch * (height - 1) + width, spitch * (height - 1) + width, kind))
+    return emu::fail(cudaErrorInvalidMemcpyDirection);
+  for (std::size_t r = 0; r < height; ++r)
+    std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
+  return cudaSuccess;
+}
+
+// ---- streams and events (every call runs when issued) ----
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  auto& r = tessera::cuda::emulation::runtime::get();
+  *s = new tessera::cuda::emulation::stream_state;
+  std::lock_guard lock(r.m);
+  r.streams.insert(*s);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  auto& r = tessera::cuda::emulation::runtime::get();
+  {
+    std::lock_guard lock(r.m);
+    if (r.streams.erase(s) == 0) return tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+  }
+  delete s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return tessera::cuda::emulation::valid_stream(s) ? cudaSuccess
+                                                   : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0) { return cudaStreamSynchronize(s); }
+
+namespace tessera::cuda::emulation {
+inline bool valid_event(cudaEvent_t e) {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  return r.events.count(e) != 0;
+}
+}  // namespace tessera::cuda::emulation
+inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  auto& r = tessera::cuda::emulation::runtime::get();
+  *e = new tessera::cuda::emulation::event_state;
+  (*e)->timing = (flags & cudaEventDisableTiming) == 0;
+  std::lock_guard lock(r.m);
+  r.events.insert(*e);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  auto& r = tessera::cuda::emulation::runtime::get();
+  {
+    std::lock_guard lock(r.m);
+    if (r.events.erase(e) == 0) return tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+  }
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_event(e) || !emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+  e->recorded = true;
+  e->at = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  return tessera::cuda::emulation::valid_event(e) ? cudaSuccess
+                                                  : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+}
+inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_event(start) || !emu::valid_event(end) || !start->timing || !end->timing)
+    return emu::fail(cudaErrorInvalidResourceHandle);
+  if (!start->recorded || !end->recorded) return emu::fail(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
+  return cudaSuccess;
+}

@@ -46,6 +46,10 @@ __global__ void late_barrier_k(float* out) {
   if (blockIdx.x == 1) __syncthreads();
   out[blockIdx.x * 32 + threadIdx.x] = 1.0f;
 }
+/// Writes one float past n.
+__global__ void overrun_k(float* out, int n) {
+  if (threadIdx.x == 0) out[n] = 1.0f;
+}
 /// Uses `extern __shared__`-style dynamic shared memory of any size.
 __global__ void dynamic_shared_k(float* out) {
   float* s = reinterpret_cast<float*>(emu::shared_memory());
@@ -121,6 +125,25 @@ TEST_CASE("emulated launches: a host pointer handed to a kernel fails the launch
   CHECK(cudaGetLastError() == cudaErrorInvalidDevicePointer);
   CHECK(cudaFree(gone) == cudaErrorInvalidDevicePointer);  // twice
   (void)cudaGetLastError();
+}
+
+TEST_CASE("emulated launches: a kernel that writes past its buffer's end fails the launch") {
+  {
+    device_floats out(std::vector<float>(10, 0.0f));
+    TESSERA_LAUNCH(1, 32, 0, nullptr, overrun_k)(out.t.data(), 9);  // inside
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  float* p = nullptr;
+  REQUIRE(cudaMalloc(&p, 10 * sizeof(float)) == cudaSuccess);
+  TESSERA_LAUNCH(1, 32, 0, nullptr, overrun_k)(p, 10);
+  CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+  // the guard stays broken: every later launch reports it until the buffer is released
+  TESSERA_LAUNCH(1, 32, 0, nullptr, overrun_k)(p, 0);
+  CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
+  REQUIRE(cudaFree(p) == cudaSuccess);
+  device_floats fine(std::vector<float>(4, 0.0f));
+  TESSERA_LAUNCH(1, 32, 0, nullptr, overrun_k)(fine.t.data(), 0);
+  CHECK(cudaGetLastError() == cudaSuccess);
 }
 
 TEST_CASE("emulated launches: shared memory over 48 KiB needs the kernel's opt-in; block sizes as a GPU's") {

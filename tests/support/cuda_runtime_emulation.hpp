@@ -13,6 +13,8 @@
 //   - a kernel argument that is a pointer outside every device allocation (a host pointer
 //     handed to a kernel, a freed buffer): the launch fails with
 //     cudaErrorInvalidDevicePointer, which the entry points' launch check reports;
+//   - a kernel that writes past the end of a device allocation (into the 256 guard bytes after
+//     each): the launch fails with cudaErrorIllegalAddress;
 //   - dynamic shared memory over 48 KiB without cudaFuncSetAttribute's opt-in for that kernel,
 //     a block that is no multiple of a warp or over 1,024 threads: cudaErrorInvalidValue /
 //     cudaErrorInvalidConfiguration, as on a GPU.
@@ -47,6 +49,7 @@ enum cudaError_t {
   cudaErrorInvalidMemcpyDirection = 21,
   cudaErrorInvalidDevice = 101,
   cudaErrorInvalidResourceHandle = 400,
+  cudaErrorIllegalAddress = 700,
   cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
 };
@@ -104,6 +107,22 @@ inline thread_local cudaError_t last_error = cudaSuccess;
 inline cudaError_t fail(cudaError_t e) {
   last_error = e;
   return e;
+}
+
+/// An allocation of n bytes holds at least 256 guard bytes after them: a kernel that writes
+/// past its buffer's end changes them, and its launch then fails (cudaErrorIllegalAddress),
+/// where a GPU would corrupt a neighbour or fault.
+inline constexpr unsigned char guard_byte = 0xfd;
+inline std::size_t padded(std::size_t n) { return (n + 255) / 256 * 256 + 256; }
+inline bool overrun() {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  for (const auto& [a, n] : r.allocations) {
+    const auto* p = reinterpret_cast<const unsigned char*>(a);
+    for (std::size_t i = n; i < padded(n); ++i)
+      if (p[i] != guard_byte) return true;
+  }
+  return false;
 }
 
 /// True when [p, p + bytes) lies inside one live device allocation.
@@ -177,6 +196,7 @@ struct launcher {
       return;
     }
     launch(grid, block, shared, [&] { kernel(args...); });
+    if (overrun()) fail(cudaErrorIllegalAddress);
   }
 };
 template <class Kernel>
@@ -203,6 +223,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidMemcpyDirection: return "cudaErrorInvalidMemcpyDirection";
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     case cudaErrorNotReady: return "cudaErrorNotReady";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
@@ -218,6 +239,8 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
     case cudaErrorInvalidDevice: return "invalid device ordinal";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorIllegalAddress:
+      return "an illegal memory access was encountered (emulation: a kernel wrote past a device allocation's end)";
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
@@ -282,9 +305,10 @@ inline cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   namespace emu = tessera::cuda::emulation;
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
-  void* q = ::operator new((bytes + 255) / 256 * 256, std::align_val_t{256}, std::nothrow);
+  void* q = ::operator new(emu::padded(bytes), std::align_val_t{256}, std::nothrow);
   if (!q) return emu::fail(cudaErrorMemoryAllocation);
   std::memset(q, 0xa5, bytes);  // cudaMalloc's memory is not zeroed: a read before a write shows
+  std::memset(static_cast<unsigned char*>(q) + bytes, emu::guard_byte, emu::padded(bytes) - bytes);
   auto& r = emu::runtime::get();
   std::lock_guard lock(r.m);
   r.allocations[reinterpret_cast<std::uintptr_t>(q)] = bytes;
@@ -342,53 +366,58 @@ inline cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* 
 }
 
 // ---- streams and events (every call runs when issued) ----
-inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  auto& r = tessera::cuda::emulation::runtime::get();
-  *s = new tessera::cuda::emulation::stream_state;
+namespace tessera::cuda::emulation {
+/// A new stream or event, registered in `live` (runtime::streams or runtime::events).
+template <class T>
+T* create_handle(std::set<const void*> runtime::*live) {
+  auto& r = runtime::get();
+  T* h = new T;
   std::lock_guard lock(r.m);
-  r.streams.insert(*s);
-  return cudaSuccess;
+  (r.*live).insert(h);
+  return h;
 }
-inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
-inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  auto& r = tessera::cuda::emulation::runtime::get();
+/// Releases a handle create_handle made; an unknown or released one is CUDA's error.
+template <class T>
+cudaError_t destroy_handle(std::set<const void*> runtime::*live, T* h) {
+  auto& r = runtime::get();
   {
     std::lock_guard lock(r.m);
-    if (r.streams.erase(s) == 0) return tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+    if ((r.*live).erase(h) == 0) return fail(cudaErrorInvalidResourceHandle);
   }
-  delete s;
+  delete h;
   return cudaSuccess;
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  return tessera::cuda::emulation::valid_stream(s) ? cudaSuccess
-                                                   : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
-}
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0) { return cudaStreamSynchronize(s); }
-
-namespace tessera::cuda::emulation {
 inline bool valid_event(cudaEvent_t e) {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
   return r.events.count(e) != 0;
 }
 }  // namespace tessera::cuda::emulation
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  namespace emu = tessera::cuda::emulation;
+  *s = emu::create_handle<emu::stream_state>(&emu::runtime::streams);
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  namespace emu = tessera::cuda::emulation;
+  return emu::destroy_handle(&emu::runtime::streams, s);
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  return tessera::cuda::emulation::valid_stream(s) ? cudaSuccess
+                                                   : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+}
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0) { return cudaStreamSynchronize(s); }
 inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
-  auto& r = tessera::cuda::emulation::runtime::get();
-  *e = new tessera::cuda::emulation::event_state;
+  namespace emu = tessera::cuda::emulation;
+  *e = emu::create_handle<emu::event_state>(&emu::runtime::events);
   (*e)->timing = (flags & cudaEventDisableTiming) == 0;
-  std::lock_guard lock(r.m);
-  r.events.insert(*e);
   return cudaSuccess;
 }
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  auto& r = tessera::cuda::emulation::runtime::get();
-  {
-    std::lock_guard lock(r.m);
-    if (r.events.erase(e) == 0) return tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
-  }
-  delete e;
-  return cudaSuccess;
+  namespace emu = tessera::cuda::emulation;
+  return emu::destroy_handle(&emu::runtime::events, e);
 }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
   namespace emu = tessera::cuda::emulation;

@@ -7,7 +7,8 @@
 #      units are built once, by g++ -- nvcc's host compiler is g++ either way), and all their
 #      ctest tests; the parallel equivalence programs (test_parallel, test_parallel_float8,
 #      their mpirun counterparts, test_checkpoint_mpi), the nccl test and the emulated GPU
-#      Llama test (gpu_emulated.cuda_llama: 68 s of emulated device code) are compiled by
+#      Llama and recipe tests (gpu_emulated.cuda_llama, cuda_recipes: minutes of emulated
+#      device code) are compiled by
 #      clang++'s front end only (-fsyntax-only: every template instantiated, every warning an
 #      error, no code generated) -- the g++ pass builds and runs them (docs/performance.md, "CI");
 #   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA kernels run by the
@@ -27,7 +28,7 @@ jobs=$(nproc)
 # default flags for timings; CI measures nothing.
 ci_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
 cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90)
-frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint_mpi|test_comm_nccl|test_cuda_llama_emulated)$'
+frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint_mpi|test_comm_nccl|test_cuda_(llama|recipes)_emulated)$'
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }
 status=0
 start=$(date +%s)

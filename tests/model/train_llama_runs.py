@@ -13,7 +13,9 @@
                                                   the trainer's GPU path on the host's CUDA
                                                   emulation) trains as --device cpu of EXE, in
                                                   f32 and with --compute-dtype bf16, and saves
-                                                  the weights it trained
+                                                  the weights it trained; --recipe debug_2d
+                                                  on 4 emulated GPUs over the emulated NCCL
+                                                  trains as on 4 CPU thread ranks
 Exit status 0 when every check holds, 1 (with the reasons) otherwise.
 """
 import json
@@ -172,6 +174,15 @@ def check_cuda(d, exe, emulated):
     # bf16 operands: within 1% of f32 over a few steps (docs/training.md)
     check(len(c) == 3 and rel(c, a) < 1e-2, f"--compute-dtype bf16's losses {c} are not within 1% of f32's {a}")
     del cpu
+    # --recipe on GPUs: debug_2d (FSDP 2 x TP 2, sequence and loss parallel) on 4 emulated GPUs
+    # over the emulated NCCL, against its 4 thread ranks on the CPU
+    rc = ["--recipe", "debug_2d", "--tokens", str(tok), "--batch", "2", "--seq-len", "32", "--steps", "2",
+          "--seed", "5"]
+    run([exe] + rc + ["--metrics", str(d / "r_cpu.jsonl")])
+    out = run([emulated, "--device", "cuda", "--metrics", str(d / "r_cuda.jsonl")] + rc)
+    a, b = losses(d / "r_cpu.jsonl"), losses(d / "r_cuda.jsonl")
+    check(len(a) == 2 and len(b) == 2 and rel(b, a) < 2 ** -8,
+          f"--device cuda --recipe debug_2d's losses {b} differ from the CPU's {a}:\n{out}")
 
 
 def main():

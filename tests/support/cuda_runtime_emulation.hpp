@@ -4,14 +4,15 @@
 // has the CUDA headers' names (cuda_runtime.h, cublasLt.h, ...) and includes this; a target
 // puts that folder first on its include path and defines TESSERA_CUDA_EMULATION.
 //
-// One device, "sm_90" unless emulation::compute_capability says otherwise. Device memory is
+// Four devices (emulation::device_count), "sm_90" unless emulation::compute_capability says
+// otherwise; each host thread has its current one (cudaSetDevice). Device memory is
 // host memory from aligned allocations that the emulation registers, and what it checks is
 // where a GPU would fail or, worse, silently read the wrong bytes:
 //   - a copy or memset whose device side is not inside one live allocation, a copy whose
 //     direction does not match where its pointers live, cudaFree of an unknown pointer:
 //     the call returns CUDA's error (cuda_check then throws, naming the call);
-//   - a kernel argument that is a pointer outside every device allocation (a host pointer
-//     handed to a kernel, a freed buffer): the launch fails with
+//   - a kernel argument that is a pointer outside every allocation of the current device (a
+//     host pointer handed to a kernel, a freed buffer, another GPU's): the launch fails with
 //     cudaErrorInvalidDevicePointer, which the entry points' launch check reports;
 //   - a kernel that writes past the end of a device allocation (into the 256 guard bytes after
 //     each): the launch fails with cudaErrorIllegalAddress;
@@ -21,7 +22,7 @@
 // Streams and events order nothing: every call runs when it is issued, so a program that a
 // GPU would run correctly runs here too, but a missing stream synchronization is not found.
 // Events record host time. Not emulated: the host dereferencing device memory is not
-// refused (it is host memory), unified memory, graphs, multiple devices.
+// refused (it is host memory), unified memory, graphs, peer access.
 #pragma once
 
 #include <chrono>
@@ -86,8 +87,12 @@ using cudaStream_t = tessera::cuda::emulation::stream_state*;
 using cudaEvent_t = tessera::cuda::emulation::event_state*;
 
 namespace tessera::cuda::emulation {
-/// The emulated device's compute capability (major * 10 + minor): an H100's.
+/// The emulated devices' compute capability (major * 10 + minor): an H100's.
 inline std::atomic<int> compute_capability{90};
+/// How many devices there are (a node of 4, so that the multi-GPU tests run 4 ranks), and
+/// each host thread's current one (cudaSetDevice).
+inline std::atomic<int> device_count{4};
+inline thread_local int current_device = 0;
 inline constexpr std::size_t default_shared_bytes = 49152;  // without the opt-in
 inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H100's (nothing is reserved)
 
@@ -95,7 +100,11 @@ inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H10
 /// kernels' shared-memory opt-ins, each host thread's last error.
 struct runtime {
   std::mutex m;
-  std::map<std::uintptr_t, std::size_t> allocations;
+  struct allocation {
+    std::size_t bytes;
+    int device;
+  };
+  std::map<std::uintptr_t, allocation> allocations;
   std::set<const void*> streams, events;
   std::map<const void*, int> shared_optin;
   static runtime& get() {
@@ -117,7 +126,8 @@ inline std::size_t padded(std::size_t n) { return (n + 255) / 256 * 256 + 256; }
 inline bool overrun() {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
-  for (const auto& [a, n] : r.allocations) {
+  for (const auto& [a, al] : r.allocations) {
+    const std::size_t n = al.bytes;
     const auto* p = reinterpret_cast<const unsigned char*>(a);
     for (std::size_t i = n; i < padded(n); ++i)
       if (p[i] != guard_byte) return true;
@@ -133,7 +143,17 @@ inline bool on_device(const void* p, std::size_t bytes = 0) {
   auto it = r.allocations.upper_bound(a);
   if (it == r.allocations.begin()) return false;
   --it;
-  return a >= it->first && a + bytes <= it->first + it->second;
+  return a >= it->first && a + bytes <= it->first + it->second.bytes;
+}
+/// The device of the allocation holding p (-1: none).
+inline int device_of(const void* p) {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = r.allocations.upper_bound(a);
+  if (it == r.allocations.begin()) return -1;
+  --it;
+  return a <= it->first + it->second.bytes ? it->second.device : -1;
 }
 inline bool valid_stream(cudaStream_t s) {
   if (s == nullptr) return true;  // the legacy default stream
@@ -154,11 +174,12 @@ inline bool copy_matches(void* dst, const void* src, std::size_t dst_bytes, std:
   return false;
 }
 
-/// A pointer argument of a kernel: null or inside a device allocation.
+/// A pointer argument of a kernel: null or inside an allocation of the current device (no
+/// peer access is enabled: another GPU's memory faults).
 template <class T>
 bool device_argument(const T& a) {
   if constexpr (std::is_pointer_v<T>)
-    return a == nullptr || on_device(static_cast<const void*>(a));
+    return a == nullptr || (on_device(static_cast<const void*>(a)) && device_of(static_cast<const void*>(a)) == current_device);
   else
     return true;
 }
@@ -247,24 +268,30 @@ inline const char* cudaGetErrorString(cudaError_t e) {
   return "unknown error";
 }
 inline cudaError_t cudaGetDeviceCount(int* n) {
-  *n = 1;
+  *n = tessera::cuda::emulation::device_count.load();
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDevice(int* d) {
-  *d = 0;
+  *d = tessera::cuda::emulation::current_device;
   return cudaSuccess;
 }
+namespace tessera::cuda::emulation {
+inline bool valid_device(int d) { return d >= 0 && d < device_count.load(); }
+}  // namespace tessera::cuda::emulation
 inline cudaError_t cudaSetDevice(int d) {
-  return d == 0 ? cudaSuccess : tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+  namespace emu = tessera::cuda::emulation;
+  if (!emu::valid_device(d)) return emu::fail(cudaErrorInvalidDevice);
+  emu::current_device = d;
+  return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
-  if (d != 0) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+  if (!tessera::cuda::emulation::valid_device(d)) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
   const int cc = tessera::cuda::emulation::compute_capability.load();
   *v = a == cudaDevAttrComputeCapabilityMajor ? cc / 10 : cc % 10;
   return cudaSuccess;
 }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
-  if (d != 0) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
+  if (!tessera::cuda::emulation::valid_device(d)) return tessera::cuda::emulation::fail(cudaErrorInvalidDevice);
   *p = {};
   const int cc = tessera::cuda::emulation::compute_capability.load();
   std::snprintf(p->name, sizeof p->name, "CUDA emulation on the host (as sm_%d)", cc);
@@ -283,7 +310,8 @@ inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_by
   auto& r = tessera::cuda::emulation::runtime::get();
   std::lock_guard lock(r.m);
   std::size_t held = 0;
-  for (const auto& [p, n] : r.allocations) held += n;
+  for (const auto& [p, al] : r.allocations)
+    if (al.device == tessera::cuda::emulation::current_device) held += al.bytes;
   *total_bytes = tessera::cuda::emulation::total_memory;
   *free_bytes = held < *total_bytes ? *total_bytes - held : 0;
   return cudaSuccess;
@@ -311,7 +339,7 @@ inline cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   std::memset(static_cast<unsigned char*>(q) + bytes, emu::guard_byte, emu::padded(bytes) - bytes);
   auto& r = emu::runtime::get();
   std::lock_guard lock(r.m);
-  r.allocations[reinterpret_cast<std::uintptr_t>(q)] = bytes;
+  r.allocations[reinterpret_cast<std::uintptr_t>(q)] = {bytes, emu::current_device};
   *p = q;
   return cudaSuccess;
 }

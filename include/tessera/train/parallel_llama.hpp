@@ -345,12 +345,23 @@ class parallel_llama {
     }
   }
   /// Under a pipeline: the sum over the pp axis (for a parameter, only the stage holding it
-  /// filled `v`; the others hold zeros, so the sum is exact); the identity without one.
+  /// filled `v`; the others hold zeros, so the sum is exact); the identity without one. A
+  /// device backend's communicator moves device buffers (NCCL), so the values go through
+  /// device memory there, as sum_over's do.
   template <class T>
   std::vector<T> over_stages(std::vector<T> v) {
     if constexpr (ps.pp >= 0) {
       std::vector<T> out(v.size());
-      comm::all_reduce(dm_.group(pp_axis_group()), std::span<const T>(v), std::span<T>(out), reduce_op::sum).wait();
+      auto& group = dm_.group(pp_axis_group());
+      if constexpr (space::host_accessible) {
+        comm::all_reduce(group, std::span<const T>(v), std::span<T>(out), reduce_op::sum).wait();
+      } else {
+        const std::size_t n = v.size();
+        space_vector<T, space> d(2 * n);
+        space::from_host(d.data(), v.data(), n * sizeof(T));
+        comm::all_reduce(group, std::span<const T>(d.data(), n), std::span<T>(d.data() + n, n), reduce_op::sum).wait();
+        space::to_host(out.data(), d.data() + n, n * sizeof(T));
+      }
       return out;
     } else {
       return v;

@@ -13,9 +13,11 @@
                                                   the trainer's GPU path on the host's CUDA
                                                   emulation) trains as --device cpu of EXE, in
                                                   f32 and with --compute-dtype bf16, and saves
-                                                  the weights it trained; --recipe debug_2d
-                                                  on 4 emulated GPUs over the emulated NCCL
-                                                  trains as on 4 CPU thread ranks
+                                                  the weights it trained
+  train_llama_runs.py cuda_recipes EXE EMULATED    the same, and --recipe debug_2d on 4 emulated
+                                                  GPUs over the emulated NCCL trains as on 4 CPU
+                                                  thread ranks (EMULATED built with
+                                                  TESSERA_EMULATED_TRAINER_RECIPES)
 Exit status 0 when every check holds, 1 (with the reasons) otherwise.
 """
 import json
@@ -151,7 +153,7 @@ def check_batch(d, exe):
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
 
 
-def check_cuda(d, exe, emulated):
+def check_cuda(d, exe, emulated, recipes):
     tok = d / "t.bin"
     tokens(tok)
     common = ["--tokens", str(tok), "--batch", "2", "--seq-len", "64", "--steps", "3", "--seed", "5"]
@@ -174,6 +176,8 @@ def check_cuda(d, exe, emulated):
     # bf16 operands: within 1% of f32 over a few steps (docs/training.md)
     check(len(c) == 3 and rel(c, a) < 1e-2, f"--compute-dtype bf16's losses {c} are not within 1% of f32's {a}")
     del cpu
+    if not recipes:
+        return
     # --recipe on GPUs: debug_2d (FSDP 2 x TP 2, sequence and loss parallel) on 4 emulated GPUs
     # over the emulated NCCL, against its 4 thread ranks on the CPU
     rc = ["--recipe", "debug_2d", "--tokens", str(tok), "--batch", "2", "--seq-len", "32", "--steps", "2",
@@ -193,10 +197,10 @@ def main():
             check_trace(d, exe, launcher)
         elif what == "batch":
             check_batch(d, exe)
-        elif what == "cuda":
-            check_cuda(d, exe, launcher[0])
+        elif what in ("cuda", "cuda_recipes"):
+            check_cuda(d, exe, launcher[0], what == "cuda_recipes")
         else:
-            sys.exit(f"unknown check '{what}'; use trace, batch or cuda")
+            sys.exit(f"unknown check '{what}'; use trace, batch, cuda or cuda_recipes")
     for f in fails:
         print("FAILED:", f)
     if fails:

@@ -133,42 +133,25 @@ struct group {
 };
 inline thread_local group pending;
 
-/// out[i] = op over ranks of element i of ins[r] + offset (rank order), in T.
-template <class T>
+/// out[i] = op over ranks of element i of ins[r] + offset (rank order), elements of type T
+/// accumulated in Acc (T itself; f32 for bf16, rounded once at the end).
+template <class T, class Acc = T>
 void reduce_into(void* out, const std::vector<post>& posts, std::size_t offset, std::size_t n, ncclRedOp_t op) {
-  std::vector<T> acc(n);
+  std::vector<Acc> acc(n);
   for (std::size_t r = 0; r < posts.size(); ++r) {
     const T* in = static_cast<const T*>(posts[r].in) + offset;
     for (std::size_t i = 0; i < n; ++i) {
-      if (r == 0) acc[i] = in[i];
-      else if (op == ncclSum || op == ncclAvg) acc[i] = static_cast<T>(acc[i] + in[i]);
-      else if (op == ncclProd) acc[i] = static_cast<T>(acc[i] * in[i]);
-      else if (op == ncclMax) acc[i] = in[i] > acc[i] ? in[i] : acc[i];
-      else acc[i] = in[i] < acc[i] ? in[i] : acc[i];
-    }
-  }
-  if (op == ncclAvg)
-    for (auto& a : acc) a = static_cast<T>(a / static_cast<T>(posts.size()));
-  std::memcpy(out, acc.data(), n * sizeof(T));
-}
-/// bf16: reduced in f32, rounded once.
-template <class H>
-void reduce_half_into(void* out, const std::vector<post>& posts, std::size_t offset, std::size_t n, ncclRedOp_t op) {
-  std::vector<float> acc(n);
-  for (std::size_t r = 0; r < posts.size(); ++r) {
-    const H* in = static_cast<const H*>(posts[r].in) + offset;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = static_cast<float>(in[i]);
+      const auto v = static_cast<Acc>(in[i]);
       if (r == 0) acc[i] = v;
-      else if (op == ncclSum || op == ncclAvg) acc[i] += v;
-      else if (op == ncclProd) acc[i] *= v;
+      else if (op == ncclSum || op == ncclAvg) acc[i] = static_cast<Acc>(acc[i] + v);
+      else if (op == ncclProd) acc[i] = static_cast<Acc>(acc[i] * v);
       else if (op == ncclMax) acc[i] = v > acc[i] ? v : acc[i];
       else acc[i] = v < acc[i] ? v : acc[i];
     }
   }
-  H* o = static_cast<H*>(out);
+  T* o = static_cast<T*>(out);
   for (std::size_t i = 0; i < n; ++i)
-    o[i] = H(op == ncclAvg ? acc[i] / static_cast<float>(posts.size()) : acc[i]);
+    o[i] = static_cast<T>(op == ncclAvg ? static_cast<Acc>(acc[i] / static_cast<Acc>(posts.size())) : acc[i]);
 }
 /// False for f16, which tessera never reduces (comm/types.hpp) and this emulation does not.
 inline bool reduce_any(void* out, const std::vector<post>& posts, std::size_t offset, std::size_t n, ncclDataType_t t,
@@ -182,7 +165,7 @@ inline bool reduce_any(void* out, const std::vector<post>& posts, std::size_t of
     case ncclUint64: reduce_into<std::uint64_t>(out, posts, offset, n, op); break;
     case ncclFloat32: reduce_into<float>(out, posts, offset, n, op); break;
     case ncclFloat64: reduce_into<double>(out, posts, offset, n, op); break;
-    case ncclBfloat16: reduce_half_into<bf16>(out, posts, offset, n, op); break;
+    case ncclBfloat16: reduce_into<bf16, float>(out, posts, offset, n, op); break;
     case ncclFloat16: return false;
   }
   return true;

@@ -135,32 +135,26 @@ inline bool overrun() {
   return false;
 }
 
-/// True when [p, p + bytes) lies inside one live device allocation.
-inline bool on_device(const void* p, std::size_t bytes = 0) {
-  auto& r = runtime::get();
-  std::lock_guard lock(r.m);
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = r.allocations.upper_bound(a);
-  if (it == r.allocations.begin()) return false;
-  --it;
-  return a >= it->first && a + bytes <= it->first + it->second.bytes;
-}
-/// The device of the allocation holding p (-1: none).
-inline int device_of(const void* p) {
+/// The device of the live allocation [p, p + bytes) lies inside, or -1 when none holds it.
+inline int device_holding(const void* p, std::size_t bytes = 0) {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   auto it = r.allocations.upper_bound(a);
   if (it == r.allocations.begin()) return -1;
   --it;
-  return a <= it->first + it->second.bytes ? it->second.device : -1;
+  return a + bytes <= it->first + it->second.bytes ? it->second.device : -1;
 }
-inline bool valid_stream(cudaStream_t s) {
-  if (s == nullptr) return true;  // the legacy default stream
+/// True when [p, p + bytes) lies inside one live device allocation.
+inline bool on_device(const void* p, std::size_t bytes = 0) { return device_holding(p, bytes) >= 0; }
+/// Whether `h` is live in `handles` (runtime::streams or runtime::events).
+inline bool live(std::set<const void*> runtime::*handles, const void* h) {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
-  return r.streams.count(s) != 0;
+  return (r.*handles).count(h) != 0;
 }
+/// A live stream, or null: the legacy default stream.
+inline bool valid_stream(cudaStream_t s) { return s == nullptr || live(&runtime::streams, s); }
 /// Whether a copy's pointers are where `kind` says (cudaMemcpyDefault: wherever they are).
 inline bool copy_matches(void* dst, const void* src, std::size_t dst_bytes, std::size_t src_bytes, cudaMemcpyKind kind) {
   const bool d = on_device(dst, dst_bytes), s = on_device(src, src_bytes);
@@ -179,7 +173,7 @@ inline bool copy_matches(void* dst, const void* src, std::size_t dst_bytes, std:
 template <class T>
 bool device_argument(const T& a) {
   if constexpr (std::is_pointer_v<T>)
-    return a == nullptr || (on_device(static_cast<const void*>(a)) && device_of(static_cast<const void*>(a)) == current_device);
+    return a == nullptr || device_holding(static_cast<const void*>(a)) == current_device;
   else
     return true;
 }
@@ -415,11 +409,7 @@ cudaError_t destroy_handle(std::set<const void*> runtime::*live, T* h) {
   delete h;
   return cudaSuccess;
 }
-inline bool valid_event(cudaEvent_t e) {
-  auto& r = runtime::get();
-  std::lock_guard lock(r.m);
-  return r.events.count(e) != 0;
-}
+inline bool valid_event(cudaEvent_t e) { return live(&runtime::events, e); }
 }  // namespace tessera::cuda::emulation
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
   namespace emu = tessera::cuda::emulation;

@@ -173,7 +173,7 @@ inline bool reduce_any(void* out, const std::vector<post>& posts, std::size_t of
 
 /// Whether [p, p + bytes) is device memory of the communicator's device.
 inline bool on_comm_device(const comm& k, const void* p, std::size_t bytes) {
-  return bytes == 0 || (on_device(p, bytes) && device_of(p) == k.device);
+  return bytes == 0 || device_holding(p, bytes) == k.device;
 }
 
 /// One collective: post, meet, compute this rank's output, meet, write it.

@@ -212,6 +212,93 @@ TEST_CASE("emulated runtime: streams and events") {
 }
 
 namespace {
+/// Records the stream races of its scope instead of aborting on the first.
+struct recording_races {
+  recording_races() {
+    emu::order::policy = emu::order::on_race::record;
+    (void)emu::order::take_races();
+  }
+  ~recording_races() { emu::order::policy = emu::order::on_race::abort; }
+  /// The races since the last call, as one string ("" when none).
+  static std::string take() {
+    std::string all;
+    for (const auto& r : emu::order::take_races()) all += r + "\n";
+    return all;
+  }
+};
+}  // namespace
+
+TEST_CASE("emulated runtime: two streams touching the same bytes unordered is a race; events, synchronization and the legacy stream order them") {
+  recording_races guard;
+  cudaStream_t s = nullptr, blocking = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  REQUIRE(cudaStreamCreate(&blocking) == cudaSuccess);
+  cudaEvent_t e = nullptr;
+  REQUIRE(cudaEventCreateWithFlags(&e, cudaEventDisableTiming) == cudaSuccess);
+  device_floats x(std::vector<float>(64, 1.0f)), y(std::vector<float>(64, 1.0f)), z(std::vector<float>(64, 0.0f));
+  // the tensors were zeroed and filled on the legacy stream: s is not ordered after that
+  CHECK(cudaMemcpyAsync(z.t.data(), x.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+  const std::string setup = recording_races::take();
+  CHECK(setup.find("cudaMemcpyAsync on non-blocking stream") != std::string::npos);
+  CHECK(setup.find("cudaMemcpy on the legacy default stream of device 0 wrote") != std::string::npos);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+
+  SUBCASE("a kernel's write, then a copy on another stream reading it") {
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(x.t.data(), y.t.data());
+    CHECK(cudaMemcpyAsync(z.t.data(), x.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    const std::string race = recording_races::take();
+    CHECK(race.find("cudaMemcpyAsync on non-blocking stream") != std::string::npos);
+    CHECK(race.find("reads bytes [0, 1)") != std::string::npos);  // a kernel's reach: its arguments' first bytes
+    CHECK(race.find("kernel block_sum_k on the legacy default stream of device 0 wrote") != std::string::npos);
+    // an event recorded after the kernel, waited for by s, orders them (once the racing copy,
+    // which still reads x, is done)
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(x.t.data(), y.t.data());
+    CHECK(cudaEventRecord(e, nullptr) == cudaSuccess);
+    CHECK(cudaStreamWaitEvent(s, e, 0) == cudaSuccess);
+    CHECK(cudaMemcpyAsync(z.t.data(), x.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    CHECK(recording_races::take() == "");
+  }
+  SUBCASE("a copy's write on a stream, then a kernel reading it; the stream's synchronization orders them") {
+    CHECK(cudaMemcpyAsync(x.t.data(), z.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(y.t.data(), x.t.data());
+    CHECK(recording_races::take().find("kernel block_sum_k on the legacy default stream of device 0 reads") !=
+          std::string::npos);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);  // the kernel that raced still reads x
+    CHECK(cudaMemcpyAsync(x.t.data(), z.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(y.t.data(), x.t.data());
+    CHECK(recording_races::take() == "");
+  }
+  SUBCASE("a kernel overwriting what a copy on another stream still reads") {
+    CHECK(cudaMemcpyAsync(z.t.data(), x.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(x.t.data(), y.t.data());
+    CHECK(recording_races::take().find("which cudaMemcpyAsync on non-blocking stream") != std::string::npos);
+  }
+  SUBCASE("reads on two streams do not race; a blocking stream is ordered with the legacy one") {
+    CHECK(cudaMemcpyAsync(z.t.data(), y.t.data(), 256, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(x.t.data(), y.t.data());
+    CHECK(cudaMemsetAsync(z.t.data(), 0, 256, blocking) == cudaSuccess);  // s wrote z: unordered
+    CHECK(recording_races::take().find("cudaMemsetAsync on blocking stream") != std::string::npos);
+    CHECK(cudaMemsetAsync(x.t.data(), 0, 256, blocking) == cudaSuccess);  // after the legacy kernel
+    device_floats w(std::vector<float>(1, 0.0f));
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(w.t.data(), x.t.data());  // after the memset
+    CHECK(recording_races::take() == "");
+  }
+  SUBCASE("disjoint bytes of one allocation do not race") {
+    CHECK(cudaMemsetAsync(x.t.data(), 0, 128, s) == cudaSuccess);
+    CHECK(cudaMemsetAsync(x.t.data() + 32, 0, 128, nullptr) == cudaSuccess);
+    CHECK(recording_races::take() == "");
+    CHECK(cudaMemsetAsync(x.t.data() + 31, 0, 8, nullptr) == cudaSuccess);
+    CHECK(recording_races::take().find("writes bytes [124, 128)") != std::string::npos);
+  }
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(cudaEventDestroy(e) == cudaSuccess);
+  CHECK(cudaStreamDestroy(s) == cudaSuccess);
+  CHECK(cudaStreamDestroy(blocking) == cudaSuccess);
+}
+
+namespace {
 /// n x k e4m3 codes of values in [-2, 2), row-major, and their floats.
 std::vector<std::uint8_t> codes(std::size_t n, unsigned seed, std::vector<float>& values) {
   std::vector<std::uint8_t> c(n);

@@ -19,9 +19,11 @@
 //   - dynamic shared memory over 48 KiB without cudaFuncSetAttribute's opt-in for that kernel,
 //     a block that is no multiple of a warp or over 1,024 threads: cudaErrorInvalidValue /
 //     cudaErrorInvalidConfiguration, as on a GPU.
-// Streams and events order nothing: every call runs when it is issued, so a program that a
-// GPU would run correctly runs here too, but a missing stream synchronization is not found.
-// Events record host time. Not emulated: the host dereferencing device memory is not
+// Every call runs when it is issued, so the numbers are right whatever the streams' order;
+// what a GPU would run in another order is checked instead (cuda_stream_order.hpp): each
+// operation on device memory is stamped with its stream's vector clock, and two on different
+// streams touching the same bytes, one writing, with no event, synchronization or legacy-
+// stream rule ordering them, abort the process naming both. Events record host time. Not emulated: the host dereferencing device memory is not
 // refused (it is host memory), unified memory, graphs, peer access.
 #pragma once
 
@@ -31,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <new>
@@ -38,8 +41,10 @@
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include <cuda_emulation.hpp>
+#include <cuda_stream_order.hpp>
 
 enum cudaError_t {
   cudaSuccess = 0,
@@ -77,10 +82,13 @@ struct cudaDeviceProp {
 };
 
 namespace tessera::cuda::emulation {
-struct stream_state {};
+struct stream_state {
+  int context = -1;  // its order::context
+};
 struct event_state {
   bool timing = true, recorded = false;
   std::chrono::steady_clock::time_point at{};
+  order::vclock clock;  // its stream's clock when it was recorded
 };
 }  // namespace tessera::cuda::emulation
 using cudaStream_t = tessera::cuda::emulation::stream_state*;
@@ -155,6 +163,25 @@ inline bool live(std::set<const void*> runtime::*handles, const void* h) {
 }
 /// A live stream, or null: the legacy default stream.
 inline bool valid_stream(cudaStream_t s) { return s == nullptr || live(&runtime::streams, s); }
+/// The order::context of a stream (null: the current device's legacy default stream).
+inline int context_of(cudaStream_t s) { return s ? s->context : order::legacy_stream(current_device); }
+/// The bytes [p, p + bytes) of device memory an operation reads or writes (none when p is host
+/// memory, which the order checker does not follow).
+inline order::range touch(const void* p, std::size_t bytes, bool write) {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  auto it = r.allocations.upper_bound(a);
+  if (!p || bytes == 0 || it == r.allocations.begin()) return {};
+  --it;
+  if (a >= it->first + it->second.bytes) return {};
+  return {it->first, a, a + bytes, write};
+}
+/// Issues `what` on stream `s` over `ranges` for the order checker.
+inline void issue(cudaStream_t s, const std::string& what, std::initializer_list<order::range> ranges,
+                  bool host_waits = false) {
+  order::issue(context_of(s), what, std::span<const order::range>(ranges.begin(), ranges.size()), host_waits);
+}
 /// Whether a copy's pointers are where `kind` says (cudaMemcpyDefault: wherever they are).
 inline bool copy_matches(void* dst, const void* src, std::size_t dst_bytes, std::size_t src_bytes, cudaMemcpyKind kind) {
   const bool d = on_device(dst, dst_bytes), s = on_device(src, src_bytes);
@@ -178,14 +205,26 @@ bool device_argument(const T& a) {
     return true;
 }
 
-/// TESSERA_LAUNCH's emulation: checks the launch as a GPU would, then runs the kernel on
-/// every thread of the grid (cuda_emulation_executor.hpp). Failures go to cudaGetLastError.
+/// How a kernel parameter of type P reaches device memory: -1 not at all, 0 reads (a pointer
+/// to const), 1 writes (a pointer to non-const).
+template <class P>
+inline constexpr signed char reach_of =
+    std::is_pointer_v<P> ? (std::is_const_v<std::remove_pointer_t<P>> ? 0 : 1) : -1;
+template <class... P>
+inline constexpr signed char reach[sizeof...(P) + 1] = {reach_of<P>..., -1};
+
+/// TESSERA_LAUNCH's emulation: checks the launch as a GPU would, issues it on its stream to
+/// the order checker (its pointer arguments' first bytes), then runs the kernel on every
+/// thread of the grid (cuda_emulation_executor.hpp). Failures go to cudaGetLastError.
 template <class Kernel>
 struct launcher {
   dim3 grid, block;
   std::size_t shared;
   cudaStream_t stream;
   const void* key;  // the kernel's address: its shared-memory opt-in
+  const char* name;
+  const signed char* reaches;  // reach<P...> of its parameters
+  std::size_t params;
   Kernel kernel;
   template <class... Args>
   void operator()(Args... args) const {
@@ -210,19 +249,31 @@ struct launcher {
       fail(cudaErrorInvalidDevicePointer);
       return;
     }
+    if (sizeof...(Args) == params) {
+      std::vector<order::range> ranges;
+      std::size_t i = 0;
+      (
+          [&] {
+            const signed char how = reaches[i++];
+            if constexpr (std::is_pointer_v<Args>)
+              if (how >= 0) ranges.push_back(touch(static_cast<const void*>(args), 1, how == 1));
+          }(),
+          ...);
+      order::issue(context_of(stream), std::string("kernel ") + name, ranges);
+    }
     launch(grid, block, shared, [&] { kernel(args...); });
     if (overrun()) fail(cudaErrorIllegalAddress);
   }
 };
-template <class Kernel>
-launcher<Kernel> make_launcher(dim3 grid, dim3 block, std::size_t shared, cudaStream_t s, const void* key, Kernel k) {
-  return {grid, block, shared, s, key, std::move(k)};
+template <class R, class... P, class Kernel>
+launcher<Kernel> make_launcher(dim3 grid, dim3 block, std::size_t shared, cudaStream_t s, R (*key)(P...),
+                               const char* name, Kernel k) {
+  return {grid, block, shared, s, reinterpret_cast<const void*>(key), name, reach<P...>, sizeof...(P), std::move(k)};
 }
 }  // namespace tessera::cuda::emulation
 
-#define TESSERA_LAUNCH(grid, block, shared_bytes, stream, ...)                                                  \
-  ::tessera::cuda::emulation::make_launcher(grid, block, shared_bytes, stream,                                  \
-                                            reinterpret_cast<const void*>(&__VA_ARGS__),                        \
+#define TESSERA_LAUNCH(grid, block, shared_bytes, stream, ...)                                              \
+  ::tessera::cuda::emulation::make_launcher(grid, block, shared_bytes, stream, &__VA_ARGS__, #__VA_ARGS__, \
                                             [](auto&&... tessera_a) { __VA_ARGS__(tessera_a...); })
 
 // ---- errors and the device ----
@@ -298,7 +349,10 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   p->maxThreadsPerBlock = 1024;
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() {
+  tessera::cuda::emulation::order::host_waits_for_device(tessera::cuda::emulation::current_device);
+  return cudaSuccess;
+}
 /// An H100's 80 GiB, less what the emulated device holds.
 inline cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
   auto& r = tessera::cuda::emulation::runtime::get();
@@ -345,115 +399,61 @@ inline cudaError_t cudaFree(void* p) {
   namespace emu = tessera::cuda::emulation;
   if (!p) return cudaSuccess;
   auto& r = emu::runtime::get();
+  int device = 0;
   {
     std::lock_guard lock(r.m);
-    if (r.allocations.erase(reinterpret_cast<std::uintptr_t>(p)) == 0) return emu::fail(cudaErrorInvalidDevicePointer);
+    auto it = r.allocations.find(reinterpret_cast<std::uintptr_t>(p));
+    if (it == r.allocations.end()) return emu::fail(cudaErrorInvalidDevicePointer);
+    device = it->second.device;
+    r.allocations.erase(it);
   }
+  emu::order::host_waits_for_device(device);  // cudaFree waits for the device
+  emu::order::forget(reinterpret_cast<std::uintptr_t>(p));
   ::operator delete(p, std::align_val_t{256});
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t s = nullptr) {
-  namespace emu = tessera::cuda::emulation;
-  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+namespace tessera::cuda::emulation {
+inline cudaError_t memset_on(void* p, int value, std::size_t bytes, cudaStream_t s, const char* what) {
+  if (!valid_stream(s)) return fail(cudaErrorInvalidResourceHandle);
   if (bytes == 0) return cudaSuccess;
-  if (!emu::on_device(p, bytes)) return emu::fail(cudaErrorInvalidValue);
+  if (!on_device(p, bytes)) return fail(cudaErrorInvalidValue);
+  issue(s, what, {touch(p, bytes, true)});
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemsetAsync(p, value, bytes); }
-inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                                   cudaStream_t s = nullptr) {
-  namespace emu = tessera::cuda::emulation;
-  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  if (bytes == 0) return cudaSuccess;
-  if (!emu::copy_matches(dst, src, bytes, bytes, kind)) return emu::fail(cudaErrorInvalidMemcpyDirection);
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  return cudaMemcpyAsync(dst, src, bytes, kind);
-}
-inline cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
-                                     std::size_t width, std::size_t height, cudaMemcpyKind kind,
-                                     cudaStream_t s = nullptr) {
-  namespace emu = tessera::cuda::emulation;
-  if (!emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
+/// A copy of rows of `width` bytes; the order checker sees the whole pitched spans. A copy to
+/// host memory returns once done (pageable memory; tessera pins none).
+inline cudaError_t copy_on(void* dst, std::size_t dpitch, const void* src, std::size_t spitch, std::size_t width,
+                           std::size_t height, cudaMemcpyKind kind, cudaStream_t s, const char* what) {
+  if (!valid_stream(s)) return fail(cudaErrorInvalidResourceHandle);
   if (width == 0 || height == 0) return cudaSuccess;
-  if (width > dpitch || width > spitch) return emu::fail(cudaErrorInvalidValue);
-  if (!emu::copy_matches(dst, src, dpitch * (height - 1) + width, spitch * (height - 1) + width, kind))
-    return emu::fail(cudaErrorInvalidMemcpyDirection);
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
+  const std::size_t dst_bytes = dpitch * (height - 1) + width, src_bytes = spitch * (height - 1) + width;
+  if (!copy_matches(dst, src, dst_bytes, src_bytes, kind)) return fail(cudaErrorInvalidMemcpyDirection);
+  issue(s, what, {touch(src, src_bytes, false), touch(dst, dst_bytes, true)}, !on_device(dst));
   for (std::size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
   return cudaSuccess;
 }
-
-// ---- streams and events (every call runs when issued) ----
-namespace tessera::cuda::emulation {
-/// A new stream or event, registered in `live` (runtime::streams or runtime::events).
-template <class T>
-T* create_handle(std::set<const void*> runtime::*live) {
-  auto& r = runtime::get();
-  T* h = new T;
-  std::lock_guard lock(r.m);
-  (r.*live).insert(h);
-  return h;
-}
-/// Releases a handle create_handle made; an unknown or released one is CUDA's error.
-template <class T>
-cudaError_t destroy_handle(std::set<const void*> runtime::*live, T* h) {
-  auto& r = runtime::get();
-  {
-    std::lock_guard lock(r.m);
-    if ((r.*live).erase(h) == 0) return fail(cudaErrorInvalidResourceHandle);
-  }
-  delete h;
-  return cudaSuccess;
-}
-inline bool valid_event(cudaEvent_t e) { return live(&runtime::events, e); }
 }  // namespace tessera::cuda::emulation
-inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
-  namespace emu = tessera::cuda::emulation;
-  *s = emu::create_handle<emu::stream_state>(&emu::runtime::streams);
-  return cudaSuccess;
+inline cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t s = nullptr) {
+  return tessera::cuda::emulation::memset_on(p, value, bytes, s, "cudaMemsetAsync");
 }
-inline cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
-inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
-  namespace emu = tessera::cuda::emulation;
-  return emu::destroy_handle(&emu::runtime::streams, s);
+inline cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
+  return tessera::cuda::emulation::memset_on(p, value, bytes, nullptr, "cudaMemset");
 }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
-  return tessera::cuda::emulation::valid_stream(s) ? cudaSuccess
-                                                   : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s = nullptr) {
+  return tessera::cuda::emulation::copy_on(dst, bytes, src, bytes, bytes, 1, kind, s, "cudaMemcpyAsync");
 }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t, unsigned = 0) { return cudaStreamSynchronize(s); }
-inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
-  namespace emu = tessera::cuda::emulation;
-  *e = emu::create_handle<emu::event_state>(&emu::runtime::events);
-  (*e)->timing = (flags & cudaEventDisableTiming) == 0;
-  return cudaSuccess;
+inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+  return tessera::cuda::emulation::copy_on(dst, bytes, src, bytes, bytes, 1, kind, nullptr, "cudaMemcpy");
 }
-inline cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
-inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
-  namespace emu = tessera::cuda::emulation;
-  return emu::destroy_handle(&emu::runtime::events, e);
+inline cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                                     std::size_t width, std::size_t height, cudaMemcpyKind kind,
+                                     cudaStream_t s = nullptr) {
+  return tessera::cuda::emulation::copy_on(dst, dpitch, src, spitch, width, height, kind, s, "cudaMemcpy2DAsync");
 }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr) {
-  namespace emu = tessera::cuda::emulation;
-  if (!emu::valid_event(e) || !emu::valid_stream(s)) return emu::fail(cudaErrorInvalidResourceHandle);
-  e->recorded = true;
-  e->at = std::chrono::steady_clock::now();
-  return cudaSuccess;
-}
-inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
-  return tessera::cuda::emulation::valid_event(e) ? cudaSuccess
-                                                  : tessera::cuda::emulation::fail(cudaErrorInvalidResourceHandle);
-}
-inline cudaError_t cudaEventQuery(cudaEvent_t e) { return cudaEventSynchronize(e); }
-inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
-  namespace emu = tessera::cuda::emulation;
-  if (!emu::valid_event(start) || !emu::valid_event(end) || !start->timing || !end->timing)
-    return emu::fail(cudaErrorInvalidResourceHandle);
-  if (!start->recorded || !end->recorded) return emu::fail(cudaErrorInvalidResourceHandle);
-  *ms = std::chrono::duration<float, std::milli>(end->at - start->at).count();
-  return cudaSuccess;
-}
+
+// streams and events
+#include <cuda_streams_emulation.hpp>

@@ -16,8 +16,10 @@
 // another device than the communicator's (ncclInvalidArgument), a rank or peer out of range,
 // a receive whose message has another size, ranks that disagree on a collective's kind or
 // count (ncclInvalidUsage), and a collective some rank never joins -- after 120 s, instead of
-// hanging (ncclSystemError). Not emulated: streams (every call completes when it returns),
-// NCCL's reduction order, speed, more than one process.
+// hanging (ncclSystemError). Every call completes when it returns; its
+// buffers are issued on its stream to the order checker (cuda_stream_order.hpp), so compute
+// on another stream that NCCL's is not ordered with is a race. Not emulated: NCCL's reduction
+// order, speed, more than one process.
 #pragma once
 
 #include <atomic>
@@ -176,8 +178,14 @@ inline bool on_comm_device(const comm& k, const void* p, std::size_t bytes) {
   return bytes == 0 || device_holding(p, bytes) == k.device;
 }
 
-/// One collective: post, meet, compute this rank's output, meet, write it.
-inline ncclResult_t collective(comm* k, post mine, void* out, std::size_t out_bytes) {
+inline const char* call_name(int kind) {
+  static constexpr const char* names[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter", "ncclBroadcast"};
+  return names[kind];
+}
+
+/// One collective: issued on `stream` to the order checker, post, meet, compute this rank's
+/// output, meet, write it.
+inline ncclResult_t collective(comm* k, post mine, void* out, std::size_t out_bytes, cudaStream_t stream) {
   if (!k) return ncclInvalidArgument;
   const std::size_t in_bytes = mine.kind == 2 ? mine.count * static_cast<std::size_t>(k->c->size) * type_size(mine.type)
                                               : mine.count * type_size(mine.type);
@@ -185,6 +193,8 @@ inline ncclResult_t collective(comm* k, post mine, void* out, std::size_t out_by
   if ((reads && !on_comm_device(*k, mine.in, in_bytes)) || !on_comm_device(*k, out, out_bytes))
     return ncclInvalidArgument;
   if (mine.kind == 3 && (mine.root < 0 || mine.root >= k->c->size)) return ncclInvalidArgument;
+  if (!valid_stream(stream)) return ncclInvalidArgument;
+  issue(stream, call_name(mine.kind), {touch(mine.in, reads ? in_bytes : 0, false), touch(out, out_bytes, true)});
   clique& c = *k->c;
   c.posts[static_cast<std::size_t>(k->rank)] = mine;
   if (!c.barrier()) return ncclSystemError;
@@ -288,32 +298,36 @@ inline ncclResult_t ncclGroupEnd() {
   return r;
 }
 inline ncclResult_t ncclAllReduce(const void* in, void* out, std::size_t n, ncclDataType_t t, ncclRedOp_t op,
-                                  ncclComm_t k, cudaStream_t) {
+                                  ncclComm_t k, cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
-  return nc::now_or_grouped(false, [=] { return nc::collective(k, {0, in, n, t, op, 0}, out, n * nc::type_size(t)); });
+  return nc::now_or_grouped(false, [=] { return nc::collective(k, {0, in, n, t, op, 0}, out, n * nc::type_size(t), s); });
 }
 inline ncclResult_t ncclAllGather(const void* in, void* out, std::size_t n, ncclDataType_t t, ncclComm_t k,
-                                  cudaStream_t) {
+                                  cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
   return nc::now_or_grouped(false, [=] {
-    return nc::collective(k, {1, in, n, t, ncclSum, 0}, out, k ? n * nc::type_size(t) * static_cast<std::size_t>(k->c->size) : 0);
+    return nc::collective(k, {1, in, n, t, ncclSum, 0}, out,
+                          k ? n * nc::type_size(t) * static_cast<std::size_t>(k->c->size) : 0, s);
   });
 }
 inline ncclResult_t ncclReduceScatter(const void* in, void* out, std::size_t n, ncclDataType_t t, ncclRedOp_t op,
-                                      ncclComm_t k, cudaStream_t) {
+                                      ncclComm_t k, cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
-  return nc::now_or_grouped(false, [=] { return nc::collective(k, {2, in, n, t, op, 0}, out, n * nc::type_size(t)); });
+  return nc::now_or_grouped(false, [=] { return nc::collective(k, {2, in, n, t, op, 0}, out, n * nc::type_size(t), s); });
 }
 inline ncclResult_t ncclBroadcast(const void* in, void* out, std::size_t n, ncclDataType_t t, int root, ncclComm_t k,
-                                  cudaStream_t) {
+                                  cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
-  return nc::now_or_grouped(false, [=] { return nc::collective(k, {3, in, n, t, ncclSum, root}, out, n * nc::type_size(t)); });
+  return nc::now_or_grouped(false,
+                            [=] { return nc::collective(k, {3, in, n, t, ncclSum, root}, out, n * nc::type_size(t), s); });
 }
-inline ncclResult_t ncclSend(const void* buf, std::size_t n, ncclDataType_t t, int peer, ncclComm_t k, cudaStream_t) {
+inline ncclResult_t ncclSend(const void* buf, std::size_t n, ncclDataType_t t, int peer, ncclComm_t k, cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
   return nc::now_or_grouped(true, [=]() -> ncclResult_t {
     const std::size_t bytes = n * nc::type_size(t);
-    if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes)) return ncclInvalidArgument;
+    if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
+      return ncclInvalidArgument;
+    tessera::cuda::emulation::issue(s, "ncclSend", {tessera::cuda::emulation::touch(buf, bytes, false)});
     const auto* p = static_cast<const unsigned char*>(buf);
     std::lock_guard lock(k->c->m);
     k->c->mail[{k->rank, peer}].emplace_back(p, p + bytes);
@@ -321,11 +335,13 @@ inline ncclResult_t ncclSend(const void* buf, std::size_t n, ncclDataType_t t, i
     return ncclSuccess;
   });
 }
-inline ncclResult_t ncclRecv(void* buf, std::size_t n, ncclDataType_t t, int peer, ncclComm_t k, cudaStream_t) {
+inline ncclResult_t ncclRecv(void* buf, std::size_t n, ncclDataType_t t, int peer, ncclComm_t k, cudaStream_t s) {
   namespace nc = tessera::cuda::emulation::nccl;
   return nc::now_or_grouped(false, [=]() -> ncclResult_t {
     const std::size_t bytes = n * nc::type_size(t);
-    if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes)) return ncclInvalidArgument;
+    if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
+      return ncclInvalidArgument;
+    tessera::cuda::emulation::issue(s, "ncclRecv", {tessera::cuda::emulation::touch(buf, bytes, true)});
     std::unique_lock lock(k->c->m);
     auto& box = k->c->mail[{peer, k->rank}];
     if (!k->c->cv.wait_for(lock, std::chrono::seconds(120), [&] { return !box.empty(); })) return ncclSystemError;

@@ -2,6 +2,12 @@
 // enqueued on the communicator's CUDA stream, a request is a CUDA event.
 // tessera-requires: nccl
 //
+// Ordering: each call's stream first waits for the work queued so far on the compute stream
+// (nccl_options::compute_stream; the legacy default stream by default), so a collective reads
+// what the kernels before it wrote without a host synchronization; request::wait() blocks the
+// host until the call is done, after which the compute stream may read its output and reuse
+// its buffers.
+//
 // Bootstrap, either
 //   * through any tessera communicator (MPI under mpirun, or threads in one process),
 //     which broadcasts rank 0's ncclUniqueId:  nccl_communicator::bootstrap(mpi_world);
@@ -34,6 +40,10 @@ namespace tessera::comm {
 
 struct nccl_options : options {
   bool check_calls = true;
+  /// The stream the buffers are computed on (null: the legacy default stream, where
+  /// cuda_kernels queues everything). Each call's stream waits for the work queued there so
+  /// far, as PyTorch's ProcessGroupNCCL makes its NCCL stream wait for the current stream.
+  cudaStream_t compute_stream = nullptr;
 };
 
 namespace detail {
@@ -64,6 +74,7 @@ inline ncclRedOp_t nccl_op(reduce_op op) {
 struct nccl_state {
   ncclComm_t comm = nullptr;
   cudaStream_t stream = nullptr;
+  cudaEvent_t ready = nullptr;  // recorded on the compute stream before each call
   int device = 0;
   std::int64_t* scratch = nullptr;  // device buffer of the call checks
   bool aborted = false;
@@ -72,6 +83,7 @@ struct nccl_state {
     if (comm) {
       if (aborted) ncclCommAbort(comm); else ncclCommDestroy(comm);
     }
+    if (ready) cudaEventDestroy(ready);
     if (stream) cudaStreamDestroy(stream);
   }
 };

@@ -147,6 +147,7 @@ class nccl_communicator {
     void* dev = nullptr;
     cuda(cudaMalloc(&dev, sizeof id), "cudaMalloc");
     cuda(cudaMemcpy(dev, &id, sizeof id, cudaMemcpyHostToDevice), "cudaMemcpy");
+    after_compute();
     check(ncclGroupStart(), "ncclGroupStart");
     for (std::size_t i = 1; i < ranks.size(); ++i) {
       if (me == 0) check(ncclSend(dev, sizeof id, ncclUint8, ranks[i], state_->comm, state_->stream), "ncclSend");
@@ -183,10 +184,17 @@ class nccl_communicator {
     state_->device = device % devices;
     cuda(cudaSetDevice(state_->device), "cudaSetDevice");
     cuda(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda(cudaEventCreateWithFlags(&state_->ready, cudaEventDisableTiming), "cudaEventCreate");
     cuda(cudaMalloc(reinterpret_cast<void**>(&state_->scratch), 16 * sizeof(std::int64_t)), "cudaMalloc");
     check(ncclCommInitRank(&state_->comm, ranks, id, rank), "ncclCommInitRank");
     rank_ = rank;
     size_ = ranks;
+  }
+
+  /// The communicator's stream waits for the work queued on the compute stream so far.
+  void after_compute() {
+    cuda(cudaEventRecord(state_->ready, opts_.compute_stream), "cudaEventRecord (compute stream)");
+    cuda(cudaStreamWaitEvent(state_->stream, state_->ready, 0), "cudaStreamWaitEvent");
   }
 
   std::string prefix() const {
@@ -209,6 +217,7 @@ class nccl_communicator {
     r.timeout_ms_ = static_cast<long long>(opts_.timeout.count());
     r.deadline_ = std::chrono::steady_clock::now() + opts_.timeout;
     if (opts_.check_calls && !is_p2p(d.kind) && depth_ == 0) agree(d, r);
+    after_compute();
     const ncclResult_t rc = f();
     if (rc != ncclSuccess && rc != ncclInProgress) throw error(w + ": " + ncclGetErrorString(rc));
     cuda(cudaEventCreateWithFlags(&r.ev_, cudaEventDisableTiming), "cudaEventCreate");

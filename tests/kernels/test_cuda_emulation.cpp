@@ -6,7 +6,12 @@
 // The GPU tests compiled against it (ctest gpu_emulated.*) rely on both.
 #include <doctest/doctest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -147,6 +152,62 @@ TEST_CASE("emulated launches: a kernel that writes past its buffer's end fails t
   device_floats fine(std::vector<float>(4, 0.0f));
   TESSERA_LAUNCH(1, 32, 0, nullptr, overrun_k)(fine.t.data(), 0);
   CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+namespace {
+/// What `f` printed to stderr as it died in a child process ("" when it did not die).
+template <class F>
+std::string death_message(F f) {
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  std::fflush(nullptr);  // what is buffered is the parent's to print, once
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {  // stdout and doctest's report of the abort are not the parent's
+    dup2(fds[1], 2);
+    close(fds[0]);
+    if (FILE* null = std::freopen("/dev/null", "w", stdout)) (void)null;
+    std::signal(SIGABRT, SIG_DFL);
+    f();
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFSIGNALED(status) ? out : std::string();
+}
+/// Reads n floats from in and from a buffer it was not given (its address as an integer).
+__global__ void hidden_read_k(float* out, const float* in, std::uintptr_t hidden, int n) {
+  out[threadIdx.x] = in[threadIdx.x] + reinterpret_cast<const float*>(hidden)[threadIdx.x % static_cast<unsigned>(n)];
+}
+/// Reads in[at].
+__global__ void read_at_k(float* out, const float* in, int at) {
+  if (threadIdx.x == 0) out[0] = in[at];
+}
+}  // namespace
+
+TEST_CASE("emulated device memory: the host dereferencing it, a kernel reaching a buffer it was not given, and reads past the end fault, named") {
+  device_floats a(std::vector<float>(64, 1.0f)), b(std::vector<float>(64, 2.0f)), out(std::vector<float>(64, 0.0f));
+  // through the runtime's calls it works
+  TESSERA_LAUNCH(1, 64, 0, nullptr, read_at_k)(out.t.data(), a.t.data(), 63);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  CHECK(out.host()[0] == 1.0f);
+  const std::string host_read = death_message([&] { std::printf("%f\n", static_cast<double>(a.t.data()[3])); });
+  CHECK(host_read.find("segmentation fault on device memory: byte 12 of the device allocation of 256 bytes") !=
+        std::string::npos);
+  CHECK(host_read.find("host code reading device memory") != std::string::npos);
+  const std::string hidden = death_message([&] {
+    TESSERA_LAUNCH(1, 32, 0, nullptr, hidden_read_k)(out.t.data(), a.t.data(), reinterpret_cast<std::uintptr_t>(b.t.data()), 64);
+  });
+  CHECK(hidden.find("a kernel reaching a buffer none of its pointer arguments points into") != std::string::npos);
+  // 64 floats end at a multiple of 256 bytes: the next read is in the guard page
+  const std::string past = death_message([&] { TESSERA_LAUNCH(1, 32, 0, nullptr, read_at_k)(out.t.data(), a.t.data(), 64 + 2); });
+  CHECK(past.find("an access 8 bytes past the end of the device allocation of 256 bytes") != std::string::npos);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
 TEST_CASE("emulated launches: shared memory over 48 KiB needs the kernel's opt-in; block sizes as a GPU's") {

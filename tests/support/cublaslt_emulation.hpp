@@ -249,6 +249,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
               emu::touch(workspace, workspace_bytes, true),
               emu::touch(op->a_scale, f8 ? (outer ? m : 1) * sizeof(float) : 0, false),
               emu::touch(op->b_scale, f8 ? (outer ? n : 1) * sizeof(float) : 0, false)});
+  const emu::device_access open{A, B, C, D, workspace, op->a_scale, op->b_scale};
   const std::vector<float> fa = lt::to_f32(A, *a), fb = lt::to_f32(B, *b);
   std::vector<float> prod(static_cast<std::size_t>(m * n));
   if (k > 0)

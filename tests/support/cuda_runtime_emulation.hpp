@@ -5,17 +5,19 @@
 // puts that folder first on its include path and defines TESSERA_CUDA_EMULATION.
 //
 // Four devices (emulation::device_count), "sm_90" unless emulation::compute_capability says
-// otherwise; each host thread has its current one (cudaSetDevice). Device memory is
-// host memory from aligned allocations that the emulation registers, and what it checks is
-// where a GPU would fail or, worse, silently read the wrong bytes:
+// otherwise; each host thread has its current one (cudaSetDevice). Device memory is host
+// memory the emulation maps and registers (cuda_device_memory_emulation.hpp), and what it
+// checks is where a GPU would fail or, worse, silently read the wrong bytes:
 //   - a copy or memset whose device side is not inside one live allocation, a copy whose
 //     direction does not match where its pointers live, cudaFree of an unknown pointer:
 //     the call returns CUDA's error (cuda_check then throws, naming the call);
 //   - a kernel argument that is a pointer outside every allocation of the current device (a
 //     host pointer handed to a kernel, a freed buffer, another GPU's): the launch fails with
 //     cudaErrorInvalidDevicePointer, which the entry points' launch check reports;
-//   - a kernel that writes past the end of a device allocation (into the 256 guard bytes after
-//     each): the launch fails with cudaErrorIllegalAddress;
+//   - a kernel that writes into the guard bytes after an allocation's end: the launch fails
+//     with cudaErrorIllegalAddress; an access past them, host code dereferencing device
+//     memory, a kernel reaching an allocation none of its arguments points into: the process
+//     aborts naming the allocation (its pages are the host's only during an operation on it);
 //   - dynamic shared memory over 48 KiB without cudaFuncSetAttribute's opt-in for that kernel,
 //     a block that is no multiple of a warp or over 1,024 threads: cudaErrorInvalidValue /
 //     cudaErrorInvalidConfiguration, as on a GPU.
@@ -23,8 +25,8 @@
 // what a GPU would run in another order is checked instead (cuda_stream_order.hpp): each
 // operation on device memory is stamped with its stream's vector clock, and two on different
 // streams touching the same bytes, one writing, with no event, synchronization or legacy-
-// stream rule ordering them, abort the process naming both. Events record host time. Not emulated: the host dereferencing device memory is not
-// refused (it is host memory), unified memory, graphs, peer access.
+// stream rule ordering them, abort the process naming both. Events record host time.
+// Not emulated: unified memory, graphs, peer access.
 #pragma once
 
 #include <chrono>
@@ -43,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include <cuda_device_memory_emulation.hpp>
 #include <cuda_emulation.hpp>
 #include <cuda_stream_order.hpp>
 
@@ -104,43 +107,11 @@ inline thread_local int current_device = 0;
 inline constexpr std::size_t default_shared_bytes = 49152;  // without the opt-in
 inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H100's (nothing is reserved)
 
-/// Everything the runtime keeps: live allocations (address -> bytes), streams, events, the
-/// kernels' shared-memory opt-ins, each host thread's last error.
-struct runtime {
-  std::mutex m;
-  struct allocation {
-    std::size_t bytes;
-    int device;
-  };
-  std::map<std::uintptr_t, allocation> allocations;
-  std::set<const void*> streams, events;
-  std::map<const void*, int> shared_optin;
-  static runtime& get() {
-    static runtime r;
-    return r;
-  }
-};
+/// Each host thread's last error.
 inline thread_local cudaError_t last_error = cudaSuccess;
 inline cudaError_t fail(cudaError_t e) {
   last_error = e;
   return e;
-}
-
-/// An allocation of n bytes holds at least 256 guard bytes after them: a kernel that writes
-/// past its buffer's end changes them, and its launch then fails (cudaErrorIllegalAddress),
-/// where a GPU would corrupt a neighbour or fault.
-inline constexpr unsigned char guard_byte = 0xfd;
-inline std::size_t padded(std::size_t n) { return (n + 255) / 256 * 256 + 256; }
-inline bool overrun() {
-  auto& r = runtime::get();
-  std::lock_guard lock(r.m);
-  for (const auto& [a, al] : r.allocations) {
-    const std::size_t n = al.bytes;
-    const auto* p = reinterpret_cast<const unsigned char*>(a);
-    for (std::size_t i = n; i < padded(n); ++i)
-      if (p[i] != guard_byte) return true;
-  }
-  return false;
 }
 
 /// The device of the live allocation [p, p + bytes) lies inside, or -1 when none holds it.
@@ -148,10 +119,8 @@ inline int device_holding(const void* p, std::size_t bytes = 0) {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = r.allocations.upper_bound(a);
-  if (it == r.allocations.begin()) return -1;
-  --it;
-  return a + bytes <= it->first + it->second.bytes ? it->second.device : -1;
+  auto it = holding(r, a);
+  return it != r.allocations.end() && a + bytes <= it->first + it->second.bytes ? it->second.device : -1;
 }
 /// True when [p, p + bytes) lies inside one live device allocation.
 inline bool on_device(const void* p, std::size_t bytes = 0) { return device_holding(p, bytes) >= 0; }
@@ -171,10 +140,8 @@ inline order::range touch(const void* p, std::size_t bytes, bool write) {
   auto& r = runtime::get();
   std::lock_guard lock(r.m);
   const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = r.allocations.upper_bound(a);
-  if (!p || bytes == 0 || it == r.allocations.begin()) return {};
-  --it;
-  if (a >= it->first + it->second.bytes) return {};
+  auto it = holding(r, a);
+  if (!p || bytes == 0 || it == r.allocations.end() || a + bytes > it->first + it->second.bytes) return {};
   return {it->first, a, a + bytes, write};
 }
 /// Issues `what` on stream `s` over `ranges` for the order checker.
@@ -203,6 +170,16 @@ bool device_argument(const T& a) {
     return a == nullptr || device_holding(static_cast<const void*>(a)) == current_device;
   else
     return true;
+}
+/// The same for the pointers an argument reads through (a struct with device_pointers(), as
+/// attention's span_mask).
+template <class T>
+bool device_argument_pointers(const T& a) {
+  if constexpr (requires { a.device_pointers(); }) {
+    for (const void* p : a.device_pointers())
+      if (!device_argument(p)) return false;
+  }
+  return true;
 }
 
 /// How a kernel parameter of type P reaches device memory: -1 not at all, 0 reads (a pointer
@@ -245,24 +222,31 @@ struct launcher {
       fail(shared > limit ? cudaErrorInvalidValue : cudaErrorInvalidResourceHandle);
       return;
     }
-    if (!(device_argument(args) && ...)) {
+    if (!(device_argument(args) && ...) || !(device_argument_pointers(args) && ...)) {
       fail(cudaErrorInvalidDevicePointer);
       return;
     }
-    if (sizeof...(Args) == params) {
-      std::vector<order::range> ranges;
-      std::size_t i = 0;
-      (
-          [&] {
-            const signed char how = reaches[i++];
-            if constexpr (std::is_pointer_v<Args>)
-              if (how >= 0) ranges.push_back(touch(static_cast<const void*>(args), 1, how == 1));
-          }(),
-          ...);
-      order::issue(context_of(stream), std::string("kernel ") + name, ranges);
-    }
+    std::vector<order::range> ranges;
+    device_access reach;  // the allocations the kernel may touch: its arguments'
+    std::size_t i = 0;
+    (
+        [&] {
+          const signed char how = i < params ? reaches[i] : 1;
+          ++i;
+          if constexpr (std::is_pointer_v<Args>) {
+            reach.add(static_cast<const void*>(args));
+            if (how >= 0) ranges.push_back(touch(static_cast<const void*>(args), 1, how == 1));
+          } else if constexpr (requires { args.device_pointers(); }) {
+            for (const void* p : args.device_pointers()) {
+              reach.add(p);
+              ranges.push_back(touch(p, 1, false));
+            }
+          }
+        }(),
+        ...);
+    order::issue(context_of(stream), std::string("kernel ") + name, ranges);
     launch(grid, block, shared, [&] { kernel(args...); });
-    if (overrun()) fail(cudaErrorIllegalAddress);
+    if (reach.overran()) fail(cudaErrorIllegalAddress);
   }
 };
 template <class R, class... P, class Kernel>
@@ -376,20 +360,13 @@ cudaError_t cudaFuncSetAttribute(T* kernel, cudaFuncAttribute a, int value) {
   return cudaSuccess;
 }
 
-// ---- memory ----
+// ---- memory (cuda_device_memory_emulation.hpp) ----
 inline cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   namespace emu = tessera::cuda::emulation;
   *p = nullptr;
   if (bytes == 0) return cudaSuccess;
-  void* q = ::operator new(emu::padded(bytes), std::align_val_t{256}, std::nothrow);
-  if (!q) return emu::fail(cudaErrorMemoryAllocation);
-  std::memset(q, 0xa5, bytes);  // cudaMalloc's memory is not zeroed: a read before a write shows
-  std::memset(static_cast<unsigned char*>(q) + bytes, emu::guard_byte, emu::padded(bytes) - bytes);
-  auto& r = emu::runtime::get();
-  std::lock_guard lock(r.m);
-  r.allocations[reinterpret_cast<std::uintptr_t>(q)] = {bytes, emu::current_device};
-  *p = q;
-  return cudaSuccess;
+  *p = emu::map_allocation(bytes, emu::current_device);
+  return *p ? cudaSuccess : emu::fail(cudaErrorMemoryAllocation);
 }
 template <class T>
 cudaError_t cudaMalloc(T** p, std::size_t bytes) {
@@ -398,18 +375,12 @@ cudaError_t cudaMalloc(T** p, std::size_t bytes) {
 inline cudaError_t cudaFree(void* p) {
   namespace emu = tessera::cuda::emulation;
   if (!p) return cudaSuccess;
-  auto& r = emu::runtime::get();
-  int device = 0;
-  {
-    std::lock_guard lock(r.m);
-    auto it = r.allocations.find(reinterpret_cast<std::uintptr_t>(p));
-    if (it == r.allocations.end()) return emu::fail(cudaErrorInvalidDevicePointer);
-    device = it->second.device;
-    r.allocations.erase(it);
-  }
+  const int device = emu::device_holding(p);
+  if (device < 0) return emu::fail(cudaErrorInvalidDevicePointer);
   emu::order::host_waits_for_device(device);  // cudaFree waits for the device
+  // forgotten before the pages go: another thread's next allocation may get the address
   emu::order::forget(reinterpret_cast<std::uintptr_t>(p));
-  ::operator delete(p, std::align_val_t{256});
+  if (!emu::unmap_allocation(p)) return emu::fail(cudaErrorInvalidDevicePointer);
   return cudaSuccess;
 }
 namespace tessera::cuda::emulation {
@@ -418,6 +389,7 @@ inline cudaError_t memset_on(void* p, int value, std::size_t bytes, cudaStream_t
   if (bytes == 0) return cudaSuccess;
   if (!on_device(p, bytes)) return fail(cudaErrorInvalidValue);
   issue(s, what, {touch(p, bytes, true)});
+  const device_access open{p};
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
@@ -431,6 +403,7 @@ inline cudaError_t copy_on(void* dst, std::size_t dpitch, const void* src, std::
   const std::size_t dst_bytes = dpitch * (height - 1) + width, src_bytes = spitch * (height - 1) + width;
   if (!copy_matches(dst, src, dst_bytes, src_bytes, kind)) return fail(cudaErrorInvalidMemcpyDirection);
   issue(s, what, {touch(src, src_bytes, false), touch(dst, dst_bytes, true)}, !on_device(dst));
+  const device_access open{dst, src};
   for (std::size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
   return cudaSuccess;

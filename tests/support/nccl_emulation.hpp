@@ -195,6 +195,8 @@ inline ncclResult_t collective(comm* k, post mine, void* out, std::size_t out_by
   if (mine.kind == 3 && (mine.root < 0 || mine.root >= k->c->size)) return ncclInvalidArgument;
   if (!valid_stream(stream)) return ncclInvalidArgument;
   issue(stream, call_name(mine.kind), {touch(mine.in, reads ? in_bytes : 0, false), touch(out, out_bytes, true)});
+  // this rank's buffers stay open until after the second meeting: the others read its input
+  const device_access open{mine.in, out};
   clique& c = *k->c;
   c.posts[static_cast<std::size_t>(k->rank)] = mine;
   if (!c.barrier()) return ncclSystemError;
@@ -328,6 +330,7 @@ inline ncclResult_t ncclSend(const void* buf, std::size_t n, ncclDataType_t t, i
     if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
       return ncclInvalidArgument;
     tessera::cuda::emulation::issue(s, "ncclSend", {tessera::cuda::emulation::touch(buf, bytes, false)});
+    const tessera::cuda::emulation::device_access open{buf};
     const auto* p = static_cast<const unsigned char*>(buf);
     std::lock_guard lock(k->c->m);
     k->c->mail[{k->rank, peer}].emplace_back(p, p + bytes);
@@ -342,6 +345,7 @@ inline ncclResult_t ncclRecv(void* buf, std::size_t n, ncclDataType_t t, int pee
     if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
       return ncclInvalidArgument;
     tessera::cuda::emulation::issue(s, "ncclRecv", {tessera::cuda::emulation::touch(buf, bytes, true)});
+    const tessera::cuda::emulation::device_access open{buf};
     std::unique_lock lock(k->c->m);
     auto& box = k->c->mail[{peer, k->rank}];
     if (!k->c->cv.wait_for(lock, std::chrono::seconds(120), [&] { return !box.empty(); })) return ncclSystemError;

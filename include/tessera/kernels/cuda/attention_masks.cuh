@@ -7,6 +7,8 @@
 // and tests/support/cuda_emulation.hpp included first -- the host tests of the kernels)
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 
 #include <tessera/kernels/cpu/ring_attention.hpp>
@@ -66,6 +68,8 @@ struct span_mask {
   }
   __device__ std::int64_t key_end(std::int64_t, std::int64_t Tk) const { return Tk; }
   __device__ std::int64_t query_begin(std::int64_t) const { return 0; }
+  /// The device memory it reads (host side: the CUDA emulation checks a launch's reach through it).
+  std::array<const void*, 4> device_pointers() const { return {qpos, qdoc, kpos, kdoc}; }
 };
 inline span_mask mask_of(const cpu::token_span& qs, const cpu::token_span& ks) {
   return {qs.pos, qs.doc, ks.pos, ks.doc};

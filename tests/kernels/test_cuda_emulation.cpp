@@ -196,6 +196,12 @@ TEST_CASE("emulated device memory: the host dereferencing it, a kernel reaching 
   TESSERA_LAUNCH(1, 64, 0, nullptr, read_at_k)(out.t.data(), a.t.data(), 63);
   REQUIRE(cudaGetLastError() == cudaSuccess);
   CHECK(out.host()[0] == 1.0f);
+  // cudaMalloc's memory is not zeroed: NaN until written, so that reading it shows
+  float* fresh = nullptr;
+  REQUIRE(cudaMalloc(&fresh, 16 * sizeof(float)) == cudaSuccess);
+  TESSERA_LAUNCH(1, 64, 0, nullptr, read_at_k)(out.t.data(), fresh, 5);
+  CHECK(std::isnan(out.host()[0]));
+  REQUIRE(cudaFree(fresh) == cudaSuccess);
   const std::string host_read = death_message([&] { std::printf("%f\n", static_cast<double>(a.t.data()[3])); });
   CHECK(host_read.find("segmentation fault on device memory: byte 12 of the device allocation of 256 bytes") !=
         std::string::npos);

@@ -141,7 +141,8 @@ inline void install_fault_handler() {
 }  // namespace detail
 
 /// Maps the pages of an allocation of `bytes` (> 0) on `device` and registers it: its bytes
-/// start as 0xa5 (cudaMalloc does not zero), then guard bytes; the host has no access to them
+/// start as 0xff bytes -- NaN as f32, bf16 or f16, -1 as an integer: cudaMalloc does not zero, and a
+/// read before a write shows in the results --, then guard bytes; the host has no access to them
 /// until an operation runs. Null when the mapping fails.
 inline void* map_allocation(std::size_t bytes, int device) {
   detail::install_fault_handler();
@@ -150,7 +151,7 @@ inline void* map_allocation(std::size_t bytes, int device) {
   if (m == MAP_FAILED) return nullptr;
   char* map = static_cast<char*>(m);
   char* p = map + data - span;
-  std::memset(p, 0xa5, bytes);  // not zeroed, as on a GPU: a read before a write shows
+  std::memset(p, 0xff, bytes);
   std::memset(p + bytes, guard_byte, span - bytes);
   mprotect(map + data, page_bytes(), PROT_NONE);
   auto& r = runtime::get();

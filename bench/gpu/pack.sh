@@ -64,8 +64,9 @@ stage=$(mktemp -d)
 tmp="$archive.tmp.$$"
 trap 'rm -rf "$stage" "$tmp"' EXIT
 kit="$stage/kit"
-mkdir -p "$kit/bin" "$kit/lib"
+mkdir -p "$kit/bin" "$kit/lib" "$kit/share"
 for p in $programs; do cp "$p" "$kit/bin/"; done
+cp "$root/bench/gpu/torch_reference.py" "$kit/share/"  # PyTorch's kernels beside them (run.sh)
 python3 "$root/bench/gpu/kit_tests.py" list "$tests_json" > "$kit/tests.tsv"
 # The shared libraries the programs need, but not the C library, the C++ runtime, the CUDA
 # driver or the CUDA libraries (the GPU machine's own, matching its driver).

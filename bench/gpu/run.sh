@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every GPU test and benchmark of tessera (ctest label `gpu`) and writes
-# their results as Markdown. Run it first whenever a GPU is available (issue 17).
+# their results as Markdown, then PyTorch's attention and GEMMs at the same shapes where the
+# machine's python3 has PyTorch with CUDA (bench/gpu/torch_reference.py: a reference beside
+# the benchmarks, which does not change the exit status). Run it first whenever a GPU is
+# available (issue 17).
 #
 # Usage: bash bench/gpu/run.sh [results.md] [build folder]
 #          builds here (bench/gpu/pack.sh --build: Release, g++, nvcc from /usr/local/cuda,
@@ -98,6 +101,31 @@ while IFS=$'\037' read -r name program skip timeout args env; do
   # what has run so far is kept where a cut-off run still returns it
   { cat "$tmp"; printf '%s\n' "$details"; } > "$tmp.partial"
 done < "$kit/tests.tsv"
+# PyTorch's kernels on the same shapes (bench/gpu/torch_reference.py), where this machine's
+# python3 has PyTorch with CUDA: beside gpu.bench_kernels' tables, not a test of tessera (its
+# result does not change the exit status)
+ref="$kit/share/torch_reference.py"
+left=600
+[ -n "$budget" ] && left=$(( budget - ($(date +%s) - start) ))
+if [ -f "$ref" ] && [ "$left" -ge 20 ]; then
+  [ "$left" -gt 300 ] && left=300
+  t0=$(date +%s%N)
+  set +e
+  log=$(timeout "$left" python3 "$ref" 2>&1)
+  rc=$?
+  set -e
+  secs=$(awk -v ns=$(( $(date +%s%N) - t0 )) 'BEGIN { printf "%.1f", ns / 1e9 }')
+  case $rc in
+    0) result="ran (a reference)" ;;
+    77) result=skipped ;;
+    124) result="FAILED (timed out after $left s; a reference, not counted)" ;;
+    *) result="FAILED (exit $rc; a reference, not counted)" ;;
+  esac
+  printf '| %s | %s | %s |\n' "torch.reference" "$result" "$secs" >> "$tmp"
+  details+=$'\n'"## torch.reference ($result)"$'\n\n'"$log"$'\n'
+elif [ -f "$ref" ]; then
+  printf '| %s | not run (time) | 0 |\n' "torch.reference" >> "$tmp"
+fi
 printf '%s\n' "$details" >> "$tmp"
 mv "$tmp" "$out"
 rm -f "$tmp.partial"

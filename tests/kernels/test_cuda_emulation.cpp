@@ -352,6 +352,14 @@ TEST_CASE("emulated runtime: two streams touching the same bytes unordered is a 
     TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(w.t.data(), x.t.data());  // after the memset
     CHECK(recording_races::take() == "");
   }
+  SUBCASE("a kernel's argument inside an allocation (an arena's part) reaches its first byte") {
+    CHECK(cudaStreamSynchronize(s) == cudaSuccess);
+    TESSERA_LAUNCH(1, 64, 0, nullptr, block_sum_k)(x.t.data() + 8, y.t.data());
+    CHECK(cudaMemcpyAsync(z.t.data(), x.t.data(), 32, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    CHECK(recording_races::take() == "");
+    CHECK(cudaMemcpyAsync(z.t.data(), x.t.data() + 8, 32, cudaMemcpyDeviceToDevice, s) == cudaSuccess);
+    CHECK(recording_races::take().find("reads bytes [32, 33)") != std::string::npos);
+  }
   SUBCASE("disjoint bytes of one allocation do not race") {
     CHECK(cudaMemsetAsync(x.t.data(), 0, 128, s) == cudaSuccess);
     CHECK(cudaMemsetAsync(x.t.data() + 32, 0, 128, nullptr) == cudaSuccess);

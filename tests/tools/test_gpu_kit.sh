@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu/pack.sh and run.sh --kit on the GPU programs of a build (no GPU needed): the
 # archive holds every program of ctest's label gpu, the list of tests and OpenBLAS; unpacked
-# elsewhere, every program starts from it and (without a GPU) reports itself skipped; a bad
+# elsewhere, every program starts from it and (without a GPU) reports itself skipped, and so
+# does bench/gpu/torch_reference.py; a bad
 # archive is refused with exit 2.
 # Usage: test_gpu_kit.sh <source folder> <build folder>
 set -euo pipefail
@@ -22,6 +23,7 @@ for p in $(cd "$build" && ctest -L gpu --show-only=json-v1 | python3 "$src/bench
   grep -qx "kit/bin/$(basename "$p")" <<< "$listing" || fail "$(basename "$p") is not in the kit"
 done
 grep -q '^kit/lib/libopenblas' <<< "$listing" || fail "OpenBLAS is not in the kit"
+grep -qx 'kit/share/torch_reference.py' <<< "$listing" || fail "bench/gpu/torch_reference.py is not in the kit"
 
 if bash "$src/bench/gpu/run.sh" --kit "$work/missing.tar.xz" 2> "$work/err"; then fail "a missing archive was accepted"; fi
 grep -q "needs an archive" "$work/err" || fail "no message for a missing archive: $(cat "$work/err")"
@@ -32,8 +34,10 @@ if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
   exit 0
 fi
 (cd "$work" && env -u LD_LIBRARY_PATH bash "$src/bench/gpu/run.sh" --kit kit.tar.xz "$work/results.md") || fail "run.sh --kit failed"
+# one row per test, and PyTorch's reference (skipped here: no GPU, or no PyTorch)
 rows=$(grep -c '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md")
-[ "$rows" -eq "$(wc -w <<< "$tests")" ] || fail "$rows result rows for $(wc -w <<< "$tests") tests"
+[ "$rows" -eq $(( $(wc -w <<< "$tests") + 1 )) ] || fail "$rows result rows for $(wc -w <<< "$tests") tests and torch.reference"
+grep -q '^| torch.reference | skipped | ' "$work/results.md" || fail "no torch.reference row, or not skipped"
 if grep '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md" | grep -v '| skipped |'; then fail "a test did not report itself skipped without a GPU"; fi
 grep -q "not found" "$work/results.md" && fail "a program's library was not found: $(grep 'not found' "$work/results.md")"
 echo "PASSED: $(wc -w <<< "$tests") tests packed, unpacked and skipped"

@@ -17,6 +17,7 @@
 // access before an allocation's start that stays inside its first page.
 #pragma once
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -80,7 +81,11 @@ inline struct sigaction previous_segv {};
 inline void describe_fault(std::uintptr_t a, char* msg, std::size_t size) {
   msg[0] = 0;
   auto& r = runtime::get();
-  if (!r.m.try_lock()) return;  // the registry is being changed: no name for it
+  // another thread may be changing the registry: wait a little (this one never faults while
+  // holding it), else give no name
+  bool locked = false;
+  for (int i = 0; i < 10000 && !(locked = r.m.try_lock()); ++i) sched_yield();
+  if (!locked) return;
   for (const auto& [base, al] : r.allocations) {
     const auto m = reinterpret_cast<std::uintptr_t>(al.map);
     if (a < m || a >= m + al.map_bytes) continue;

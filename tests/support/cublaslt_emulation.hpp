@@ -243,13 +243,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
               !emu::on_device(op->b_scale, (outer ? n : 1) * sizeof(float)))))
     return CUBLAS_STATUS_INVALID_VALUE;
   const float al = *static_cast<const float*>(alpha), be = *static_cast<const float*>(beta);
+  emu::device_access open;
   emu::issue(stream, "cublasLtMatmul",
-             {emu::touch(A, lt::span_bytes(*a), false), emu::touch(B, lt::span_bytes(*b), false),
-              emu::touch(C, be == 0.0f ? 0 : lt::span_bytes(*c), false), emu::touch(D, lt::span_bytes(*d), true),
-              emu::touch(workspace, workspace_bytes, true),
-              emu::touch(op->a_scale, f8 ? (outer ? m : 1) * sizeof(float) : 0, false),
-              emu::touch(op->b_scale, f8 ? (outer ? n : 1) * sizeof(float) : 0, false)});
-  const emu::device_access open{A, B, C, D, workspace, op->a_scale, op->b_scale};
+             {open.add(A, lt::span_bytes(*a), false), open.add(B, lt::span_bytes(*b), false),
+              open.add(C, be == 0.0f ? 0 : lt::span_bytes(*c), false), open.add(D, lt::span_bytes(*d), true),
+              open.add(workspace, workspace_bytes, true),
+              open.add(op->a_scale, f8 ? (outer ? m : 1) * sizeof(float) : 0, false),
+              open.add(op->b_scale, f8 ? (outer ? n : 1) * sizeof(float) : 0, false)});
   const std::vector<float> fa = lt::to_f32(A, *a), fb = lt::to_f32(B, *b);
   std::vector<float> prod(static_cast<std::size_t>(m * n));
   if (k > 0)

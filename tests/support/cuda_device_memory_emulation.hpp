@@ -22,6 +22,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -31,6 +32,8 @@
 #include <mutex>
 #include <set>
 #include <vector>
+
+#include <cuda_stream_order.hpp>
 
 namespace tessera::cuda::emulation {
 
@@ -186,23 +189,25 @@ inline bool unmap_allocation(void* p) {
 /// still runs on them). overran() checks their guard bytes meanwhile.
 class device_access {
  public:
-  device_access(std::initializer_list<const void*> ptrs) : device_access() {
-    for (const void* p : ptrs) add(p);
-  }
   device_access() { detail::install_fault_handler(); }
   device_access(const device_access&) = delete;
   device_access& operator=(const device_access&) = delete;
-  /// Opens the allocation p points into (nothing when p is null or host memory).
-  void add(const void* p) {
-    if (!p) return;
+  /// Opens the allocation p points into (nothing when p is null or host memory) and returns
+  /// the bytes [p, p + bytes) of it the operation reads or writes, for the order checker
+  /// (none when bytes is 0 or they are not inside it).
+  order::range add(const void* p, std::size_t bytes, bool write) {
+    if (!p) return {};
     auto& r = runtime::get();
     std::lock_guard lock(r.m);
-    auto it = holding(r, reinterpret_cast<std::uintptr_t>(p));
-    if (it == r.allocations.end()) return;
-    for (std::uintptr_t b : held_)
-      if (b == it->first) return;
-    if (it->second.users++ == 0) set_access(*it, true);
-    held_.push_back(it->first);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = holding(r, a);
+    if (it == r.allocations.end()) return {};
+    if (std::find(held_.begin(), held_.end(), it->first) == held_.end()) {
+      if (it->second.users++ == 0) set_access(*it, true);
+      held_.push_back(it->first);
+    }
+    if (bytes == 0 || a + bytes > it->first + it->second.bytes) return {};
+    return {it->first, a, a + bytes, write};
   }
   /// Whether an operation wrote into the guard bytes of one of them.
   bool overran() const {

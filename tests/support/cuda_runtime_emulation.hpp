@@ -134,16 +134,6 @@ inline bool live(std::set<const void*> runtime::*handles, const void* h) {
 inline bool valid_stream(cudaStream_t s) { return s == nullptr || live(&runtime::streams, s); }
 /// The order::context of a stream (null: the current device's legacy default stream).
 inline int context_of(cudaStream_t s) { return s ? s->context : order::legacy_stream(current_device); }
-/// The bytes [p, p + bytes) of device memory an operation reads or writes (none when p is host
-/// memory, which the order checker does not follow).
-inline order::range touch(const void* p, std::size_t bytes, bool write) {
-  auto& r = runtime::get();
-  std::lock_guard lock(r.m);
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  auto it = holding(r, a);
-  if (!p || bytes == 0 || it == r.allocations.end() || a + bytes > it->first + it->second.bytes) return {};
-  return {it->first, a, a + bytes, write};
-}
 /// Issues `what` on stream `s` over `ranges` for the order checker.
 inline void issue(cudaStream_t s, const std::string& what, std::initializer_list<order::range> ranges,
                   bool host_waits = false) {
@@ -234,13 +224,10 @@ struct launcher {
           const signed char how = i < params ? reaches[i] : 1;
           ++i;
           if constexpr (std::is_pointer_v<Args>) {
-            reach.add(static_cast<const void*>(args));
-            if (how >= 0) ranges.push_back(touch(static_cast<const void*>(args), 1, how == 1));
+            const order::range r = reach.add(static_cast<const void*>(args), 1, how == 1);
+            if (how >= 0) ranges.push_back(r);
           } else if constexpr (requires { args.device_pointers(); }) {
-            for (const void* p : args.device_pointers()) {
-              reach.add(p);
-              ranges.push_back(touch(p, 1, false));
-            }
+            for (const void* p : args.device_pointers()) ranges.push_back(reach.add(p, 1, false));
           }
         }(),
         ...);
@@ -388,8 +375,8 @@ inline cudaError_t memset_on(void* p, int value, std::size_t bytes, cudaStream_t
   if (!valid_stream(s)) return fail(cudaErrorInvalidResourceHandle);
   if (bytes == 0) return cudaSuccess;
   if (!on_device(p, bytes)) return fail(cudaErrorInvalidValue);
-  issue(s, what, {touch(p, bytes, true)});
-  const device_access open{p};
+  device_access open;
+  issue(s, what, {open.add(p, bytes, true)});
   std::memset(p, value, bytes);
   return cudaSuccess;
 }
@@ -402,8 +389,8 @@ inline cudaError_t copy_on(void* dst, std::size_t dpitch, const void* src, std::
   if (width > dpitch || width > spitch) return fail(cudaErrorInvalidValue);
   const std::size_t dst_bytes = dpitch * (height - 1) + width, src_bytes = spitch * (height - 1) + width;
   if (!copy_matches(dst, src, dst_bytes, src_bytes, kind)) return fail(cudaErrorInvalidMemcpyDirection);
-  issue(s, what, {touch(src, src_bytes, false), touch(dst, dst_bytes, true)}, !on_device(dst));
-  const device_access open{dst, src};
+  device_access open;
+  issue(s, what, {open.add(src, src_bytes, false), open.add(dst, dst_bytes, true)}, !on_device(dst));
   for (std::size_t r = 0; r < height; ++r)
     std::memmove(static_cast<char*>(dst) + r * dpitch, static_cast<const char*>(src) + r * spitch, width);
   return cudaSuccess;

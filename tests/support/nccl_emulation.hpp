@@ -194,9 +194,9 @@ inline ncclResult_t collective(comm* k, post mine, void* out, std::size_t out_by
     return ncclInvalidArgument;
   if (mine.kind == 3 && (mine.root < 0 || mine.root >= k->c->size)) return ncclInvalidArgument;
   if (!valid_stream(stream)) return ncclInvalidArgument;
-  issue(stream, call_name(mine.kind), {touch(mine.in, reads ? in_bytes : 0, false), touch(out, out_bytes, true)});
   // this rank's buffers stay open until after the second meeting: the others read its input
-  const device_access open{mine.in, out};
+  device_access open;
+  issue(stream, call_name(mine.kind), {open.add(mine.in, reads ? in_bytes : 0, false), open.add(out, out_bytes, true)});
   clique& c = *k->c;
   c.posts[static_cast<std::size_t>(k->rank)] = mine;
   if (!c.barrier()) return ncclSystemError;
@@ -329,8 +329,8 @@ inline ncclResult_t ncclSend(const void* buf, std::size_t n, ncclDataType_t t, i
     const std::size_t bytes = n * nc::type_size(t);
     if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
       return ncclInvalidArgument;
-    tessera::cuda::emulation::issue(s, "ncclSend", {tessera::cuda::emulation::touch(buf, bytes, false)});
-    const tessera::cuda::emulation::device_access open{buf};
+    tessera::cuda::emulation::device_access open;
+    tessera::cuda::emulation::issue(s, "ncclSend", {open.add(buf, bytes, false)});
     const auto* p = static_cast<const unsigned char*>(buf);
     std::lock_guard lock(k->c->m);
     k->c->mail[{k->rank, peer}].emplace_back(p, p + bytes);
@@ -344,8 +344,8 @@ inline ncclResult_t ncclRecv(void* buf, std::size_t n, ncclDataType_t t, int pee
     const std::size_t bytes = n * nc::type_size(t);
     if (!k || peer < 0 || peer >= k->c->size || !nc::on_comm_device(*k, buf, bytes) || !tessera::cuda::emulation::valid_stream(s))
       return ncclInvalidArgument;
-    tessera::cuda::emulation::issue(s, "ncclRecv", {tessera::cuda::emulation::touch(buf, bytes, true)});
-    const tessera::cuda::emulation::device_access open{buf};
+    tessera::cuda::emulation::device_access open;
+    tessera::cuda::emulation::issue(s, "ncclRecv", {open.add(buf, bytes, true)});
     std::unique_lock lock(k->c->m);
     auto& box = k->c->mail[{peer, k->rank}];
     if (!k->c->cv.wait_for(lock, std::chrono::seconds(120), [&] { return !box.empty(); })) return ncclSystemError;

@@ -109,17 +109,13 @@ class basic_llama_model {
 
   /// TorchTitan's initialization (init_param) of this shard's parameters (made on the host).
   void init_weights(std::uint64_t seed) {
-    std::vector<float> full, host;
-    for (std::int64_t i = 0; i < n_tensors(); ++i) {
-      if constexpr (space::host_accessible) {
-        init_shard_param(cfg_, shard_, i, seed, param(i), full);
-      } else {
-        const param_shape ls = local_shape(i);
-        host.resize(static_cast<std::size_t>(ls.numel()));
-        init_shard_param(cfg_, shard_, i, seed, host.data(), full);
-        K::to_device(param(i), host.data(), static_cast<std::int64_t>(host.size()));
-      }
-    }
+    init_shard_params(
+        cfg_, shard_, seed,
+        [this](std::int64_t i) -> float* {
+          if constexpr (space::host_accessible) return param(i);
+          else return nullptr;
+        },
+        [this](std::int64_t i, const float* values) { K::to_device(param(i), values, local_shape(i).numel()); });
   }
 
   void zero_grad() { K::zero(grads().data(), static_cast<std::int64_t>(grads_.size())); }

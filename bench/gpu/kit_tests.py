@@ -14,7 +14,7 @@ import json
 import shlex
 import sys
 
-ORDER = ["gpu.cuda_kernels", "gpu.cuda_float8", "gpu.cuda_llama", "comm.nccl", "gpu.cuda_recipes",
+ORDER = ["gpu.cuda_kernels", "gpu.cuda_attention", "gpu.cuda_float8", "gpu.cuda_llama", "comm.nccl", "gpu.cuda_recipes",
          "gpu.bench_kernels", "gpu.bench_llama"]
 
 

@@ -43,12 +43,15 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$2" || { echo "bench/gpu/run.sh: cannot unpack $2" >&2; exit 2; }
 kit="$work/kit"
-# this machine's CUDA libraries (cuBLASLt, NCCL), matching its driver
+# this machine's CUDA libraries (the runtime, cuBLASLt, NCCL), matching its driver
 libdirs=""
-for n in libcublasLt.so.13 libnccl.so.2; do
+for n in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
   d=$(find /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt /usr/lib/python3* -name "$n" 2>/dev/null | head -1 || true)
   if [ -n "$d" ]; then libdirs="$libdirs:$(dirname "$d")"; fi
 done
+# (PyTorch, run below, gets the caller's path: these folders may hold an older cuDNN than the
+# one PyTorch bundles, which it then refuses -- seen on an H200 machine, cuDNN 9.14 vs 9.19)
+caller_ld_path=${LD_LIBRARY_PATH-}
 export LD_LIBRARY_PATH="$kit/lib$libdirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 origin="archive $(basename "$2") ($(tr '\n' ' ' < "$kit/BUILD"))"
 mkdir -p "$(dirname "$out")"
@@ -111,7 +114,7 @@ if [ -f "$ref" ] && [ "$left" -ge 20 ]; then
   [ "$left" -gt 300 ] && left=300
   t0=$(date +%s%N)
   set +e
-  log=$(timeout "$left" python3 "$ref" 2>&1)
+  log=$(LD_LIBRARY_PATH=$caller_ld_path timeout "$left" python3 "$ref" 2>&1)
   rc=$?
   set -e
   secs=$(awk -v ns=$(( $(date +%s%N) - t0 )) 'BEGIN { printf "%.1f", ns / 1e9 }')

@@ -40,4 +40,12 @@ rows=$(grep -c '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md")
 grep -q '^| torch.reference | skipped | ' "$work/results.md" || fail "no torch.reference row, or not skipped"
 if grep '^| [a-z]*\.[a-z_0-9]* | ' "$work/results.md" | grep -v '| skipped |'; then fail "a test did not report itself skipped without a GPU"; fi
 grep -q "not found" "$work/results.md" && fail "a program's library was not found: $(grep 'not found' "$work/results.md")"
+# PyTorch runs with the caller's library path, not the kit's (whose CUDA folders may hold a
+# cuDNN older than PyTorch's own, which PyTorch refuses): a stand-in python3 reports it
+mkdir -p "$work/fake"
+printf '#!/bin/sh\nprintf "%%s" "$LD_LIBRARY_PATH" > "%s/seen"\nexit 77\n' "$work" > "$work/fake/python3"
+chmod +x "$work/fake/python3"
+(cd "$work" && PATH="$work/fake:$PATH" LD_LIBRARY_PATH=/callers/own bash "$src/bench/gpu/run.sh" --kit kit.tar.xz "$work/again.md") ||
+  fail "run.sh --kit failed with a stand-in python3"
+[ "$(cat "$work/seen")" = /callers/own ] || fail "PyTorch's reference ran with LD_LIBRARY_PATH '$(cat "$work/seen")', not the caller's"
 echo "PASSED: $(wc -w <<< "$tests") tests packed, unpacked and skipped"

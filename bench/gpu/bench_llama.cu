@@ -66,11 +66,11 @@ std::int64_t layers_that_fit(std::int64_t B, std::int64_t T, double budget) {
   return best;
 }
 
-/// One row: `K`'s device_llama on the stack of `c`, steps of batch [B, T].
 /// Seconds each row's weights took to initialize (on the host, then uploaded), for the note
 /// under the table.
 std::vector<std::pair<std::string, double>> init_seconds;
 
+/// One row: `K`'s device_llama on the stack of `c`, steps of batch [B, T].
 template <class K>
 void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak,
          const f8_linears& f8 = {}) {

@@ -111,10 +111,7 @@ class basic_llama_model {
   void init_weights(std::uint64_t seed) {
     init_shard_params(
         cfg_, shard_, seed,
-        [this](std::int64_t i) -> float* {
-          if constexpr (space::host_accessible) return param(i);
-          else return nullptr;
-        },
+        [this](std::int64_t i) -> float* { return space::host_accessible ? param(i) : nullptr; },
         [this](std::int64_t i, const float* values) { K::to_device(param(i), values, local_shape(i).numel()); });
   }
 

@@ -38,24 +38,29 @@ constexpr f8_settings settings_of() {
 // rowwise curve was computed six times, the tensorwise one five): 193 s instead of 245 s
 // for this binary on the 2-core development machine, one run after the other.
 
+/// `compute()`'s curve, computed the first time `key` is asked for and kept in `memo`.
+template <class Key, class F>
+std::vector<double> kept(std::map<Key, std::vector<double>>& memo, Key key, F&& compute) {
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  return memo.emplace(std::move(key), compute()).first->second;
+}
+
 /// One rank's 20-step curve with the block linears converted as `f`.
 std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int32_t>& toks) {
-  static std::map<std::tuple<std::uint16_t, f8_recipe, bool, std::vector<std::int32_t>>, std::vector<double>> kept;
-  auto key = std::make_tuple(f.roles, f.recipe, f.weights_cast, toks);
-  if (const auto it = kept.find(key); it != kept.end()) return it->second;
-  llama_shard s = llama_shard::whole(debugmodel::config);
-  s.float8 = f;
-  llama_model m(debugmodel::config, s);
-  m.init_weights(9);
-  return kept.emplace(std::move(key), tc::curve(m, toks)).first->second;
+  static std::map<std::tuple<std::uint16_t, f8_recipe, bool, std::vector<std::int32_t>>, std::vector<double>> memo;
+  return kept(memo, std::make_tuple(f.roles, f.recipe, f.weights_cast, toks), [&] {
+    llama_shard s = llama_shard::whole(debugmodel::config);
+    s.float8 = f;
+    llama_model m(debugmodel::config, s);
+    m.init_weights(9);
+    return tc::curve(m, toks);
+  });
 }
 /// Recipe R's curve on `world` thread ranks (kept as serial_curve's are).
 template <class R>
 std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  static std::map<std::pair<int, std::vector<std::int32_t>>, std::vector<double>> kept;
-  auto key = std::make_pair(world, toks);
-  if (const auto it = kept.find(key); it != kept.end()) return it->second;
-  return kept.emplace(std::move(key), tc::threads_curve<R>(world, toks)).first->second;
+  static std::map<std::pair<int, std::vector<std::int32_t>>, std::vector<double>> memo;
+  return kept(memo, std::make_pair(world, toks), [&] { return tc::threads_curve<R>(world, toks); });
 }
 
 struct fsdp_f32_tw {

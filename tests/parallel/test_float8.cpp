@@ -33,22 +33,14 @@ constexpr f8_settings settings_of() {
   return Policy::desc.f8;
 }
 
-// The curves are deterministic (the same bits every run), and the test cases compare the
-// same few of them against many others: each is computed once and kept (the one-rank
-// rowwise curve was computed six times, the tensorwise one five): 193 s instead of 245 s
-// for this binary on the 2-core development machine, one run after the other.
-
-/// `compute()`'s curve, computed the first time `key` is asked for and kept in `memo`.
-template <class Key, class F>
-std::vector<double> kept(std::map<Key, std::vector<double>>& memo, Key key, F&& compute) {
-  if (const auto it = memo.find(key); it != memo.end()) return it->second;
-  return memo.emplace(std::move(key), compute()).first->second;
-}
+// The curves are kept once computed (training_check.hpp's `kept`): the one-rank rowwise
+// curve was computed six times, the tensorwise one five: 193 s instead of 245 s for this
+// binary on the 2-core development machine, one run after the other.
 
 /// One rank's 20-step curve with the block linears converted as `f`.
 std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int32_t>& toks) {
   static std::map<std::tuple<std::uint16_t, f8_recipe, bool, std::vector<std::int32_t>>, std::vector<double>> memo;
-  return kept(memo, std::make_tuple(f.roles, f.recipe, f.weights_cast, toks), [&] {
+  return tc::kept(memo, std::make_tuple(f.roles, f.recipe, f.weights_cast, toks), [&] {
     llama_shard s = llama_shard::whole(debugmodel::config);
     s.float8 = f;
     llama_model m(debugmodel::config, s);
@@ -56,11 +48,10 @@ std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int
     return tc::curve(m, toks);
   });
 }
-/// Recipe R's curve on `world` thread ranks (kept as serial_curve's are).
+/// Recipe R's curve on `world` thread ranks (kept).
 template <class R>
 std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  static std::map<std::pair<int, std::vector<std::int32_t>>, std::vector<double>> memo;
-  return kept(memo, std::make_pair(world, toks), [&] { return tc::threads_curve<R>(world, toks); });
+  return tc::threads_curve<R>(world, toks);
 }
 
 struct fsdp_f32_tw {

@@ -15,11 +15,7 @@ namespace {
 template <class R>
 void check_recipe(int world, const std::vector<double>& ref, const std::vector<std::int32_t>& toks,
                   double tolerance = tc::tolerance) {
-  std::vector<double> got;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto losses = tc::recipe_curve<R>(c, typename R::mesh(world), toks);
-    if (c.rank() == 0) got = losses;
-  });
+  const auto got = tc::threads_curve<R>(world, toks);
   const double dev = tc::deviation(ref, got);
   std::printf("%-10s on %d ranks: 20-step loss curve %.4f -> %.4f, max relative deviation from one rank %.2e\n",
               std::string(R::name).c_str(), world, got.front(), got.back(), dev);

@@ -4,7 +4,9 @@
 
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <tessera/comm/threads.hpp>
@@ -49,10 +51,27 @@ std::vector<double> curve(Model& m, const std::vector<std::int32_t>& toks) {
   return losses;
 }
 
+// The curves are deterministic (the same bits every run), and the test files compare
+// against the same few (the AC matrix against the recipes test_training.cpp checks, Float8's
+// against one rank): each is computed once per program and kept -- test_parallel's
+// activation-checkpointing case took 138 s of the binary's 296 s, half of it recomputing
+// the base recipes' curves.
+
+/// `compute()`'s curve, computed the first time `key` is asked for and kept in `memo`.
+template <class Key, class F>
+std::vector<double> kept(std::map<Key, std::vector<double>>& memo, Key key, F&& compute) {
+  if (const auto it = memo.find(key); it != memo.end()) return it->second;
+  return memo.emplace(std::move(key), compute()).first->second;
+}
+
+/// One rank's 20-step curve (kept).
 inline std::vector<double> serial_curve(const std::vector<std::int32_t>& toks) {
-  llama_model m(debugmodel::config);
-  m.init_weights(9);
-  return curve(m, toks);
+  static std::map<std::vector<std::int32_t>, std::vector<double>> memo;
+  return kept(memo, toks, [&] {
+    llama_model m(debugmodel::config);
+    m.init_weights(9);
+    return curve(m, toks);
+  });
 }
 
 template <class R, class C>
@@ -63,15 +82,18 @@ std::vector<double> recipe_curve(C& c, typename R::mesh mesh, const std::vector<
   return curve(pm, toks);
 }
 
-/// recipe_curve on `world` thread ranks: rank 0's losses.
+/// recipe_curve on `world` thread ranks: rank 0's losses (kept).
 template <class R>
 std::vector<double> threads_curve(int world, const std::vector<std::int32_t>& toks) {
-  std::vector<double> got;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto losses = recipe_curve<R>(c, typename R::mesh(world), toks);
-    if (c.rank() == 0) got = losses;
+  static std::map<std::pair<int, std::vector<std::int32_t>>, std::vector<double>> memo;
+  return kept(memo, std::make_pair(world, toks), [&] {
+    std::vector<double> got;
+    comm::run_threads(world, [&](comm::threads_communicator& c) {
+      auto losses = recipe_curve<R>(c, typename R::mesh(world), toks);
+      if (c.rank() == 0) got = losses;
+    });
+    return got;
   });
-  return got;
 }
 
 /// The largest relative deviation of `b` from `a`.

@@ -6,7 +6,8 @@
 #   2. clang++: the tests (examples, the docs' programs, benchmarks and the CUDA translation
 #      units are built once, by g++ -- nvcc's host compiler is g++ either way), and all their
 #      ctest tests; the parallel equivalence programs (test_parallel, test_parallel_float8,
-#      their mpirun counterparts, test_checkpoint_mpi), the nccl test and the emulated GPU
+#      their mpirun counterparts), the checkpoint resume programs (test_checkpoint,
+#      test_checkpoint_mpi), the nccl test and the emulated GPU
 #      Llama and recipe tests (gpu_emulated.cuda_llama, cuda_recipes: minutes of emulated
 #      device code) are compiled by
 #      clang++'s front end only (-fsyntax-only: every template instantiated, every warning an
@@ -22,13 +23,29 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bash "$root/.ci/setup.sh"
 jobs=$(nproc)
+# Debian's OpenBLAS (0.3.21) does not know recent Xeons and falls back to its generic SSE3
+# kernels ("Prescott"), about 5x slower GEMMs (docs/kernels.md); every test program then says
+# so on stderr. CI picks the kernels the CPU has, as users are told to: the CPU tests run
+# about 1.8x faster (test_checkpoint's first case 20.7 s -> 11.8 s, docs/performance.md, "CI").
+if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
+  flags=$(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || true)
+  if [[ " $flags " == *" avx512f "* && " $flags " == *" avx512bw "* && " $flags " == *" avx512dq "* && " $flags " == *" avx512vl "* ]]; then
+    export OPENBLAS_CORETYPE=SkylakeX
+  elif [[ " $flags " == *" avx2 "* && " $flags " == *" fma "* ]]; then
+    export OPENBLAS_CORETYPE=Haswell
+  fi
+fi
+echo "== tessera: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS chooses}"
 # Every CI build compiles at -O1 (CMake's Release default is -O3): half the compile time of
 # the test files at -O3 for about 15% more test time (docs/performance.md, "CI"); the CUDA
 # units' host code too (nvcc -O1: test_cuda_recipes.cu 64 s instead of 109 s). Build with the
 # default flags for timings; CI measures nothing.
 ci_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
-cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90)
-frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint_mpi|test_comm_nccl|test_cuda_(llama|recipes)_emulated)$'
+# The CUDA units as PTX for compute_90 alone ("90-virtual"): nvcc's front ends (cudafe++,
+# cicc) check the device code, ptxas's translation to sm_90 machine code is left out (16 s of
+# test_cuda_recipes.cu's 102 s; CI runs no GPU code, and bench/gpu/pack.sh builds sm_90 SASS).
+cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O1 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90-virtual)
+frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint(_mpi)?|test_comm_nccl|test_cuda_(llama|recipes)_emulated)$'
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }
 status=0
 start=$(date +%s)

@@ -34,8 +34,10 @@ mkdir -p "$build" "$(dirname "$archive")"
 export PATH="/usr/local/cuda/bin:$PATH"
 
 if [ -z "$from" ]; then
+  # examples on: train_llama (gpu.train_llama) is one of the GPU programs; the target
+  # tessera_gpu_programs builds only those
   if ! cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$archs" \
-         -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=ON \
+         -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=ON -DTESSERA_BUILD_CUDA_UNITS=ON \
          > "$build/configure.log" 2>&1; then
     echo "bench/gpu/pack.sh: configure failed; see $build/configure.log" >&2
     exit 2
@@ -67,6 +69,7 @@ kit="$stage/kit"
 mkdir -p "$kit/bin" "$kit/lib" "$kit/share"
 for p in $programs; do cp "$p" "$kit/bin/"; done
 cp "$root/bench/gpu/torch_reference.py" "$kit/share/"  # PyTorch's kernels beside them (run.sh)
+for s in $(python3 "$root/bench/gpu/kit_tests.py" scripts "$tests_json"); do cp "$s" "$kit/share/"; done  # gpu.train_llama's
 python3 "$root/bench/gpu/kit_tests.py" list "$tests_json" > "$kit/tests.tsv"
 # The shared libraries the programs need, but not the C library, the C++ runtime, the CUDA
 # driver or the CUDA libraries (the GPU machine's own, matching its driver).

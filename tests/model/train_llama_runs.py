@@ -18,6 +18,13 @@
                                                   GPUs over the emulated NCCL trains as on 4 CPU
                                                   thread ranks (EMULATED built with
                                                   TESSERA_EMULATED_TRAINER_RECIPES)
+  train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
+                                                  --device cuda (f32 and bf16 operands) against
+                                                  its --device cpu, and --recipe debug_fsdp on
+                                                  as many GPUs as are visible (up to 4; and
+                                                  debug_2d on 4) against as many CPU thread
+                                                  ranks (ctest's gpu.train_llama; exit 77,
+                                                  skipped, without a GPU)
 Exit status 0 when every check holds, 1 (with the reasons) otherwise.
 """
 import json
@@ -153,7 +160,8 @@ def check_batch(d, exe):
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
 
 
-def check_cuda(d, exe, emulated, recipes):
+def check_cuda(d, exe, emulated, recipes, gpus=0):
+    """`emulated` is train_llama_emulated, or with gpus > 0 exe itself on this machine's GPUs."""
     tok = d / "t.bin"
     tokens(tok)
     common = ["--tokens", str(tok), "--batch", "2", "--seq-len", "64", "--steps", "3", "--seed", "5"]
@@ -161,7 +169,11 @@ def check_cuda(d, exe, emulated, recipes):
                str(d / "cpu.safetensors")] + common)
     out = run([emulated, "--device", "cuda", "--metrics", str(d / "cuda.jsonl"), "--save-weights",
                str(d / "cuda.safetensors")] + common)
-    check("CUDA emulation" in out, f"--device cuda did not run on the emulated device:\n{out}")
+    if gpus:
+        print(out)
+        check("CUDA emulation" not in out, f"--device cuda ran on the emulation, not a GPU:\n{out}")
+    else:
+        check("CUDA emulation" in out, f"--device cuda did not run on the emulated device:\n{out}")
     check("compute: f32" in out, f"--device cuda did not report f32 compute:\n{out}")
     a, b = losses(d / "cpu.jsonl"), losses(d / "cuda.jsonl")
     rel = lambda x, y: max(abs(p - q) / abs(q) for p, q in zip(x, y))
@@ -179,14 +191,31 @@ def check_cuda(d, exe, emulated, recipes):
     if not recipes:
         return
     # --recipe on GPUs: debug_2d (FSDP 2 x TP 2, sequence and loss parallel) on 4 emulated GPUs
-    # over the emulated NCCL, against its 4 thread ranks on the CPU
-    rc = ["--recipe", "debug_2d", "--tokens", str(tok), "--batch", "2", "--seq-len", "32", "--steps", "2",
-          "--seed", "5"]
-    run([exe] + rc + ["--metrics", str(d / "r_cpu.jsonl")])
-    out = run([emulated, "--device", "cuda", "--metrics", str(d / "r_cuda.jsonl")] + rc)
-    a, b = losses(d / "r_cpu.jsonl"), losses(d / "r_cuda.jsonl")
-    check(len(a) == 2 and len(b) == 2 and rel(b, a) < 2 ** -8,
-          f"--device cuda --recipe debug_2d's losses {b} differ from the CPU's {a}:\n{out}")
+    # over the emulated NCCL, against its 4 thread ranks on the CPU; on real GPUs, debug_fsdp
+    # on as many as are visible (up to 4), and debug_2d on 4
+    runs = [("debug_2d", 4)] if not gpus else [("debug_fsdp", min(gpus, 4))] + ([("debug_2d", 4)] if gpus >= 4 else [])
+    for recipe, ranks in runs:
+        rc = ["--recipe", recipe, "--ranks", str(ranks), "--tokens", str(tok), "--batch", "2", "--seq-len", "32",
+              "--steps", "2", "--seed", "5"]
+        run([exe] + rc + ["--metrics", str(d / "r_cpu.jsonl")])
+        out = run([emulated, "--device", "cuda", "--metrics", str(d / "r_cuda.jsonl")] + rc)
+        if gpus:
+            print(out)
+        a, b = losses(d / "r_cpu.jsonl"), losses(d / "r_cuda.jsonl")
+        check(len(a) == 2 and len(b) == 2 and rel(b, a) < 2 ** -8,
+              f"--device cuda --recipe {recipe} --ranks {ranks}'s losses {b} differ from the CPU's {a}:\n{out}")
+
+
+def visible_gpus(exe):
+    """How many GPUs --device cuda would use (0: none, the reason printed)."""
+    try:
+        p = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
+        n = sum(line.startswith("GPU ") for line in p.stdout.splitlines()) if p.returncode == 0 else 0
+    except OSError:
+        n = 0
+    if n == 0:
+        print(f"skipped: no GPU visible (nvidia-smi -L lists none); {exe} --device cuda needs one")
+    return n
 
 
 def main():
@@ -199,8 +228,13 @@ def main():
             check_batch(d, exe)
         elif what in ("cuda", "cuda_recipes"):
             check_cuda(d, exe, launcher[0], what == "cuda_recipes")
+        elif what == "gpu":
+            gpus = visible_gpus(exe)
+            if gpus == 0:
+                sys.exit(77)
+            check_cuda(d, exe, exe, True, gpus)
         else:
-            sys.exit(f"unknown check '{what}'; use trace, batch, cuda or cuda_recipes")
+            sys.exit(f"unknown check '{what}'; use trace, batch, cuda, cuda_recipes or gpu")
     for f in fails:
         print("FAILED:", f)
     if fails:

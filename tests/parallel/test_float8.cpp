@@ -9,7 +9,6 @@
 #include <cstring>
 #include <map>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include <tessera/comm/threads.hpp>
@@ -47,11 +46,6 @@ std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int
     m.init_weights(9);
     return tc::curve(m, toks);
   });
-}
-/// Recipe R's curve on `world` thread ranks (kept).
-template <class R>
-std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  return tc::threads_curve<R>(world, toks);
 }
 
 struct fsdp_f32_tw {
@@ -127,7 +121,8 @@ TEST_CASE("float8: one rank trains through the Float8 casts of every recipe, clo
 TEST_CASE("float8: FP8 all-gather trains bit-identically to gathering f32 and casting after") {
   const auto toks = tc::tokens();
   for (int world : {2, 3}) {
-    const auto a = curve<fsdp_f32_tw_ag>(world, toks), b = curve<fsdp_f32_tw>(world, toks);
+    const auto a = tc::threads_curve<fsdp_f32_tw_ag>(world, toks);
+    const auto b = tc::threads_curve<fsdp_f32_tw>(world, toks);
     REQUIRE(a.size() == b.size());
     std::printf("FSDP tensorwise on %d ranks, FP8 all-gather vs f32 gathers: loss %.6f -> %.6f, bit-identical: %s\n",
                 world, a.front(), a.back(), std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0 ? "yes" : "NO");
@@ -143,17 +138,18 @@ TEST_CASE("float8 under FSDP: one rank's global batch, up to the per-rank scales
   // rounding those scales move (docs/recipes.md, "Float8").
   const auto toks = tc::tokens();
   const auto one = serial_curve({.roles = all_linears, .recipe = f8_recipe::rowwise}, toks);
-  const auto two = curve<fsdp_f32_rowwise>(2, toks);
+  const auto two = tc::threads_curve<fsdp_f32_rowwise>(2, toks);
   const double dev = tc::deviation(one, two);
   std::printf("FSDP rowwise on 2 ranks vs one rank rowwise: max relative deviation %.2e\n", dev);
   CHECK(dev < 5e-4);
   const auto tw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::tensorwise}, toks);
-  const auto tw2 = curve<fsdp_f32_tw>(2, toks);
+  const auto tw2 = tc::threads_curve<fsdp_f32_tw>(2, toks);
   std::printf("FSDP tensorwise on 2 ranks vs one rank tensorwise: max relative deviation %.2e\n",
               tc::deviation(tw1, tw2));
   CHECK(tc::deviation(tw1, tw2) < 5e-4);
   // the shipped recipes run (bf16 gathers)
-  for (const auto& c : {curve<recipes::debug_fsdp_float8>(2, toks), curve<recipes::debug_fsdp_float8_tw>(2, toks)})
+  for (const auto& c : {tc::threads_curve<recipes::debug_fsdp_float8>(2, toks),
+                        tc::threads_curve<recipes::debug_fsdp_float8_tw>(2, toks)})
     CHECK(c.back() < c.front() - 0.3);
 }
 
@@ -185,13 +181,14 @@ struct pp_zbv_tw {
 
 TEST_CASE("float8 composes: activation checkpointing recomputes bit-identically, pipelines split the batch") {
   const auto toks = tc::tokens();
-  const auto a = curve<fsdp_rowwise_ac>(2, toks), b = curve<fsdp_f32_rowwise>(2, toks);
+  const auto a = tc::threads_curve<fsdp_rowwise_ac>(2, toks);
+  const auto b = tc::threads_curve<fsdp_f32_rowwise>(2, toks);
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
   // a pipeline's microbatches are scaled one by one (as data-parallel ranks are)
   const auto row1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::rowwise}, toks);
   const auto tw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::tensorwise}, toks);
-  const double pp = tc::deviation(row1, curve<pp_rowwise>(2, toks));
-  const double zbv = tc::deviation(tw1, curve<pp_zbv_tw>(2, toks));  // I and W apart
+  const double pp = tc::deviation(row1, tc::threads_curve<pp_rowwise>(2, toks));
+  const double zbv = tc::deviation(tw1, tc::threads_curve<pp_zbv_tw>(2, toks));  // I and W apart
   std::printf("float8 rowwise, pp 2 (1F1B): %.2e; tensorwise, pp 2 (ZBV): %.2e from one rank\n", pp, zbv);
   CHECK(pp < 5e-4);
   CHECK(zbv < 5e-4);
@@ -223,8 +220,8 @@ TEST_CASE("float8 under tensor parallel: amaxes of TP-split operands reduced ove
   const auto toks = tc::tokens();
   for (f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise}) {
     const auto one = serial_curve({.roles = all_linears, .recipe = r}, toks);
-    const auto tp = r == f8_recipe::tensorwise ? curve<debug_with<float8<fp8::tensorwise>>>(2, toks)
-                                               : curve<debug_with<float8<fp8::rowwise>>>(2, toks);
+    const auto tp = r == f8_recipe::tensorwise ? tc::threads_curve<debug_with<float8<fp8::tensorwise>>>(2, toks)
+                                               : tc::threads_curve<debug_with<float8<fp8::rowwise>>>(2, toks);
     const double dev = tc::deviation(one, tp);
     std::printf("float8 recipe %d, TP 2 (SP, LP) vs one rank: first loss %s, max relative deviation %.2e\n",
                 static_cast<int>(r), one.front() == tp.front() ? "bit-identical" : "DIFFERENT", dev);
@@ -232,8 +229,8 @@ TEST_CASE("float8 under tensor parallel: amaxes of TP-split operands reduced ove
     CHECK(dev < 2e-4);
   }
   // FP8 all-gather under FSDP x TP: the weight's amax over dp and tp, bit-identical to casting after
-  const auto ag = curve<debug_2d_with<float8<fp8::tensorwise, fp8::all_gather>>>(4, toks);
-  const auto cast_after = curve<debug_2d_with<float8<fp8::tensorwise>>>(4, toks);
+  const auto ag = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise, fp8::all_gather>>>(4, toks);
+  const auto cast_after = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise>>>(4, toks);
   CHECK(std::memcmp(ag.data(), cast_after.data(), ag.size() * sizeof(double)) == 0);
 }
 
@@ -253,9 +250,9 @@ TEST_CASE("float8 under context parallel: one rank's curve, up to the per-rank s
   // gradients' column scales see a part of the sequence.
   const auto toks = tc::tokens();
   const auto rw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::rowwise}, toks);
-  const auto rw2 = curve<cp_f8<fp8::rowwise>>(2, toks);
+  const auto rw2 = tc::threads_curve<cp_f8<fp8::rowwise>>(2, toks);
   const auto tw1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::tensorwise}, toks);
-  const auto tw2 = curve<cp_f8<fp8::tensorwise>>(2, toks);
+  const auto tw2 = tc::threads_curve<cp_f8<fp8::tensorwise>>(2, toks);
   std::printf("CP 2 (ring) vs one rank: rowwise max relative deviation %.2e, tensorwise %.2e\n",
               tc::deviation(rw1, rw2), tc::deviation(tw1, tw2));
   CHECK(tc::deviation(rw1, rw2) < 5e-4);

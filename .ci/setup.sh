@@ -3,7 +3,7 @@
 # (Debian packages). Safe to run again: it does nothing when everything is present.
 set -euo pipefail
 packages=(
-  cmake g++ clang python3
+  cmake g++ clang clang-tools llvm python3
   libboost-dev libboost-context-dev doctest-dev libbenchmark-dev
   libopenmpi-dev openmpi-bin libopenblas-dev
   libsentencepiece-dev sentencepiece libtomlplusplus-dev fortunes-min fortunes

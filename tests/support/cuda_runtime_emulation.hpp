@@ -220,7 +220,7 @@ struct launcher {
     device_access reach;  // the allocations the kernel may touch: its arguments'
     std::size_t i = 0;
     (
-        [&] {
+        [&, this] {
           const signed char how = i < params ? reaches[i] : 1;
           ++i;
           if constexpr (std::is_pointer_v<Args>) {
@@ -232,7 +232,7 @@ struct launcher {
         }(),
         ...);
     order::issue(context_of(stream), std::string("kernel ") + name, ranges);
-    launch(grid, block, shared, [&] { kernel(args...); });
+    launch(grid, block, shared, [&, this] { kernel(args...); });
     if (reach.overran()) fail(cudaErrorIllegalAddress);
   }
 };

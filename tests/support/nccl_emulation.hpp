@@ -108,7 +108,7 @@ struct clique {
       cv.notify_all();
       return true;
     }
-    return cv.wait_for(lock, std::chrono::seconds(120), [&] { return generation != g; });
+    return cv.wait_for(lock, std::chrono::seconds(120), [&, this] { return generation != g; });
   }
 };
 

@@ -161,7 +161,7 @@ class threads_request {
   /// the same collective as rank 0; throws the first that did not.
   void verify(detail::coll_slot& s, int seen) const {
     if (seen == 0) return;
-    auto check = [&](int r) {
+    auto check = [&, this](int r) {
       if (s.posts[static_cast<std::size_t>(r)].desc == s.posts[0].desc) return;
       try {
         fail_mismatch(*world_, *group_, s, seq_, r, 0);
@@ -246,7 +246,7 @@ class threads_request {
       if (!block) return false;
       if (world_->is_aborted()) throw_aborted();
       const bool ok = ws.wait_until(
-          [&] {
+          [&, this] {
             if (s.failed.load(std::memory_order_seq_cst) || world_->is_aborted()) return true;
             const int seen = pr.seen;
             if (!detail::all_posted(s, n, seq_, pr)) return pr.seen != seen;
@@ -262,7 +262,7 @@ class threads_request {
 
   [[noreturn]] void throw_timeout(detail::coll_slot& s) const {
     const std::string missing = detail::ranks_where(
-        *group_, s, [&](const detail::rank_post& p) { return p.posted.load(std::memory_order_seq_cst) != seq_; });
+        *group_, s, [&, this](const detail::rank_post& p) { return p.posted.load(std::memory_order_seq_cst) != seq_; });
     throw error(who() + " (collective #" + std::to_string(seq_) + " of the group) timed out after " +
                 std::to_string(world_->opts().timeout.count()) + " ms: " +
                 (missing.empty() ? std::string("every rank arrived but the data movement did not finish")
@@ -285,7 +285,7 @@ class threads_request {
   void wait_p2p() {
     auto& ws = world_->waits();
     const bool ok = ws.wait_until(
-        [&] { return p2p_->state.load(std::memory_order_seq_cst) != 0 || world_->is_aborted(); },
+        [&, this] { return p2p_->state.load(std::memory_order_seq_cst) != 0 || world_->is_aborted(); },
         deadline_);
     const int st = p2p_->state.load(std::memory_order_seq_cst);
     if (st == 2) fail_p2p();

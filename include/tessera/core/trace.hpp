@@ -158,7 +158,7 @@ class recorder {
   /// Writes json(more) to `path`, through a temporary name and a rename (a reader never sees
   /// half a trace, an old trace stays whole if writing fails).
   void write(const std::filesystem::path& path, const std::vector<std::string>& more = {}) const {
-    write_file_atomically(path, [&](std::ofstream& out) { out << json(more); }, "trace");
+    write_file_atomically(path, [&, this](std::ofstream& out) { out << json(more); }, "trace");
   }
 
  private:

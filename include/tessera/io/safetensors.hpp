@@ -332,7 +332,7 @@ class writer {
     }
     h += "}";
     while ((8 + h.size()) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
-    write_file_atomically(path, [&](std::ofstream& out) {
+    write_file_atomically(path, [&, this](std::ofstream& out) {
       unsigned char len[8];
       std::uint64_t n = h.size();
       for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);

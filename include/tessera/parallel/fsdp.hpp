@@ -116,7 +116,7 @@ class sharded_params {
       b.rank = static_cast<std::int8_t>(info(i).shape.rank);
       return b;
     }
-    visit(i, [&]<tp_style S, int R>() {
+    visit(i, [&, this]<tp_style S, int R>() {
       b = local_box(param_layouts<Mesh, P, S, R>::storage::spec, dm_.shape(), info(i).shape, dm_.coords());
     });
     return b;
@@ -150,7 +150,7 @@ class sharded_params {
       reserve_buffer<float, space>(whole, out.size());
       to = whole.data();
     }
-    visit(i, [&]<tp_style S, int R>() {
+    visit(i, [&, this]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       redistribute_local<typename L::storage, layout<Mesh, replicated_spec(R, Mesh::ndim)>, default_cost_model, space>(
           dm_, info(i).shape, block, to);
@@ -187,7 +187,7 @@ class sharded_params {
     st.g.resize(st.params.size());
     for (std::size_t k = 0; k < st.params.size(); ++k) {
       const std::int64_t i = st.params[k];
-      visit(i, [&]<tp_style S, int R>() {
+      visit(i, [&, this]<tp_style S, int R>() {
         using L = param_layouts<Mesh, P, S, R>;
         if constexpr (L::direct_grad && L::direct_param) {
           model_.bind(i, model_.param(i), stored_grad(i));
@@ -204,7 +204,7 @@ class sharded_params {
     for (std::size_t k = 0; k < st.params.size(); ++k) {
       const std::int64_t i = st.params[k];
       if (st.g[k].numel() == 0 && model_.grad(i) == stored_grad(i)) continue;  // accumulated in place
-      visit(i, [&]<tp_style S, int R>() {
+      visit(i, [&, this]<tp_style S, int R>() {
         using L = param_layouts<Mesh, P, S, R>;
         const std::size_t n = slot(i).numel;
         reserve_buffer<float, space>(stage_, n);
@@ -254,7 +254,7 @@ class sharded_params {
   /// Gathers the k-th parameter of a unit into its compute copy (or binds the stored block).
   void gather_param(unit_state& st, std::size_t k, bool prefetch) {
     const std::int64_t i = st.params[k];
-    visit(i, [&]<tp_style S, int R>() {
+    visit(i, [&, this]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       if constexpr (L::direct_param) {
         model_.bind(i, stored(i), model_.grad(i));
@@ -325,7 +325,7 @@ class sharded_params {
     f.codes = space_buffer<std::uint8_t, space>(n_in + n_out);
     K::f8_quantize(f.codes.data(), stored(i), f.scale.data(), static_cast<std::int64_t>(n_in), cast);
     space::fence();  // the codes written before the collective reads them
-    visit(i, [&]<tp_style S, int R>() {
+    visit(i, [&, this]<tp_style S, int R>() {
       using L = param_layouts<Mesh, P, S, R>;
       if (is_even(L::storage::spec, dm_.shape(), info(i).shape))
         st.pending.push_back(comm::all_gather(c, std::span<const std::uint8_t>(f.codes.data(), n_in),

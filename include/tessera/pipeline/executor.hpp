@@ -198,9 +198,9 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
   int step = 0;
   action a{};
   auto fail = [&](const std::string& what) -> void { throw execution_error(detail::exec_where(rank, step, a) + what); };
-  auto local = [&](int stage) { return stage >= 0 && stage < S_ && s_.rank_of(stage) == rank; };
+  auto local = [&, this](int stage) { return stage >= 0 && stage < S_ && s_.rank_of(stage) == rank; };
 
-  auto backward_input = [&](int s, int mb, bool whole) {
+  auto backward_input = [&, this](int s, int mb, bool whole) {
     const std::size_t i = idx(s, mb);
     if (s + 1 < S_ && !has_grad[i])
       fail("the gradient of stage " + std::to_string(s) + "'s output for microbatch " + std::to_string(mb) +
@@ -231,7 +231,7 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
       has_out[1][i] = 1;
     }
   };
-  auto post_send = [&](int dir, int s, int mb) {
+  auto post_send = [&, this](int dir, int s, int mb) {
     const std::size_t i = idx(s, mb);
     if (!has_out[dir][i]) fail("nothing to send: the action producing this tensor has not run on this rank");
     auto& f = sending[dir][i];
@@ -251,7 +251,7 @@ run_stats executor::run(C& comm, S& stages, std::span<const float> batch_in, std
     f.active = false;
     f.buf = buf_t{};
   };
-  auto receive = [&](int dir, int s, int mb) {
+  auto receive = [&, this](int dir, int s, int mb) {
     // dir 0: the input of stage s from stage s-1; dir 1: the output gradient of s from s+1.
     const std::size_t i = idx(s, mb);
     auto& dst = dir == 0 ? act[i] : grad[i];

@@ -169,7 +169,7 @@ class parallel_llama {
         part += K::sum_of_squares(stored_grad(i), static_cast<std::int64_t>(store_.stored_numel(i)));
       }
       if (!any) continue;
-      parallel::visit_style(static_cast<tp_style>(s), [&]<tp_style S, int R>() {
+      parallel::visit_style(static_cast<tp_style>(s), [&, this]<tp_style S, int R>() {
         total += sum_over<parallel::norm_mask(ps, S, R)>(part);
       });
     }

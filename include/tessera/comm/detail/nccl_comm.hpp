@@ -65,26 +65,28 @@ class nccl_communicator {
   using loc_t = tessera::source_location;
   nccl_request all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_gather, n, t};
-    return launch(d, l, [&] { return ncclAllGather(in, out, n, detail::nccl_type(t), state_->comm, state_->stream); });
+    return launch(d, l, [&, this] {
+      return ncclAllGather(in, out, n, detail::nccl_type(t), state_->comm, state_->stream);
+    });
   }
   nccl_request reduce_scatter(const void* in, void* out, std::size_t n, dtype t, reduce_op op,
                               loc_t l = loc_t::current()) {
     const call_desc d{call_kind::reduce_scatter, n, t, op};
-    return launch(d, l, [&] {
+    return launch(d, l, [&, this] {
       return ncclReduceScatter(in, out, n, detail::nccl_type(t), detail::nccl_op(op), state_->comm, state_->stream);
     });
   }
   nccl_request all_reduce(const void* in, void* out, std::size_t n, dtype t, reduce_op op,
                           loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_reduce, n, t, op};
-    return launch(d, l, [&] {
+    return launch(d, l, [&, this] {
       return ncclAllReduce(in, out, n, detail::nccl_type(t), detail::nccl_op(op), state_->comm, state_->stream);
     });
   }
   nccl_request all_to_all(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_to_all, n, t};
     if (in == out && n) throw error(who(d, l) + ": all_to_all cannot run in place; give a separate output buffer");
-    return launch(d, l, [&]() -> ncclResult_t {  // grouped send/recv pairs
+    return launch(d, l, [&, this]() -> ncclResult_t {  // grouped send/recv pairs
       const std::size_t bytes = n * size_of(t);
       ncclResult_t r = ncclGroupStart();
       for (int q = 0; q < size_ && r == ncclSuccess; ++q) {
@@ -99,21 +101,27 @@ class nccl_communicator {
   }
   nccl_request broadcast(void* buf, std::size_t n, dtype t, int root, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::broadcast, n, t, reduce_op::sum, root};
-    return launch(d, l, [&] { return ncclBroadcast(buf, buf, n, detail::nccl_type(t), root, state_->comm, state_->stream); });
+    return launch(d, l, [&, this] {
+      return ncclBroadcast(buf, buf, n, detail::nccl_type(t), root, state_->comm, state_->stream);
+    });
   }
   nccl_request barrier(loc_t l = loc_t::current()) {
     const call_desc d{call_kind::barrier};
-    return launch(d, l, [&] {
+    return launch(d, l, [&, this] {
       return ncclAllReduce(state_->scratch, state_->scratch, 1, ncclInt64, ncclMax, state_->comm, state_->stream);
     });
   }
   nccl_request send(const void* buf, std::size_t n, dtype t, int peer, int tag = 0, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::send, n, t, reduce_op::sum, peer, tag};
-    return launch(d, l, [&] { return ncclSend(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream); });
+    return launch(d, l, [&, this] {
+      return ncclSend(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream);
+    });
   }
   nccl_request recv(void* buf, std::size_t n, dtype t, int peer, int tag = 0, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::recv, n, t, reduce_op::sum, peer, tag};
-    return launch(d, l, [&] { return ncclRecv(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream); });
+    return launch(d, l, [&, this] {
+      return ncclRecv(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream);
+    });
   }
 
   /// ncclGroupStart/End: calls inside are launched together (p2p pairs cannot deadlock).

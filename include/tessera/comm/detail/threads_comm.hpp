@@ -128,7 +128,7 @@ class threads_communicator {
 
   void validate(const call_desc& d, const void* in, const void* out,
                 const tessera::source_location& loc) const {
-    auto bad = [&](const std::string& why) {
+    auto bad = [&, this](const std::string& why) {
       throw error(prefix() + ": " + d.str() + " at " + where(loc) + ": " + why);
     };
     if ((d.kind == call_kind::reduce_scatter || d.kind == call_kind::all_reduce) &&
@@ -172,7 +172,7 @@ class threads_communicator {
     if (const std::size_t staged = detail::eager_stage_bytes(d, size()))
       detail::stage_input(post, d, in, staged, grank_);
     post.posted.store(seq, std::memory_order_seq_cst);
-    world_->waits().notify_if([&] { return detail::posted_upto(s, size(), seq) == size(); });
+    world_->waits().notify_if([&, this] { return detail::posted_upto(s, size(), seq) == size(); });
     req.active_ = true;
     return req;
   }
@@ -181,7 +181,7 @@ class threads_communicator {
   void wait_for_slot(detail::coll_slot& s, std::uint64_t prev, const threads_request& req, const call_desc& d,
                      const tessera::source_location& loc) {
     const bool ok = world_->waits().wait_until(
-        [&] {
+        [&, this] {
           return detail::all_left(s, size(), prev) || s.failed.load(std::memory_order_seq_cst) ||
                  world_->is_aborted();
         },

@@ -57,7 +57,7 @@ class thread_pool {
     job(0);
     in_worker() = false;
     std::unique_lock<std::mutex> lk(m_);
-    done_.wait(lk, [&] { return pending_ == 0; });
+    done_.wait(lk, [&, this] { return pending_ == 0; });
     job_ = nullptr;
   }
 
@@ -89,7 +89,7 @@ class thread_pool {
       const std::function<void(int)>* job = nullptr;
       {
         std::unique_lock<std::mutex> lk(m_);
-        cv_.wait(lk, [&] { return generation_ != seen; });
+        cv_.wait(lk, [&, this] { return generation_ != seen; });
         seen = generation_;
         if (quit_) return;
         job = job_;

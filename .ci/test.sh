@@ -12,6 +12,8 @@
 #      device code) are compiled by
 #      clang++'s front end only (-fsyntax-only: every template instantiated, every warning an
 #      error, no code generated) -- the g++ pass builds and runs them (docs/performance.md, "CI");
+#      so are the tests of core, comm (threads), tensor, model, train and the emulated CUDA
+#      kernels, which clang++ builds and runs under the sanitizers in 3. and 5.;
 #   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA kernels run by the
 #      host emulation (tests/kernels/test_*_emulated.cpp);
 #   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then
@@ -46,7 +48,12 @@ ci_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
 # ends (cudafe++, cicc) check the device code, ptxas's translation to sm_90 machine code is
 # left out (16 s of test_cuda_recipes.cu's 102 s; bench/gpu/pack.sh builds sm_90 SASS).
 cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=90-virtual)
-frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint(_mpi)?|test_comm_nccl|test_cuda_(llama|recipes)_emulated)$'
+# The clang++ pass compiles these with its front end only (below): the programs the g++ pass
+# builds and runs that take minutes, and the six that clang++ builds and runs again under
+# AddressSanitizer + UndefinedBehaviorSanitizer at the end (ThreadSanitizer too for comm and the
+# emulated kernels): 194 s of clang++ -O1 for them, 72 s of front end (test_dist_tensor.cpp
+# 64 s -> 24 s), and their clang++ -O1 runs, about 45 s of test
+frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint(_mpi)?|test_comm_nccl|test_cuda_(llama|recipes)_emulated|test_core|test_comm_threads|test_tensor|test_model|test_train|test_kernels_emulated)$'
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }
 status=0
 start=$(date +%s)

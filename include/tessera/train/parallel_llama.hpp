@@ -170,7 +170,7 @@ class parallel_llama {
       }
       if (!any) continue;
       parallel::visit_style(static_cast<tp_style>(s), [&, this]<tp_style S, int R>() {
-        total += sum_over<parallel::norm_mask(ps, S, R)>(part);
+        total += this->template sum_over<parallel::norm_mask(ps, S, R)>(part);
       });
     }
     return std::sqrt(sum_pp(total));

@@ -23,3 +23,23 @@ function(tessera_add_cli_test name)
             -P ${PROJECT_SOURCE_DIR}/cmake/run_expect.cmake -- ${T_COMMAND})
   set_tests_properties(${name} PROPERTIES LABELS cli)
 endfunction()
+
+# tessera_enable_cuda_language(): enables CMake's CUDA language when nvcc is found
+# (CMAKE_CUDA_COMPILER, CUDACXX, the path, or /usr/local/cuda/bin), for sm_80 and sm_90 unless
+# CMAKE_CUDA_ARCHITECTURES says otherwise; sets TESSERA_CUDA_LANGUAGE to ON or OFF. A macro:
+# enable_language must run in the directory's scope, not a function's.
+macro(tessera_enable_cuda_language)
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  set(TESSERA_CUDA_LANGUAGE OFF)
+  if(CMAKE_CUDA_COMPILER)
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES 80 90)  # A100; H100 / H200
+    endif()
+    enable_language(CUDA)
+    set(TESSERA_CUDA_LANGUAGE ON)
+  endif()
+endmacro()

@@ -91,6 +91,8 @@ def main():
             checked += len(hs)
             text = r.stdout + r.stderr
             errors += [l for l in text.splitlines() if re.search(r"\berror:", l)]
+            if r.returncode != 0 or "match" not in text:  # a crash, or no answer at all
+                errors.append("%s: clang-query exited %d: %s" % (name, r.returncode, text[-500:]))
             for m in re.finditer(r"^(\S+?):(\d+):(\d+): note: \"root\" binds here", text, re.M):
                 path = os.path.realpath(m.group(1))
                 if path.startswith(root + os.sep):

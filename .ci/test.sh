@@ -51,7 +51,7 @@ cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=9
 # The clang++ pass compiles these with its front end only (below): the programs the g++ pass
 # builds and runs that take minutes, and the six that clang++ builds and runs again under
 # AddressSanitizer + UndefinedBehaviorSanitizer at the end (ThreadSanitizer too for comm and the
-# emulated kernels): 194 s of clang++ -O1 for them, 72 s of front end (test_dist_tensor.cpp
+# emulated kernels): 194 s of clang++ -O1 for them, 55 s of front end (test_dist_tensor.cpp
 # 64 s -> 24 s), and their clang++ -O1 runs, about 45 s of test
 frontend_only='^(test_parallel(_float8|_mpi)?|test_checkpoint(_mpi)?|test_comm_nccl|test_cuda_(llama|recipes)_emulated|test_core|test_comm_threads|test_tensor|test_model|test_train|test_kernels_emulated)$'
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }

@@ -2,7 +2,8 @@
 // both instantiate trace::recorder::write, linked with the nvcc unit first, so that the linker
 // keeps nvcc's copies of the inline code they share. Before every header lambda named `this`
 // (docs/cuda.md, "nvcc and g++ units in one program"), write's closure had one layout in each
-// unit, and this program died of SIGBUS as train_llama --profiling.trace_file did.
+// unit, and this program hung (a lock taken through the misread `this`); train_llama
+// --profiling.trace_file died of SIGBUS the same way.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -1,8 +1,9 @@
 // The CUDA attention kernels' device code run on the host by the CUDA emulation of
-// tests/support/cuda_emulation.hpp (every block's threads as host threads, WMMA's fragments
-// as whole tiles): the f32 kernels (kernels/cuda/attention_kernels.cuh: what cuda_kernels
-// runs) against the CPU kernels, and the tensor-core kernels (attention_tc_kernels.cuh: what
-// cuda_bf16_kernels runs) against references exact about where they round. What it checks
+// tests/support/cuda_emulation.hpp (every block's threads as host threads, mma.sync on each
+// lane's registers in the PTX ISA's layout): the f32 kernels (kernels/cuda/attention_kernels.cuh:
+// what cuda_kernels runs) against the CPU kernels, and the tensor-core kernels
+// (attention_tc_kernels.cuh: what cuda_bf16_kernels runs, on operands staged as bf16 rows and
+// transposed tiles) against references exact about where they round. What it checks
 // is the kernels' own logic -- tiling, the masks (causal, and context parallel's spans with
 // documents and tile skipping), GQA's head groups, indices, shared memory, barriers,
 // accumulation, the merge --, not the hardware's fragments or speed
@@ -65,21 +66,41 @@ dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
           static_cast<unsigned>(B)};
 }
 
+/// x [B, T, N, HD] staged as the entry points stage it (attention_tc.cuh), into host
+/// buffers that start as NaN (a tile read from where the staging wrote nothing shows).
+struct staging {
+  std::vector<bf16> rows, t;
+  template <int HD>
+  tc::staged of(const float* x, std::int64_t B, std::int64_t T, std::int64_t N) {
+    const std::int64_t Tp = tc::staged_length(T);
+    rows.assign(static_cast<std::size_t>(B * Tp * N * HD), bf16::from_bits(0x7FC0));
+    t.assign(rows.size(), bf16::from_bits(0x7FC0));
+    emu::launch({static_cast<unsigned>(Tp / tc::cols), static_cast<unsigned>(N), static_cast<unsigned>(B)}, tc::threads,
+                tc::stage_bytes<HD>, [&] { tc::stage_k<HD>(rows.data(), t.data(), x, T, Tp, N); });
+    return {rows.data(), t.data(), Tp};
+  }
+};
+
 template <int HD, class Mask>
 void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v, Mask m, shape s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  staging sk, sv;
+  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV);
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
-              [&] { tc::forward_k<HD, Mask>(out, lse, q, k, v, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
+              [&] { tc::forward_k<HD, Mask>(out, lse, q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
 }
 template <int HD, class Mask, bool Accumulate>
 void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                        const float* v, const float* lse, const float* D, Mask m, shape s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
+  staging sk, sv, sq, sg;
+  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV);
+  const tc::staged qs = sq.of<HD>(q, s.B, s.Tq, s.NH), gs = sg.of<HD>(dout, s.B, s.Tq, s.NH);
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
-    tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+    tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, ks, vs, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
   emu::launch(grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkv_bytes<HD>, [&] {
-    tc::dkv_k<HD, Mask, Accumulate>(dk, dv, dout, q, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+    tc::dkv_k<HD, Mask, Accumulate>(dk, dv, gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
 }
 

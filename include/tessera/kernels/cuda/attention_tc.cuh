@@ -12,26 +12,30 @@
 // compares against (tolerances there: P's and dS's rounding is the GPU's alone).
 // cuda_bf16_kernels runs its attention here (kernels/cuda/backend.cuh).
 //
-// FlashAttention-2's order (Dao, arXiv 2307.08691) on WMMA 16 x 16 x 16 bf16 fragments: a
-// block of 4 warps owns 64 rows (warp w rows 16w..16w+15) and streams tiles of 64 rows of
-// the other side through shared memory.
-//   forward  S = Q K^T (fragments, stored f32), the online softmax per row (two lanes a
-//            row), P as bf16, O = O * corr + P V with O kept f32 in shared memory (a WMMA
-//            accumulator's layout is unspecified, so rows are rescaled there);
-//   dq       S = Q K^T and dP = dO V^T, dS = P (dP - D) as bf16, dq += dS K in fragments;
-//   dk, dv   per key tile and each query head of the group: S^T = K Q^T, dP^T = V dO^T,
-//            dv += P^T dO and dk += dS^T Q in fragments.
+// FlashAttention-2's order and register reuse (Dao, arXiv 2307.08691) on mma.sync's
+// m16n8k16 bf16 tensor-core instruction: a block of 4 warps owns 64 rows (warp w rows
+// 16w..16w+15) and streams tiles of 64 rows of the other side through shared memory (f32
+// from global memory, rounded to bf16 as they are stored; the operands an instruction
+// reads as columns stored transposed, so that every fragment is one 32-bit load a lane).
+//   forward  Q's fragments, S = Q K^T, the online softmax (the 4 lanes of a row reduce its
+//            max with shuffles), P and O stay in registers: S's accumulators, rounded to
+//            bf16, are P's A fragments for O = O * corr + P V;
+//   dq       S = Q K^T and dP = dO V^T in registers, dS = P (dP - D) rounded to bf16 as the
+//            A fragments of dq += dS K;
+//   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
+//            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way.
 // dq and (dk, dv) are separate kernels, every output row written by one warp: no atomics,
 // deterministic (FlashAttention-2 adds dq with atomics instead and computes S and dP once).
 // The mask is a type, as in attention.cuh (causal_mask, span_mask with tile skipping).
 // Needs sm_80 or newer and a head dim of 16, 32, 64 or 128; the entry points below fall back
-// to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory: up to
-// 121 KiB a block at head dim 128 (the kernels opt in to more than 48 KiB).
+// to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory at head dim
+// 128: 53 KiB (forward), 87 KiB (dq), 105 KiB (dk, dv) a block.
 // The device code is attention_tc_kernels.cuh, which the host tests also run through a CUDA
-// emulation (tests/kernels/test_attention_emulated.cpp: against references exact about
-// where the kernels round; under ThreadSanitizer and ASan in CI).
-// Not yet: mma.sync / wgmma with the softmax in registers, asynchronous copies, a dq
-// accumulated by atomics -- the tuning that needs a GPU to measure (docs/cuda.md).
+// emulation that executes mma.sync on each lane's registers in the PTX ISA's layout
+// (tests/kernels/test_attention_emulated.cpp: against references exact about where the
+// kernels round; under ThreadSanitizer and ASan in CI).
+// Not yet: ldmatrix, asynchronous copies (cp.async / TMA) with bf16 operands in global
+// memory, wgmma on Hopper -- measured on a GPU in docs/performance.md.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,6 +51,8 @@
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/cuda/ring_attention.cuh>
 #include <tessera/kernels/pointwise.hpp>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
 
@@ -63,24 +69,51 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute (tensor-core attention's shared memory)");
 }
+/// This host thread's bf16 staging buffer i, at least n elements (grown, never shrunk;
+/// growing waits for the device, whose queued kernels may still read the old one).
+inline bf* staging(int i, std::int64_t n) {
+  thread_local tensor<bf16, cuda_space> bufs[7];
+  tensor<bf16, cuda_space>& buf = bufs[i];
+  if (static_cast<std::int64_t>(buf.numel()) < n) {
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (tensor-core attention's staging buffers)");
+    buf = tensor<bf16, cuda_space>({n});
+  }
+  return reinterpret_cast<bf*>(buf.data());
+}
+/// x [B, T, N, HD] staged for the kernels in staging buffers i (rows, with Rows) and i + 1
+/// (transposed, with Transposed).
+template <int HD>
+staged stage(const float* x, std::int64_t B, std::int64_t T, std::int64_t N, int i, bool rows_too, bool transposed,
+             cudaStream_t st) {
+  const std::int64_t Tp = staged_length(T), n = B * Tp * N * HD;
+  bf* r = rows_too ? staging(i, n) : nullptr;
+  bf* t = transposed ? staging(i + 1, n) : nullptr;
+  allow_shared(stage_k<HD>, stage_bytes<HD>);
+  TESSERA_LAUNCH(dim3(static_cast<unsigned>(Tp / cols), static_cast<unsigned>(N), static_cast<unsigned>(B)), threads,
+                 stage_bytes<HD>, st, stage_k<HD>)(r, t, x, T, Tp, N);
+  return {r, t, Tp};
+}
 template <int HD, class Mask>
 void launch_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Mask& mask,
                     std::int64_t B, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale,
                     cudaStream_t st) {
+  const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, false, true, st);
   allow_shared(forward_k<HD, Mask>, forward_bytes<HD>);
   TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
-      out, lse, q, k, v, mask, Tq, Tk, NH, NKV, scale);
+      out, lse, q, ks, vs, mask, Tq, Tk, NH, NKV, scale);
 }
 template <int HD, bool Accumulate, class Mask>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
                      std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t st) {
+  const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, true, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
   allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
   TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
-      dq, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+      dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
+  const staged qs = stage<HD>(q, B, Tq, NH, 3, true, true, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, true, st);
   allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
   TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
-      dk, dv, dout, q, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+      dk, dv, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
 }
 }  // namespace detail::tc
 

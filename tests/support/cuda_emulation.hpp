@@ -2,9 +2,9 @@
 // so that they run -- slowly -- on a machine without a GPU: a block's threads run as host
 // threads or as fibers (cuda_emulation_executor.hpp); __syncthreads, __syncthreads_or,
 // __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads;
-// mma.sync's m16n8k16 bf16 (mma_m16n8k16_bf16) takes each lane's registers in the PTX ISA's
-// fragment layout, exchanged through the block, so that a kernel's fragment indexing is
-// checked exactly (products and sums in f32). Include it first, with TESSERA_CUDA_EMULATION
+// mma.sync's m16n8k16 bf16 (mma_m16n8k16_bf16) and ldmatrix's x4 (ldmatrix_x4) take and give
+// each lane's registers in the PTX ISA's fragment layouts, exchanged through the block, so
+// that a kernel's fragment indexing is checked exactly (products and sums in f32). Include it first, with TESSERA_CUDA_EMULATION
 // defined, then the kernels. cuda_runtime_emulation.hpp adds the runtime API and the
 // launches, so that the entry points (kernels/cuda/*.cuh) and cuda_kernels run whole.
 //
@@ -73,6 +73,20 @@ inline void aligned_load(void* dst, const void* p) {
     throw std::logic_error("emulation: a " + std::to_string(N) + "-byte vector load from an address not " +
                            std::to_string(N) + "-byte aligned");
   std::memcpy(dst, p, N);
+}
+/// ldmatrix.sync.aligned.m8n8.x4.shared.b16 of the calling warp: lane l gives the address of
+/// row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); every lane receives, of matrix i,
+/// the two b16 at row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1, in r[i].
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+  auto& blk = *current;
+  const unsigned me = thread_rank, base = me - me % 32, lane = me % 32;
+  if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
+    throw std::logic_error("emulation: an ldmatrix row address not 16-byte aligned");
+  blk.rows[me] = row;
+  warp().arrive_and_wait();
+  for (unsigned i = 0; i < 4; ++i)
+    std::memcpy(&r[i], static_cast<const unsigned char*>(blk.rows[base + 8 * i + lane / 4]) + 4 * (lane % 4), 4);
+  warp().arrive_and_wait();  // every lane has read the others' addresses
 }
 /// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 of the calling warp, d += a b: each
 /// lane passes its registers in the PTX ISA's layout (g = lane / 4, t = lane % 4; a register

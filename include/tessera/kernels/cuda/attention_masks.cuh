@@ -24,6 +24,9 @@ inline constexpr int attention_tile = 32;  // streamed rows per shared-memory ti
 struct causal_mask {
   static constexpr bool skips_tiles = false;  // key_end and query_begin bound it exactly
   __device__ bool sees(std::int64_t t, std::int64_t s) const { return s <= t; }
+  /// Whether every query from t on sees every key up to s (the tensor-core kernels then skip
+  /// the per-element test).
+  __device__ bool sees_all(std::int64_t t, std::int64_t s) const { return s <= t; }
   __device__ std::int64_t key_end(std::int64_t last_query, std::int64_t Tk) const {
     return last_query + 1 < Tk ? last_query + 1 : Tk;
   }
@@ -66,6 +69,7 @@ struct span_mask {
   __device__ bool sees(std::int64_t t, std::int64_t s) const {
     return kpos[s] <= qpos[t] && (!qdoc || qdoc[t] == kdoc[s]);
   }
+  __device__ bool sees_all(std::int64_t, std::int64_t) const { return false; }
   __device__ std::int64_t key_end(std::int64_t, std::int64_t Tk) const { return Tk; }
   __device__ std::int64_t query_begin(std::int64_t) const { return 0; }
   /// The device memory it reads (host side: the CUDA emulation checks a launch's reach through it).

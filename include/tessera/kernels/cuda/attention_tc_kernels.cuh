@@ -10,247 +10,14 @@
 // tessera-requires: cuda (device code: see above)
 #pragma once
 
-#ifndef TESSERA_CUDA_EMULATION
-#include <cuda_bf16.h>
-#include <cuda_runtime.h>
-#endif
-
-#include <array>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <stdexcept>
 
 #include <tessera/kernels/cuda/attention_masks.cuh>
-#include <tessera/kernels/pointwise.hpp>
+#include <tessera/kernels/cuda/attention_tc_tiles.cuh>
 
 namespace tessera::cuda::detail::tc {
-using bf = __nv_bfloat16;
-using u32 = std::uint32_t;
-inline constexpr int rows = attention_rows;  // rows a block owns: 4 warps x 16
-inline constexpr int cols = 64;              // streamed rows per tile
-inline constexpr int threads = 128;
-// Leading dimensions (bf16 elements) of the shared tiles: rows of HD (row tiles) and rows of
-// `cols` (transposed tiles, [HD][cols]). The 8 of padding puts the 32 lanes' 32-bit fragment
-// loads (rows g = lane / 4, column pairs t = lane % 4) on 32 different banks.
-template <int HD>
-inline constexpr int ldr = HD + 8;
-inline constexpr int ldt = cols + 8;
-
-/// The block's dynamic shared memory (128-byte aligned).
-__device__ inline unsigned char* shared_memory() {
-#ifdef TESSERA_CUDA_EMULATION
-  return emulation::shared_memory();
-#else
-  extern __shared__ __align__(128) unsigned char tc_shared[];
-  return tc_shared;
-#endif
-}
-
-// Shared memory of each kernel, in bytes.
-template <int HD>
-inline constexpr std::size_t row_tile = std::size_t(rows) * ldr<HD> * 2;  // rows = cols = 64
-template <int HD>
-inline constexpr std::size_t t_tile = std::size_t(HD) * ldt * 2;
-template <int HD>
-inline constexpr std::size_t forward_bytes = 2 * (row_tile<HD> + t_tile<HD>);                  // (K, V^T) x 2 stages
-template <int HD>
-inline constexpr std::size_t dq_bytes = 4 * row_tile<HD> + t_tile<HD> + 2 * rows * 4;          // Q, dO, K, V, K^T
-template <int HD>
-inline constexpr std::size_t dkv_bytes = 4 * row_tile<HD> + 2 * t_tile<HD> + 2 * cols * 4;     // K, V, Q, dO, Q^T, dO^T
-template <int HD>
-inline constexpr std::size_t stage_bytes = row_tile<HD>;
-
-/// A tensor's bf16 copies the kernels stream tiles from (stage_k writes them): `rows` [B, Tp,
-/// N, HD] and `t` [B, N, HD, Tp] (its transpose per head), Tp the length rounded up to a
-/// whole tile, zeros past the end -- so that every tile is whole 16-byte rows.
-struct staged {
-  const bf* rows;
-  const bf* t;
-  std::int64_t Tp;
-  /// The device memory it reads (host side: the CUDA emulation checks a launch's reach through it).
-  std::array<const void*, 2> device_pointers() const { return {rows, t}; }
-};
-/// The length a staged tensor of T rows has.
-__host__ __device__ inline std::int64_t staged_length(std::int64_t T) { return (T + cols - 1) / cols * cols; }
-
-/// d += a b on the tensor cores: mma.sync m16n8k16, bf16 operands, f32 accumulators, in the
-/// PTX ISA's fragment layout (cuda_emulation.hpp spells it out).
-__device__ inline void mma(float (&d)[4], const u32 (&a)[4], const u32 (&b)[2]) {
-#ifdef TESSERA_CUDA_EMULATION
-  emulation::mma_m16n8k16_bf16(d, a, b);
-#else
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
-/// A bf16's bits.
-__device__ inline std::uint16_t bits(bf x) {
-#ifdef TESSERA_CUDA_EMULATION
-  return x.bits;
-#else
-  return __bfloat16_as_ushort(x);
-#endif
-}
-/// Two floats rounded to bf16 and packed into one register (lo in the low half).
-__device__ inline u32 pack(float lo, float hi) {
-  return u32(bits(__float2bfloat16_rn(lo))) | (u32(bits(__float2bfloat16_rn(hi))) << 16);
-}
-/// x rounded to bf16, as a float.
-__device__ inline float round_bf16(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-/// The two bf16 at x[r * ld + c] (c even) as one register.
-__device__ inline u32 pair(const bf* x, int ld, int r, int c) {
-#ifdef TESSERA_CUDA_EMULATION
-  u32 v;
-  emulation::aligned_load<4>(&v, x + r * ld + c);
-  return v;
-#else
-  return *reinterpret_cast<const u32*>(x + r * ld + c);
-#endif
-}
-/// Stores two bf16 (one register, as pair loads them) at p (4-byte aligned).
-__device__ inline void store_pair(bf* p, u32 v) {
-#ifdef TESSERA_CUDA_EMULATION
-  if (reinterpret_cast<std::uintptr_t>(p) % 4 != 0) throw std::logic_error("emulation: a 4-byte store not 4-byte aligned");
-  std::memcpy(static_cast<void*>(p), &v, 4);
-#else
-  *reinterpret_cast<u32*>(p) = v;
-#endif
-}
-/// Four floats from 16-byte aligned global memory.
-__device__ inline void load4(float (&v)[4], const float* p) {
-#ifdef TESSERA_CUDA_EMULATION
-  emulation::aligned_load<16>(v, p);
-#else
-  const float4 f = *reinterpret_cast<const float4*>(p);
-  v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-#endif
-}
-/// 16 bytes from global to shared memory, asynchronously (cp.async; both 16-byte aligned):
-/// visible to the block after cp_async_wait and a barrier.
-__device__ inline void cp_async16(void* dst, const void* src) {
-#ifdef TESSERA_CUDA_EMULATION
-  if (reinterpret_cast<std::uintptr_t>(dst) % 16 != 0)
-    throw std::logic_error("emulation: cp.async to shared memory not 16-byte aligned");
-  emulation::aligned_load<16>(dst, src);  // at once: a race with a reader shows without the barrier
-#else
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-#endif
-}
-__device__ inline void cp_async_commit() {
-#ifndef TESSERA_CUDA_EMULATION
-  asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-/// Waits until at most N groups of this thread's copies are in flight.
-template <int N>
-__device__ inline void cp_async_wait() {
-#ifndef TESSERA_CUDA_EMULATION
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-/// N rows of W bf16 (W a multiple of 8) from src (rows `stride` elements apart) into dst
-/// (leading dimension ld), asynchronously.
-template <int N, int W>
-__device__ inline void copy_tile(bf* dst, int ld, const bf* src, std::int64_t stride) {
-  for (int e = threadIdx.x; e < N * W / 8; e += threads) {
-    const int r = e / (W / 8), c = 8 * (e % (W / 8));
-    cp_async16(dst + r * ld + c, src + r * stride + c);
-  }
-}
-/// Tile [r0, r0 + 64) of head hh of a staged tensor with N heads: rows into a row tile, or
-/// (Transposed) its [HD][64] transpose into a transposed tile.
-template <int HD, bool Transposed = false>
-__device__ inline void copy_staged(bf* dst, const staged& x, std::int64_t b, std::int64_t hh, std::int64_t r0,
-                                   std::int64_t N) {
-  if constexpr (Transposed)
-    copy_tile<HD, cols>(dst, ldt, x.t + ((b * N + hh) * HD) * x.Tp + r0, x.Tp);
-  else
-    copy_tile<cols, HD>(dst, ldr<HD>, x.rows + ((b * x.Tp + r0) * N + hh) * HD, N * HD);
-}
-
-/// A fragment (16 x 16) of the row-major tile x: rows r0.., columns k0...
-__device__ inline void load_a(u32 (&a)[4], const bf* x, int ld, int r0, int k0, int g, int t) {
-  a[0] = pair(x, ld, r0 + g, k0 + 2 * t);
-  a[1] = pair(x, ld, r0 + g + 8, k0 + 2 * t);
-  a[2] = pair(x, ld, r0 + g, k0 + 2 * t + 8);
-  a[3] = pair(x, ld, r0 + g + 8, k0 + 2 * t + 8);
-}
-/// B fragment (16 x 8) of y^T for the row-major tile y: B[k][n] = y[n0 + n][k0 + k].
-__device__ inline void load_bt(u32 (&b)[2], const bf* y, int ld, int n0, int k0, int g, int t) {
-  b[0] = pair(y, ld, n0 + g, k0 + 2 * t);
-  b[1] = pair(y, ld, n0 + g, k0 + 2 * t + 8);
-}
-/// The A fragment of k-step kk from accumulators: a 16 x 16 block of a C tile pair (n-tiles
-/// 2kk and 2kk + 1), rounded to bf16 -- FlashAttention-2's reuse of S's registers as P.
-__device__ inline void c_to_a(u32 (&a)[4], const float (&c0)[4], const float (&c1)[4]) {
-  a[0] = pack(c0[0], c0[1]);
-  a[1] = pack(c0[2], c0[3]);
-  a[2] = pack(c1[0], c1[1]);
-  a[3] = pack(c1[2], c1[3]);
-}
-
-/// Rows [r0, r0 + N) of head hh of x [B, Tx, Nx, HD], rounded to bf16, into dst (row tile,
-/// leading dimension ldr<HD>; Transposed: dst[d * ldt + r]); zeros past Tx. Four floats a
-/// load where x is 16-byte aligned.
-template <int HD, int N, bool Transposed = false>
-__device__ inline void load_rows(bf* dst, const float* x, std::int64_t b, std::int64_t hh, std::int64_t r0,
-                                 std::int64_t Tx, std::int64_t Nx) {
-  const auto put = [&](int r, int d, float v) {
-    dst[Transposed ? d * ldt + r : r * ldr<HD> + d] = __float2bfloat16_rn(v);
-  };
-  if (reinterpret_cast<std::uintptr_t>(x) % 16 == 0) {
-    for (int e = threadIdx.x; e < N * HD / 4; e += threads) {
-      const int r = e / (HD / 4), d = 4 * (e % (HD / 4));
-      const std::int64_t t = r0 + r;
-      float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (t < Tx) load4(v, x + ((b * Tx + t) * Nx + hh) * HD + d);
-      for (int i = 0; i < 4; ++i) put(r, d + i, v[i]);
-    }
-  } else {
-    for (int e = threadIdx.x; e < N * HD; e += threads) {
-      const int r = e / HD, d = e % HD;
-      const std::int64_t t = r0 + r;
-      put(r, d, t < Tx ? x[((b * Tx + t) * Nx + hh) * HD + d] : 0.0f);
-    }
-  }
-}
-
-/// The sum of v over the four lanes of a row (lanes 4g .. 4g + 3 hold row g's columns).
-__device__ inline float row_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-__device__ inline float row_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-
-/// A warp's 16 x HD result in accumulators (acc[n]: columns 8n..8n+7) times `scale` into y
-/// [B, Ty, Ny, HD] (head hh, rows r0 ..), or added with Accumulate; rows past Ty skipped.
-template <int HD, bool Accumulate>
-__device__ inline void store_rows(float* y, const float (&acc)[HD / 8][4], std::int64_t b, std::int64_t hh,
-                                  std::int64_t r0, std::int64_t Ty, std::int64_t Ny, float scale, int g, int t) {
-  for (int i = 0; i < 2; ++i) {
-    const std::int64_t row = r0 + g + 8 * i;
-    if (row >= Ty) continue;
-    float* o = y + ((b * Ty + row) * Ny + hh) * HD;
-    for (int n = 0; n < HD / 8; ++n)
-      for (int j = 0; j < 2; ++j) {
-        const float x = acc[n][2 * i + j] * scale;
-        float& e = o[8 * n + 2 * t + j];
-        e = Accumulate ? e + x : x;
-      }
-  }
-}
-
 // bf16 mma.sync needs sm_80: compiled for an older architecture the kernels trap (the host
 // never launches them there: tc_attention_supported).
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
@@ -280,9 +47,10 @@ __global__ void __launch_bounds__(threads)
 /// Forward: block (64 queries, head, batch); warp w owns queries 16w..16w+15, its Q, S = Q
 /// K^T, P and O in registers. Key tiles of the staged k (rows) and v (transposed) stream
 /// through two shared-memory stages, the next one's copies in flight while this one's
-/// arithmetic runs. A row that sees no key gets out 0, lse -inf.
+/// arithmetic runs. A row that sees no key gets out 0, lse -inf. Three blocks an SM (168
+/// registers a thread at head dim 128).
 template <int HD, class Mask>
-__global__ void __launch_bounds__(threads)
+__global__ void __launch_bounds__(threads, 3)
     forward_k(float* out, float* lse, const float* q, staged k, staged v, Mask mask, std::int64_t Tq,
               std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale) {
 #ifdef TESSERA_TC_ATTENTION_UNSUPPORTED
@@ -316,7 +84,7 @@ __global__ void __launch_bounds__(threads)
   load_rows<HD, rows>(K_of(1), q, b, h, t0, Tq, NH);
   __syncthreads();
   u32 qa[HD / 16][4];
-  for (int kk = 0; kk < HD / 16; ++kk) load_a(qa[kk], K_of(1), LR, 16 * w, 16 * kk, g, t);
+  for (int kk = 0; kk < HD / 16; ++kk) ldsm_a(qa[kk], K_of(1), LR, 16 * w, 16 * kk, lane);
   __syncthreads();  // every warp has its Q before stage 1 is loaded
   float o[HD / 8][4] = {};
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.0f, 0.0f};  // l: this lane's part of the row sums
@@ -334,45 +102,52 @@ __global__ void __launch_bounds__(threads)
     const bf* Kst = K_of(stage);
     const bf* Vst = Vt_of(stage);
     float s[cols / 8][4] = {};
-    for (int n = 0; n < cols / 8; ++n)
+    for (int n = 0; n < cols / 8; n += 2)
       for (int kk = 0; kk < HD / 16; ++kk) {
-        u32 kb[2];
-        load_bt(kb, Kst, LR, 8 * n, 16 * kk, g, t);
-        mma(s[n], qa[kk], kb);
+        u32 k0[2], k1[2];
+        ldsm_bt2(k0, k1, Kst, LR, 8 * n, 16 * kk, lane);
+        mma(s[n], qa[kk], k0);
+        mma(s[n + 1], qa[kk], k1);
       }
-    // the online softmax: masked scores out, the rows' maxima over the 4 lanes of a row
+    // the online softmax: masked scores out (none where every row sees the whole tile), the
+    // rows' maxima over the 4 lanes of a row
     float mx[2] = {-FLT_MAX, -FLT_MAX};
-    for (int n = 0; n < cols / 8; ++n)
-      for (int e = 0; e < 4; ++e) {
-        const int i = e / 2;
-        const std::int64_t key = s0 + 8 * n + 2 * t + e % 2;
-        const bool seen = live[i] && key < end && mask.sees(row[i], key);
-        s[n][e] = seen ? s[n][e] * scale : -INFINITY;
-        mx[i] = fmaxf(mx[i], s[n][e]);
-      }
+    if (mask.sees_all(t0, s0 + cols - 1) && s0 + cols <= end) {
+      for (int n = 0; n < cols / 8; ++n)
+        for (int e = 0; e < 4; ++e) s[n][e] *= scale, mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
+    } else {
+      for (int n = 0; n < cols / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2;
+          const std::int64_t key = s0 + 8 * n + 2 * t + e % 2;
+          const bool seen = live[i] && key < end && mask.sees(row[i], key);
+          s[n][e] = seen ? s[n][e] * scale : -INFINITY;
+          mx[i] = fmaxf(mx[i], s[n][e]);
+        }
+    }
     float corr[2];
     for (int i = 0; i < 2; ++i) {
       const float m_new = fmaxf(m[i], row_max(mx[i]));
-      corr[i] = pointwise::fast_exp(m[i] - m_new);
+      corr[i] = softmax_exp(m[i] - m_new);
       m[i] = m_new;
       l[i] *= corr[i];
     }
     for (int n = 0; n < cols / 8; ++n)
       for (int e = 0; e < 4; ++e) {
-        const int i = e / 2;
-        const float p = s[n][e] == -INFINITY ? 0.0f : round_bf16(pointwise::fast_exp(s[n][e] - m[i]));
+        const float p = round_bf16(softmax_exp(s[n][e] - m[e / 2]));  // a masked score's -inf: 0
         s[n][e] = p;
-        l[i] += p;  // the probabilities P V multiplies
+        l[e / 2] += p;  // the probabilities P V multiplies
       }
     for (int n = 0; n < HD / 8; ++n)
       for (int e = 0; e < 4; ++e) o[n][e] *= corr[e / 2];
     for (int kk = 0; kk < cols / 16; ++kk) {
       u32 pa[4];
       c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-      for (int n = 0; n < HD / 8; ++n) {
-        u32 vb[2];
-        load_bt(vb, Vst, ldt, 8 * n, 16 * kk, g, t);
-        mma(o[n], pa, vb);
+      for (int n = 0; n < HD / 8; n += 2) {
+        u32 v0[2], v1[2];
+        ldsm_bt2(v0, v1, Vst, ldt, 8 * n, 16 * kk, lane);
+        mma(o[n], pa, v0);
+        mma(o[n + 1], pa, v1);
       }
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
@@ -436,31 +211,35 @@ __global__ void __launch_bounds__(threads)
     float s[cols / 8][4] = {}, dp[cols / 8][4] = {};
     for (int kk = 0; kk < HD / 16; ++kk) {
       u32 qa[4], ga[4];
-      load_a(qa, Qs, LR, 16 * w, 16 * kk, g, t);
-      load_a(ga, Gs, LR, 16 * w, 16 * kk, g, t);
-      for (int n = 0; n < cols / 8; ++n) {
-        u32 kb[2], vb[2];
-        load_bt(kb, Ks, LR, 8 * n, 16 * kk, g, t);
-        load_bt(vb, Vs, LR, 8 * n, 16 * kk, g, t);
-        mma(s[n], qa, kb);
-        mma(dp[n], ga, vb);
+      ldsm_a(qa, Qs, LR, 16 * w, 16 * kk, lane);
+      ldsm_a(ga, Gs, LR, 16 * w, 16 * kk, lane);
+      for (int n = 0; n < cols / 8; n += 2) {
+        u32 k0[2], k1[2], v0[2], v1[2];
+        ldsm_bt2(k0, k1, Ks, LR, 8 * n, 16 * kk, lane);
+        ldsm_bt2(v0, v1, Vs, LR, 8 * n, 16 * kk, lane);
+        mma(s[n], qa, k0);
+        mma(s[n + 1], qa, k1);
+        mma(dp[n], ga, v0);
+        mma(dp[n + 1], ga, v1);
       }
     }
+    const bool full = mask.sees_all(t0, s0 + cols - 1) && s0 + cols <= end;  // no element masked
     for (int n = 0; n < cols / 8; ++n)
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2, r = 16 * w + g + 8 * i;
         const std::int64_t key = s0 + 8 * n + 2 * t + e % 2;
-        const bool seen = live[i] && key < end && mask.sees(row[i], key);
-        const float p = seen ? pointwise::fast_exp(s[n][e] * scale - Lr[r]) : 0.0f;
+        const bool seen = full || (live[i] && key < end && mask.sees(row[i], key));
+        const float p = seen ? softmax_exp(s[n][e] * scale - Lr[r]) : 0.0f;
         s[n][e] = p * (dp[n][e] - Dr[r]);  // dS
       }
     for (int kk = 0; kk < cols / 16; ++kk) {
       u32 da[4];
       c_to_a(da, s[2 * kk], s[2 * kk + 1]);
-      for (int n = 0; n < HD / 8; ++n) {
-        u32 kb[2];
-        load_bt(kb, Kt, ldt, 8 * n, 16 * kk, g, t);
-        mma(acc[n], da, kb);
+      for (int n = 0; n < HD / 8; n += 2) {
+        u32 k0[2], k1[2];
+        ldsm_bt2(k0, k1, Kt, ldt, 8 * n, 16 * kk, lane);
+        mma(acc[n], da, k0);
+        mma(acc[n + 1], da, k1);
       }
     }
   }
@@ -516,25 +295,28 @@ __global__ void __launch_bounds__(threads)
       }
       cp_async_wait<0>();
       __syncthreads();
+      const bool full = mask.sees_all(q0, s0 + rows - 1) && q0 + cols <= Tq;  // no element masked
       for (int j0 = 0; j0 < cols; j0 += QS) {
         float s[QS / 8][4] = {}, dp[QS / 8][4] = {};
         for (int kk = 0; kk < HD / 16; ++kk) {
           u32 ka[4], va[4];
-          load_a(ka, Ks, LR, 16 * w, 16 * kk, g, t);
-          load_a(va, Vs, LR, 16 * w, 16 * kk, g, t);
-          for (int n = 0; n < QS / 8; ++n) {
-            u32 qb[2], gb[2];
-            load_bt(qb, Qs, LR, j0 + 8 * n, 16 * kk, g, t);
-            load_bt(gb, Gs, LR, j0 + 8 * n, 16 * kk, g, t);
-            mma(s[n], ka, qb);
-            mma(dp[n], va, gb);
+          ldsm_a(ka, Ks, LR, 16 * w, 16 * kk, lane);
+          ldsm_a(va, Vs, LR, 16 * w, 16 * kk, lane);
+          for (int n = 0; n < QS / 8; n += 2) {
+            u32 q0b[2], q1b[2], g0b[2], g1b[2];
+            ldsm_bt2(q0b, q1b, Qs, LR, j0 + 8 * n, 16 * kk, lane);
+            ldsm_bt2(g0b, g1b, Gs, LR, j0 + 8 * n, 16 * kk, lane);
+            mma(s[n], ka, q0b);
+            mma(s[n + 1], ka, q1b);
+            mma(dp[n], va, g0b);
+            mma(dp[n + 1], va, g1b);
           }
         }
         for (int n = 0; n < QS / 8; ++n)
           for (int e = 0; e < 4; ++e) {
             const int i = e / 2, j = j0 + 8 * n + 2 * t + e % 2;
-            const bool seen = live[i] && q0 + j < Tq && mask.sees(q0 + j, key[i]);
-            const float p = seen ? pointwise::fast_exp(s[n][e] * scale - Lc[j]) : 0.0f;
+            const bool seen = full || (live[i] && q0 + j < Tq && mask.sees(q0 + j, key[i]));
+            const float p = seen ? softmax_exp(s[n][e] * scale - Lc[j]) : 0.0f;
             s[n][e] = p;                         // P^T
             dp[n][e] = p * (dp[n][e] - Dc[j]);  // dS^T
           }
@@ -542,12 +324,14 @@ __global__ void __launch_bounds__(threads)
           u32 pa[4], da[4];
           c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
           c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-          for (int n = 0; n < HD / 8; ++n) {
-            u32 gb[2], qb[2];
-            load_bt(gb, Gt, ldt, 8 * n, j0 + 16 * kk, g, t);
-            load_bt(qb, Qt, ldt, 8 * n, j0 + 16 * kk, g, t);
-            mma(av[n], pa, gb);
-            mma(ak[n], da, qb);
+          for (int n = 0; n < HD / 8; n += 2) {
+            u32 g0b[2], g1b[2], q0b[2], q1b[2];
+            ldsm_bt2(g0b, g1b, Gt, ldt, 8 * n, j0 + 16 * kk, lane);
+            ldsm_bt2(q0b, q1b, Qt, ldt, 8 * n, j0 + 16 * kk, lane);
+            mma(av[n], pa, g0b);
+            mma(av[n + 1], pa, g1b);
+            mma(ak[n], da, q0b);
+            mma(ak[n + 1], da, q1b);
           }
         }
       }

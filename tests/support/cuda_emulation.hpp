@@ -82,11 +82,11 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
   const unsigned me = thread_rank, base = me - me % 32, lane = me % 32;
   if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
     throw std::logic_error("emulation: an ldmatrix row address not 16-byte aligned");
-  blk.rows[me] = row;
+  const void** rows = blk.rows.data() + (blk.phase[me]++ % 2) * blk.phase.size();  // one barrier a call (block::phase)
+  rows[me] = row;
   warp().arrive_and_wait();
   for (unsigned i = 0; i < 4; ++i)
-    std::memcpy(&r[i], static_cast<const unsigned char*>(blk.rows[base + 8 * i + lane / 4]) + 4 * (lane % 4), 4);
-  warp().arrive_and_wait();  // every lane has read the others' addresses
+    std::memcpy(&r[i], static_cast<const unsigned char*>(rows[base + 8 * i + lane / 4]) + 4 * (lane % 4), 4);
 }
 /// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 of the calling warp, d += a b: each
 /// lane passes its registers in the PTX ISA's layout (g = lane / 4, t = lane % 4; a register
@@ -98,7 +98,8 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
 inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const std::uint32_t (&b)[2]) {
   auto& blk = *current;
   const unsigned me = thread_rank, base = me - me % 32, g = (me % 32) / 4, t = me % 4;
-  std::uint32_t* slots = blk.mma_slots.data();
+  const std::size_t count = blk.phase.size();
+  std::uint32_t* slots = blk.mma_slots.data() + (blk.phase[me]++ % 2) * 6 * count;  // one barrier a call (block::phase)
   for (int i = 0; i < 4; ++i) slots[6 * me + i] = a[i];
   for (int i = 0; i < 2; ++i) slots[6 * me + 4 + i] = b[i];
   warp().arrive_and_wait();
@@ -107,15 +108,10 @@ inline void mma_m16n8k16_bf16(float (&d)[4], const std::uint32_t (&a)[4], const 
   };
   const auto A = [&](unsigned r, unsigned k) { return half((r % 8) * 4 + (k % 8) / 2, r / 8 + 2 * (k / 8), k); };
   const auto B = [&](unsigned k, unsigned n) { return half(n * 4 + (k % 8) / 2, 4 + k / 8, k); };
-  float r[4];
   for (unsigned i = 0; i < 4; ++i) {
     const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
-    float s = d[i];
-    for (unsigned k = 0; k < 16; ++k) s += A(row, k) * B(k, col);
-    r[i] = s;
+    for (unsigned k = 0; k < 16; ++k) d[i] += A(row, k) * B(k, col);
   }
-  warp().arrive_and_wait();  // every lane has read the others' registers
-  for (int i = 0; i < 4; ++i) d[i] = r[i];
 }
 }  // namespace tessera::cuda::emulation
 

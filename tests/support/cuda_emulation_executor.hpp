@@ -113,7 +113,8 @@ class barrier {
 struct block {
   block(int threads, unsigned char* shared, executor e)
       : all(threads, e), shared(shared), exchange(static_cast<std::size_t>(threads)),
-        mma_slots(static_cast<std::size_t>(threads) * 6), rows(static_cast<std::size_t>(threads)) {
+        mma_slots(static_cast<std::size_t>(threads) * 12), rows(static_cast<std::size_t>(threads) * 2),
+        phase(static_cast<std::size_t>(threads)) {
     for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<barrier>(32, e));
   }
   barrier all;
@@ -121,8 +122,13 @@ struct block {
   std::atomic<int> any{0};
   unsigned char* shared;
   std::vector<float> exchange;  // __shfl_xor_sync's slots, one a thread
-  std::vector<std::uint32_t> mma_slots;  // mma_m16n8k16_bf16's operand registers, six a thread
-  std::vector<const void*> rows;         // ldmatrix_x4's row addresses, one a thread
+  // The warp-wide instructions' exchanges (mma_m16n8k16_bf16: six operand registers a thread;
+  // ldmatrix_x4: a row address a thread), twice: a thread's calls alternate between the two
+  // halves (phase), so that one barrier a call suffices -- a lane writes a half again only two
+  // calls later, after the whole warp has passed the barrier of the call in between.
+  std::vector<std::uint32_t> mma_slots;
+  std::vector<const void*> rows;
+  std::vector<std::uint8_t> phase;
 };
 inline thread_local block* current = nullptr;
 inline thread_local unsigned thread_rank = 0;  // x fastest, as CUDA numbers a block's threads into warps

@@ -188,6 +188,22 @@ TEST_CASE("emulated CUDA kernels: sum of squares (per-block double trees), amaxe
   emu::launch({3, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(blocks.data(), x.data(), rows * cols); });
   emu::launch({1, 1, 1}, k::threads, 0, [&] { k::abs_max_blocks_k(amax.data(), blocks.data(), 3); });
   CHECK(amax[0] == cpu::abs_max(x.data(), rows * cols));
+
+  // the column amaxes in two passes, as cuda::f8_amax runs them: chunks of `step` rows (the
+  // last one partial) by blocks of 32 columns (the last one partial) x 8 row lanes, then the
+  // chunks' amaxes
+  const std::int64_t tall = 75, step = 16, chunks = (tall + step - 1) / step, wide = 40;
+  auto y = randn(tall * wide, 7);
+  y[70 * wide + 33] = std::numeric_limits<float>::quiet_NaN();  // the last chunk, the last column block
+  y[3 * wide + 5] = -90.0f;                                      // a largest magnitude, negative
+  std::vector<float> parts(static_cast<std::size_t>(chunks * wide)), col2(wide), ey(wide);
+  emu::launch({static_cast<unsigned>((wide + 31) / 32), static_cast<unsigned>(chunks), 1}, {32, 8, 1}, 0,
+              [&] { k::abs_max_cols_part_k(parts.data(), y.data(), tall, wide, step); });
+  emu::launch(stride_grid(wide), k::threads, 0, [&] { k::abs_max_cols_k(col2.data(), parts.data(), chunks, wide); });
+  cpu::abs_max_cols(ey.data(), y.data(), tall, wide);
+  CHECK(same(col2, ey));
+  CHECK(std::isnan(col2[33]));
+  CHECK(col2[5] == 90.0f);
 }
 
 TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granularity, e4m3 and e5m2") {

@@ -43,26 +43,47 @@ inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t
   detail::launched("cuda::f8_transpose");
 }
 
+namespace detail {
+/// This host thread's device scratch for partial amaxes, at least n floats (grown, never
+/// shrunk; growing waits for the device, whose queued kernels may still read the old one).
+inline float* amax_scratch(std::int64_t n) {
+  thread_local tensor<float, cuda_space> buf;
+  if (static_cast<std::int64_t>(buf.numel()) < n) {
+    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (Float8's amax scratch)");
+    buf = tensor<float, cuda_space>({n});
+  }
+  return buf.data();
+}
+}  // namespace detail
+
 /// The amaxes of x [rows, cols] (device) under granularity g into `amax` (device; 1, rows or
-/// cols floats).
+/// cols floats). Tensorwise and per column in two passes: partial amaxes (per block; per chunk
+/// of 256 rows and column) into this host thread's scratch, then their amax -- maxima, so the
+/// same bits in any order.
 inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_granularity g,
                     cudaStream_t s = nullptr) {
   switch (g) {
     case cpu::f8_granularity::tensorwise: {
       const unsigned blocks = detail::blocks_for(rows * cols) < 1024 ? detail::blocks_for(rows * cols) : 1024;
-      tensor<float, cuda_space> part({static_cast<std::int64_t>(blocks)});
-      TESSERA_LAUNCH(blocks, detail::threads, 0, s, detail::abs_max_blocks_k)(part.data(), x, rows * cols);
-      TESSERA_LAUNCH(1, detail::threads, 0, s, detail::abs_max_blocks_k)(amax, part.data(), blocks);
-      cuda_check(cudaStreamSynchronize(s), "cuda::f8_amax");  // `part` is freed on return
+      float* part = detail::amax_scratch(blocks);
+      TESSERA_LAUNCH(blocks, detail::threads, 0, s, detail::abs_max_blocks_k)(part, x, rows * cols);
+      TESSERA_LAUNCH(1, detail::threads, 0, s, detail::abs_max_blocks_k)(amax, part, blocks);
       break;
     }
     case cpu::f8_granularity::per_row:
       if (rows > 0) TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, s, detail::abs_max_rows_k)(
           amax, x, cols);
       break;
-    case cpu::f8_granularity::per_column:
-      TESSERA_LAUNCH(detail::blocks_for(cols), detail::threads, 0, s, detail::abs_max_cols_k)(amax, x, rows, cols);
+    case cpu::f8_granularity::per_column: {
+      if (cols == 0) break;
+      constexpr std::int64_t step = 256;
+      const std::int64_t chunks = rows > 0 ? (rows + step - 1) / step : 1;
+      float* part = detail::amax_scratch(chunks * cols);
+      const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
+      TESSERA_LAUNCH(grid, dim3(32, 8), 0, s, detail::abs_max_cols_part_k)(part, x, rows, cols, step);
+      TESSERA_LAUNCH(detail::blocks_for(cols), detail::threads, 0, s, detail::abs_max_cols_k)(amax, part, chunks, cols);
       break;
+    }
   }
   detail::launched("cuda::f8_amax");
 }

@@ -140,16 +140,7 @@ __global__ void __launch_bounds__(threads, 3)
       }
     for (int n = 0; n < HD / 8; ++n)
       for (int e = 0; e < 4; ++e) o[n][e] *= corr[e / 2];
-    for (int kk = 0; kk < cols / 16; ++kk) {
-      u32 pa[4];
-      c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-      for (int n = 0; n < HD / 8; n += 2) {
-        u32 v0[2], v1[2];
-        ldsm_bt2(v0, v1, Vst, ldt, 8 * n, 16 * kk, lane);
-        mma(o[n], pa, v0);
-        mma(o[n + 1], pa, v1);
-      }
-    }
+    accumulate_product<HD, cols>(o, s, Vst, 0, lane);
     __syncthreads();  // every warp is done with this stage before it is loaded again
     s0 = next;
   }
@@ -209,20 +200,7 @@ __global__ void __launch_bounds__(threads)
     cp_async_wait<0>();
     __syncthreads();
     float s[cols / 8][4] = {}, dp[cols / 8][4] = {};
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      u32 qa[4], ga[4];
-      ldsm_a(qa, Qs, LR, 16 * w, 16 * kk, lane);
-      ldsm_a(ga, Gs, LR, 16 * w, 16 * kk, lane);
-      for (int n = 0; n < cols / 8; n += 2) {
-        u32 k0[2], k1[2], v0[2], v1[2];
-        ldsm_bt2(k0, k1, Ks, LR, 8 * n, 16 * kk, lane);
-        ldsm_bt2(v0, v1, Vs, LR, 8 * n, 16 * kk, lane);
-        mma(s[n], qa, k0);
-        mma(s[n + 1], qa, k1);
-        mma(dp[n], ga, v0);
-        mma(dp[n + 1], ga, v1);
-      }
-    }
+    two_products<HD, cols>(s, dp, Qs, Ks, Gs, Vs, LR, 16 * w, 0, lane);  // S = Q K^T, dP = dO V^T
     const bool full = mask.sees_all(t0, s0 + cols - 1) && s0 + cols <= end;  // no element masked
     for (int n = 0; n < cols / 8; ++n)
       for (int e = 0; e < 4; ++e) {
@@ -232,16 +210,7 @@ __global__ void __launch_bounds__(threads)
         const float p = seen ? softmax_exp(s[n][e] * scale - Lr[r]) : 0.0f;
         s[n][e] = p * (dp[n][e] - Dr[r]);  // dS
       }
-    for (int kk = 0; kk < cols / 16; ++kk) {
-      u32 da[4];
-      c_to_a(da, s[2 * kk], s[2 * kk + 1]);
-      for (int n = 0; n < HD / 8; n += 2) {
-        u32 k0[2], k1[2];
-        ldsm_bt2(k0, k1, Kt, ldt, 8 * n, 16 * kk, lane);
-        mma(acc[n], da, k0);
-        mma(acc[n + 1], da, k1);
-      }
-    }
+    accumulate_product<HD, cols>(acc, s, Kt, 0, lane);  // dq += dS K
   }
   store_rows<HD, Accumulate>(dq, acc, b, h, t0 + 16 * w, Tq, NH, scale, g, t);
 #endif
@@ -298,20 +267,7 @@ __global__ void __launch_bounds__(threads)
       const bool full = mask.sees_all(q0, s0 + rows - 1) && q0 + cols <= Tq;  // no element masked
       for (int j0 = 0; j0 < cols; j0 += QS) {
         float s[QS / 8][4] = {}, dp[QS / 8][4] = {};
-        for (int kk = 0; kk < HD / 16; ++kk) {
-          u32 ka[4], va[4];
-          ldsm_a(ka, Ks, LR, 16 * w, 16 * kk, lane);
-          ldsm_a(va, Vs, LR, 16 * w, 16 * kk, lane);
-          for (int n = 0; n < QS / 8; n += 2) {
-            u32 q0b[2], q1b[2], g0b[2], g1b[2];
-            ldsm_bt2(q0b, q1b, Qs, LR, j0 + 8 * n, 16 * kk, lane);
-            ldsm_bt2(g0b, g1b, Gs, LR, j0 + 8 * n, 16 * kk, lane);
-            mma(s[n], ka, q0b);
-            mma(s[n + 1], ka, q1b);
-            mma(dp[n], va, g0b);
-            mma(dp[n + 1], va, g1b);
-          }
-        }
+        two_products<HD, QS>(s, dp, Ks, Qs, Vs, Gs, LR, 16 * w, j0, lane);  // S^T = K Q^T, dP^T = V dO^T
         for (int n = 0; n < QS / 8; ++n)
           for (int e = 0; e < 4; ++e) {
             const int i = e / 2, j = j0 + 8 * n + 2 * t + e % 2;
@@ -320,20 +276,8 @@ __global__ void __launch_bounds__(threads)
             s[n][e] = p;                         // P^T
             dp[n][e] = p * (dp[n][e] - Dc[j]);  // dS^T
           }
-        for (int kk = 0; kk < QS / 16; ++kk) {
-          u32 pa[4], da[4];
-          c_to_a(pa, s[2 * kk], s[2 * kk + 1]);
-          c_to_a(da, dp[2 * kk], dp[2 * kk + 1]);
-          for (int n = 0; n < HD / 8; n += 2) {
-            u32 g0b[2], g1b[2], q0b[2], q1b[2];
-            ldsm_bt2(g0b, g1b, Gt, ldt, 8 * n, j0 + 16 * kk, lane);
-            ldsm_bt2(q0b, q1b, Qt, ldt, 8 * n, j0 + 16 * kk, lane);
-            mma(av[n], pa, g0b);
-            mma(av[n + 1], pa, g1b);
-            mma(ak[n], da, q0b);
-            mma(ak[n + 1], da, q1b);
-          }
-        }
+        accumulate_product<HD, QS>(av, s, Gt, j0, lane);   // dv += P^T dO
+        accumulate_product<HD, QS>(ak, dp, Qt, j0, lane);  // dk += dS^T Q
       }
     }
   store_rows<HD, Accumulate>(dk, ak, b, grp, s0 + 16 * w, Tk, NKV, scale, g, t);

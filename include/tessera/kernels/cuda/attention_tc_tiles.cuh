@@ -218,6 +218,45 @@ __device__ inline void c_to_a(u32 (&a)[4], const float (&c0)[4], const float (&c
   a[3] = pack(c1[2], c1[3]);
 }
 
+/// A warp's two products over HD, x1 y1^T into c1 and x2 y2^T into c2 (16 x N accumulators,
+/// n-tiles of 8): rows r0.. of the row tiles x1, x2 (leading dimension ld) against rows n0..
+/// of the row tiles y1, y2 -- S = Q K^T beside dP = dO V^T (and their transposes).
+template <int HD, int N>
+__device__ inline void two_products(float (&c1)[N / 8][4], float (&c2)[N / 8][4], const bf* x1, const bf* y1,
+                                    const bf* x2, const bf* y2, int ld, int r0, int n0, int lane) {
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    u32 a1[4], a2[4];
+    ldsm_a(a1, x1, ld, r0, 16 * kk, lane);
+    ldsm_a(a2, x2, ld, r0, 16 * kk, lane);
+    for (int n = 0; n < N / 8; n += 2) {
+      u32 b1[2], b1n[2], b2[2], b2n[2];
+      ldsm_bt2(b1, b1n, y1, ld, n0 + 8 * n, 16 * kk, lane);
+      ldsm_bt2(b2, b2n, y2, ld, n0 + 8 * n, 16 * kk, lane);
+      mma(c1[n], a1, b1);
+      mma(c1[n + 1], a1, b1n);
+      mma(c2[n], a2, b2);
+      mma(c2[n + 1], a2, b2n);
+    }
+  }
+}
+/// acc (a warp's 16 x HD, n-tiles of 8) += c z, c a warp's 16 x K in accumulators (rounded to
+/// bf16 as A fragments: FlashAttention-2's reuse of S's registers), z [K x HD] given as its
+/// transposed tile zt ([HD][ldt], columns k0..): O += P V, dq += dS K, dv += P^T dO.
+template <int HD, int K>
+__device__ inline void accumulate_product(float (&acc)[HD / 8][4], const float (&c)[K / 8][4], const bf* zt, int k0,
+                                          int lane) {
+  for (int kk = 0; kk < K / 16; ++kk) {
+    u32 a[4];
+    c_to_a(a, c[2 * kk], c[2 * kk + 1]);
+    for (int n = 0; n < HD / 8; n += 2) {
+      u32 b0[2], b1[2];
+      ldsm_bt2(b0, b1, zt, ldt, 8 * n, k0 + 16 * kk, lane);
+      mma(acc[n], a, b0);
+      mma(acc[n + 1], a, b1);
+    }
+  }
+}
+
 /// Rows [r0, r0 + N) of head hh of x [B, Tx, Nx, HD], rounded to bf16, into dst (row tile,
 /// leading dimension ldr<HD>; Transposed: dst[d * ldt + r]); zeros past Tx. Four floats a
 /// load where x is 16-byte aligned.

@@ -51,6 +51,30 @@ cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=9
 # and running the programs again cost about 400 s of CI (docs/performance.md, "CI").
 frontend_only='.*'
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }
+# run_tests <label> <build folder> <area/program>...: runs the test programs under the
+# environment in run_env, $jobs at a time (the sanitizer builds' programs run mostly on one
+# core), each one's output to <build folder>/<program>.log, printed when it fails; prints one
+# verdict a program in the order given, and sets status=1 on a failure.
+run_tests() {
+  local label=$1 dir=$2 t i=0
+  shift 2
+  local pids=()
+  for t in "$@"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do sleep 1; done
+    (cd "$dir/tests/${t%/*}" && env "${run_env[@]}" "./${t#*/}") > "$dir/${t#*/}.log" 2>&1 &
+    pids+=("$!")
+  done
+  for t in "$@"; do
+    if wait "${pids[$i]}"; then
+      echo "$label: ${t#*/} clean ($(grep -m1 '^\[doctest\] test cases' "$dir/${t#*/}.log" || true))"
+    else
+      cat "$dir/${t#*/}.log"
+      echo "$label: ${t#*/} FAILED"
+      status=1
+    fi
+    i=$((i + 1))
+  done
+}
 status=0
 start=$(date +%s)
 for cc in gcc clang; do
@@ -72,13 +96,8 @@ tsan="$root/build/tsan"
 cmake -S "$root" -B "$tsan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" -DTESSERA_SANITIZE=thread \
   -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
 cmake --build "$tsan" -j "$jobs" --target test_comm_threads test_kernels_emulated
-if TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/comm/test_comm_threads" &&
-  TSAN_OPTIONS=halt_on_error=1 "$tsan/tests/kernels/test_kernels_emulated"; then
-  echo "ThreadSanitizer: clean"
-else
-  echo "ThreadSanitizer: FAILED"
-  status=1
-fi
+run_env=(TSAN_OPTIONS=halt_on_error=1)
+run_tests ThreadSanitizer "$tsan" comm/test_comm_threads kernels/test_kernels_emulated
 # ---- fuzzing (issue 22; docs/fuzzing.md) -------------------------------------------------
 # The libFuzzer harnesses of tests/fuzz (clang++, ASan + UBSan): every harness once over its
 # seed corpus and reproducers (ctest -L fuzz), then each fuzzed TESSERA_FUZZ_SECONDS (30) s,
@@ -106,15 +125,10 @@ asan_tests="core/test_core comm/test_comm_threads tensor/test_tensor model/test_
 cmake -S "$root" -B "$asan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
 cmake --build "$asan" -j "$jobs" --target $(for t in $asan_tests; do echo "${t#*/}"; done)
-for t in $asan_tests; do
-  if (cd "$asan/tests/${t%/*}" && TESSERA_NUM_THREADS=2 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 \
-        UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$root/.ci/ubsan.supp" "./${t#*/}"); then
-    echo "ASan+UBSan: ${t#*/} clean"
-  else
-    echo "ASan+UBSan: ${t#*/} FAILED"
-    status=1
-  fi
-done
+run_env=(TESSERA_NUM_THREADS=2 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
+         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$root/.ci/ubsan.supp")
+# shellcheck disable=SC2086  # one word a program
+run_tests ASan+UBSan "$asan" $asan_tests
 echo "== tessera: the ASan+UBSan block took $(( $(date +%s) - asan_start )) s"
 echo "== tessera: all tests took $(( $(date +%s) - start )) s"
 exit $status

@@ -14,28 +14,35 @@
 //
 // FlashAttention-2's order and register reuse (Dao, arXiv 2307.08691) on mma.sync's
 // m16n8k16 bf16 tensor-core instruction: a block of 4 warps owns 64 rows (warp w rows
-// 16w..16w+15) and streams tiles of 64 rows of the other side through shared memory (f32
-// from global memory, rounded to bf16 as they are stored; the operands an instruction
-// reads as columns stored transposed, so that every fragment is one 32-bit load a lane).
+// 16w..16w+15) and streams tiles of 64 rows of the other side through shared memory. The
+// streamed operands are staged once per call (stage_k): rounded to bf16 as rows [B, Tp, N,
+// HD] and, where an instruction reads them as columns, as per-head transposes [B, N, HD, Tp],
+// Tp the length rounded up to a whole tile; tiles arrive by cp.async, fragments by
+// ldmatrix.x4 (attention_tc_tiles.cuh).
 //   forward  Q's fragments, S = Q K^T, the online softmax (the 4 lanes of a row reduce its
-//            max with shuffles), P and O stay in registers: S's accumulators, rounded to
-//            bf16, are P's A fragments for O = O * corr + P V;
+//            max with shuffles; ex2.approx for the exponentials), P and O stay in
+//            registers: S's accumulators, rounded to bf16, are P's A fragments for O = O *
+//            corr + P V; the key tiles double-buffered, three blocks an SM;
 //   dq       S = Q K^T and dP = dO V^T in registers, dS = P (dP - D) rounded to bf16 as the
 //            A fragments of dq += dS K;
 //   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
 //            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way.
+// A tile every row of the block sees whole skips the per-element mask (Mask::sees_all).
 // dq and (dk, dv) are separate kernels, every output row written by one warp: no atomics,
 // deterministic (FlashAttention-2 adds dq with atomics instead and computes S and dP once).
 // The mask is a type, as in attention.cuh (causal_mask, span_mask with tile skipping).
 // Needs sm_80 or newer and a head dim of 16, 32, 64 or 128; the entry points below fall back
 // to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory at head dim
-// 128: 53 KiB (forward), 87 KiB (dq), 105 KiB (dk, dv) a block.
+// 128: 70 KiB (forward), 86.5 KiB (dq), 104.5 KiB (dk, dv) a block. The staging buffers are this
+// host thread's (grown to the largest call, never shrunk): calls from one host thread are
+// ordered on one stream.
 // The device code is attention_tc_kernels.cuh, which the host tests also run through a CUDA
-// emulation that executes mma.sync on each lane's registers in the PTX ISA's layout
-// (tests/kernels/test_attention_emulated.cpp: against references exact about where the
-// kernels round; under ThreadSanitizer and ASan in CI).
-// Not yet: ldmatrix, asynchronous copies (cp.async / TMA) with bf16 operands in global
-// memory, wgmma on Hopper -- measured on a GPU in docs/performance.md.
+// emulation that executes mma.sync and ldmatrix on the warp's registers in the PTX ISA's
+// layouts (tests/kernels/test_attention_emulated.cpp: against references exact about where
+// the kernels round; under ThreadSanitizer and ASan in CI).
+// Not yet: wgmma and TMA (Hopper's own instructions), dq by atomics inside the dk/dv kernel,
+// double-buffered backward tiles -- measured against FlashAttention-2 and cuDNN in
+// docs/performance.md, "On GPUs".
 #pragma once
 
 #include <cuda_runtime.h>
@@ -80,8 +87,8 @@ inline bf* staging(int i, std::int64_t n) {
   }
   return reinterpret_cast<bf*>(buf.data());
 }
-/// x [B, T, N, HD] staged for the kernels in staging buffers i (rows, with Rows) and i + 1
-/// (transposed, with Transposed).
+/// x [B, T, N, HD] staged for the kernels: its rows (rows_too) in staging buffer i, its
+/// transpose (transposed) in buffer i + 1.
 template <int HD>
 staged stage(const float* x, std::int64_t B, std::int64_t T, std::int64_t N, int i, bool rows_too, bool transposed,
              cudaStream_t st) {

@@ -2,8 +2,8 @@
 // attention (attention_tc.cuh has the entry points and says what it computes). nvcc
 // compiles it for the GPU; a host compiler compiles it with TESSERA_CUDA_EMULATION defined
 // and tests/support/cuda_emulation.hpp included first, which runs a block's 128 threads as
-// host threads and mma.sync's m16n8k16 on each lane's registers in the PTX ISA's fragment
-// layout: the host tests check the kernels' fragment indexing, tiling, masking and
+// host threads, and mma.sync's m16n8k16 and ldmatrix.x4 on each lane's registers in the PTX
+// ISA's fragment layouts: the host tests check the kernels' fragment indexing, tiling, masking and
 // synchronisation on every CI run (tests/kernels/test_attention_emulated.cpp). Not what the
 // hardware's timing or order of summation does -- that needs a GPU
 // (tests/gpu/test_cuda_attention.cu).

@@ -29,8 +29,8 @@ inline constexpr int rows = attention_rows;  // rows a block owns: 4 warps x 16
 inline constexpr int cols = 64;              // streamed rows per tile
 inline constexpr int threads = 128;
 // Leading dimensions (bf16 elements) of the shared tiles: rows of HD (row tiles) and rows of
-// `cols` (transposed tiles, [HD][cols]). The 8 of padding puts the 32 lanes' 32-bit fragment
-// loads (rows g = lane / 4, column pairs t = lane % 4) on 32 different banks.
+// `cols` (transposed tiles, [HD][cols]). The 8 of padding puts the 8 rows of 16 bytes that
+// an ldmatrix phase reads (and the stores of stage_k's 32-bit pairs) on different banks.
 template <int HD>
 inline constexpr int ldr = HD + 8;
 inline constexpr int ldt = cols + 8;

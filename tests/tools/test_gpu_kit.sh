@@ -2,7 +2,7 @@
 # bench/gpu/pack.sh and run.sh --kit on the GPU programs of a build (no GPU needed): the
 # archive holds every program of ctest's label gpu, the list of tests and OpenBLAS; unpacked
 # elsewhere, every program starts from it and (without a GPU) reports itself skipped, and so
-# does bench/gpu/torch_reference.py; a bad
+# does bench/gpu/torch_reference.py; TESSERA_GPU_SKIP leaves out the tests it names; a bad
 # archive is refused with exit 2.
 # Usage: test_gpu_kit.sh <source folder> <build folder>
 set -euo pipefail
@@ -45,7 +45,13 @@ grep -q "not found" "$work/results.md" && fail "a program's library was not foun
 mkdir -p "$work/fake"
 printf '#!/bin/sh\nprintf "%%s" "$LD_LIBRARY_PATH" > "%s/seen"\nexit 77\n' "$work" > "$work/fake/python3"
 chmod +x "$work/fake/python3"
-(cd "$work" && PATH="$work/fake:$PATH" LD_LIBRARY_PATH=/callers/own bash "$src/bench/gpu/run.sh" --kit kit.tar.xz "$work/again.md") ||
+# ... and TESSERA_GPU_SKIP leaves out the tests it names whole (gpu.cuda_kernels), not those it
+# only begins (gpu.cuda_kernels matches no other test's whole name)
+(cd "$work" && PATH="$work/fake:$PATH" LD_LIBRARY_PATH=/callers/own TESSERA_GPU_SKIP='gpu\.cuda_kernels|gpu\.bench' \
+  bash "$src/bench/gpu/run.sh" --kit kit.tar.xz "$work/again.md") ||
   fail "run.sh --kit failed with a stand-in python3"
 [ "$(cat "$work/seen")" = /callers/own ] || fail "PyTorch's reference ran with LD_LIBRARY_PATH '$(cat "$work/seen")', not the caller's"
+grep -q '^| gpu.cuda_kernels | not run (TESSERA_GPU_SKIP) | ' "$work/again.md" || fail "TESSERA_GPU_SKIP did not leave gpu.cuda_kernels out"
+skipped=$(grep -c '| not run (TESSERA_GPU_SKIP) |' "$work/again.md")
+[ "$skipped" -eq 1 ] || fail "TESSERA_GPU_SKIP left out $skipped tests, not 1 (a regex matches whole names)"
 echo "PASSED: $(wc -w <<< "$tests") tests packed, unpacked and skipped"

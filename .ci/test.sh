@@ -114,10 +114,11 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 # ---- end of fuzzing ---------------------------------------------------------------------
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the tests of core, comm, tensor, model, train ----
-# Only these five test binaries are built (clang++, -O0 -g, see tests/CMakeLists.txt); any
-# ASan or UBSan report (leaks included) fails the run; .ci/ubsan.supp lists the known ones.
-# Measured from an empty build folder on the shared 2-core machine (load average 10-15):
-# 402 s, of which about 150 s run the tests (at -O1: 841 s, 22 s of them tests; docs/performance.md, "CI").
+# Only these six test binaries (and the emulated CUDA kernels') are built (clang++, -O0 -g,
+# see tests/CMakeLists.txt) and run, two at a time; any ASan or UBSan report (leaks included)
+# fails the run; .ci/ubsan.supp lists the known ones. -O0 because -O1 compiled a third slower
+# for faster tests (841 s against 402 s once; docs/performance.md, "CI"); the block took 244 s
+# in the fifth session's run.
 phase "AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train; emulated CUDA kernels)"
 asan_start=$(date +%s)
 asan="$root/build/asan"

@@ -114,7 +114,7 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 # ---- end of fuzzing ---------------------------------------------------------------------
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the tests of core, comm, tensor, model, train ----
-# Only these six test binaries (and the emulated CUDA kernels') are built (clang++, -O0 -g,
+# Only these six test binaries (core, comm, tensor, model, train, the emulated CUDA kernels) are built (clang++, -O0 -g,
 # see tests/CMakeLists.txt) and run, two at a time; any ASan or UBSan report (leaks included)
 # fails the run; .ci/ubsan.supp lists the known ones. -O0 because -O1 compiled a third slower
 # for faster tests (841 s against 402 s once; docs/performance.md, "CI"); the block took 244 s

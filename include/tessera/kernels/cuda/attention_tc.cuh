@@ -76,16 +76,10 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute (tensor-core attention's shared memory)");
 }
-/// This host thread's bf16 staging buffer i, at least n elements (grown, never shrunk;
-/// growing waits for the device, whose queued kernels may still read the old one).
+/// This host thread's bf16 staging buffer i, at least n elements (detail::grown).
 inline bf* staging(int i, std::int64_t n) {
   thread_local tensor<bf16, cuda_space> bufs[7];
-  tensor<bf16, cuda_space>& buf = bufs[i];
-  if (static_cast<std::int64_t>(buf.numel()) < n) {
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (tensor-core attention's staging buffers)");
-    buf = tensor<bf16, cuda_space>({n});
-  }
-  return reinterpret_cast<bf*>(buf.data());
+  return reinterpret_cast<bf*>(grown(bufs[i], n, "tensor-core attention's staging buffers"));
 }
 /// x [B, T, N, HD] staged for the kernels: its rows (rows_too) in staging buffer i, its
 /// transpose (transposed) in buffer i + 1.

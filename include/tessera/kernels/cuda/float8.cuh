@@ -44,15 +44,10 @@ inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t
 }
 
 namespace detail {
-/// This host thread's device scratch for partial amaxes, at least n floats (grown, never
-/// shrunk; growing waits for the device, whose queued kernels may still read the old one).
+/// This host thread's device scratch for partial amaxes, at least n floats.
 inline float* amax_scratch(std::int64_t n) {
   thread_local tensor<float, cuda_space> buf;
-  if (static_cast<std::int64_t>(buf.numel()) < n) {
-    cuda_check(cudaDeviceSynchronize(), "cudaDeviceSynchronize (Float8's amax scratch)");
-    buf = tensor<float, cuda_space>({n});
-  }
-  return buf.data();
+  return grown(buf, n, "Float8's amax scratch");
 }
 }  // namespace detail
 

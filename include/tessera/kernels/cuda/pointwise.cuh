@@ -29,10 +29,21 @@
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/dtype.hpp>
+#include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
 
 namespace detail {
+/// buf (a host thread's device scratch) grown to at least n elements, its data; growing waits
+/// for the device first, whose queued kernels may still read the old buffer (never shrunk).
+template <class T>
+T* grown(tensor<T, cuda_space>& buf, std::int64_t n, const char* what) {
+  if (static_cast<std::int64_t>(buf.numel()) < n) {
+    cuda_check(cudaDeviceSynchronize(), std::string("cudaDeviceSynchronize (") + what + ")");
+    buf = tensor<T, cuda_space>({n});
+  }
+  return buf.data();
+}
 inline void launched(const char* what) { cuda_check(cudaGetLastError(), std::string(what) + ": kernel launch"); }
 /// The compute capability of the current device, major * 10 + minor (asked once per thread).
 inline int compute_capability() {

@@ -1,6 +1,7 @@
 // Float8 on a GPU against the CPU: the casts of kernels/cuda/float8.cuh (scales, codes and
 // dequantized values for both FP8 types, every granularity and scale rounding; exact: maxima,
-// the CPU's scale function, the shared casts), the kernel backend's FP8 all-gather casts
+// the CPU's scale function, the shared casts; the codes also cast and transposed in one
+// pass), the kernel backend's FP8 all-gather casts
 // (cuda_kernels::abs_max / f8_quantize / f8_dequantize against cpu_kernels', exact), the
 // transpose of FP8 codes (exact), and the cuBLASLt FP8 GEMMs -- forward with tensorwise and
 // rowwise scales, the backward's grad_input and grad_weight with each recipe's casts -- within
@@ -18,6 +19,7 @@
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cuda/backend.cuh>
 #include <tessera/kernels/cuda/float8.cuh>
+#include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 
 #include "cuda_checks.cuh"
@@ -58,6 +60,22 @@ void float8() {
         expect_close((what + ": codes").c_str(), std::vector<float>(gbits.begin(), gbits.end()),
                      std::vector<float>(bits.begin(), bits.end()), 0);
         expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
+        cuda::f8_quantize_transposed(db, dx.get(), dscales.get(), rows, cols, c);  // cast and transposed in one pass
+        copy_to_host(gbits.data(), db, gbits.size());
+        std::vector<float> want_t(bits.size()), got_t(bits.size());
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t k = 0; k < cols; ++k) {
+            want_t[static_cast<std::size_t>(k * rows + r)] = bits[static_cast<std::size_t>(r * cols + k)];
+            got_t[static_cast<std::size_t>(k * rows + r)] = gbits[static_cast<std::size_t>(k * rows + r)];
+          }
+        expect_close((what + ": codes cast and transposed in one pass").c_str(), got_t, want_t, 0);
+        cuda::f8_codes(db, dscales.get(), dx.get(), rows, cols, c, cpu::f8_local_amax{});  // the GEMMs' codes
+        copy_to_host(gbits.data(), db, gbits.size());
+        std::vector<float> inverse;
+        for (float v : scales) inverse.push_back(1.0f / v);
+        expect_close((what + ": f8_codes' codes").c_str(), std::vector<float>(gbits.begin(), gbits.end()),
+                     std::vector<float>(bits.begin(), bits.end()), 0);
+        expect_close((what + ": f8_codes' inverse scales").c_str(), dscales.host(), inverse, 0);
       }
 }
 /// An operand through an FP8 cast on the CPU: its codes, its dequantized values, and the

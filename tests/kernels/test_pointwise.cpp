@@ -3,8 +3,10 @@
 // that needs no GPU -- and the CPU kernels computing with it.
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -91,4 +93,52 @@ TEST_CASE("pointwise: the CPU kernels compute with the shared functions (the sam
     CHECK(dh1[i] == pointwise::swiglu_grad(dy[i], h1[i], h3[i]).first);
     CHECK(dh3[i] == pointwise::swiglu_grad(dy[i], h1[i], h3[i]).second);
   }
+}
+
+TEST_CASE("pointwise: pow2_floor_as_log2f equals exp2(floor(log2(s))) on the float near every power of two") {
+  // torchao's power-of-two rounding is exp2(floor(log2(s))) on the float; the shared function
+  // computes it from s's bits. Away from a power of two log2f's result lies many of its ulps
+  // from an integer, so the floor cannot differ there; near one it can, and every float
+  // within 4096 steps of each power of two is compared (and every subnormal, and a sample).
+  const auto libm = [](float s) { return std::exp2(std::floor(std::log2(s))); };
+  const auto bits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+  std::int64_t compared = 0, kept_above = 0, mismatches = 0;
+  const auto compare = [&](std::uint32_t b) {
+    const float s = std::bit_cast<float>(b), want = libm(s), got = pointwise::pow2_floor_as_log2f(s);
+    ++compared;
+    if (want > s) ++kept_above;
+    if (bits(got) != bits(want) && mismatches++ < 5)
+      FAIL_CHECK("s = " << s << " (bits " << b << "): " << got << ", libm " << want);
+  };
+  for (std::uint32_t e = 1; e <= 254; ++e) {
+    const std::uint32_t p = e << 23;  // 2^(e - 127)
+    for (std::uint32_t d = 0; d < 4096; ++d) compare(p + d);
+    for (std::uint32_t d = 1; d <= 4096; ++d) compare(p - d);
+  }
+  for (std::uint32_t b = 1; b < (1u << 23); ++b) compare(b);  // the subnormals
+  std::mt19937 g(7);
+  std::uniform_int_distribution<std::uint32_t> any(1, 0x7f7fffffu);
+  for (int i = 0; i < 1000000; ++i) compare(any(g));
+  CHECK(mismatches == 0);
+  CHECK(kept_above > 100);  // the rounding the bits reproduce happens (nextafter(1024, 0) -> 1024)
+  CHECK(pointwise::pow2_floor_as_log2f(std::nextafter(1024.0f, 0.0f)) == 1024.0f);
+  CHECK(pointwise::pow2_floor_as_log2f(1000.0f) == 512.0f);
+  CHECK(pointwise::pow2_floor_as_log2f(0.0f) == 0.0f);
+  CHECK(std::isinf(pointwise::pow2_floor_as_log2f(std::numeric_limits<float>::infinity())));
+  CHECK(std::isinf(pointwise::pow2_floor_as_log2f(std::numeric_limits<float>::max())));  // log2f rounds to 128
+  CHECK(std::isnan(pointwise::pow2_floor_as_log2f(std::nanf(""))));
+  CHECK(std::isnan(pointwise::pow2_floor_as_log2f(-1.0f)));
+  MESSAGE(compared << " floats compared, " << kept_above << " of them keep the power of two above");
+}
+
+TEST_CASE("pointwise: f8_scale is torchao's amax_to_scale in double") {
+  for (float amax : {0.0f, 1e-20f, 1e-12f, 3e-5f, 0.5f, 1.0f, 448.0f, 3.0e38f})
+    for (float mf : {448.0f, 57344.0f}) {
+      const double a = std::max(static_cast<double>(amax), 1e-12);
+      const float s = static_cast<float>(mf / a);
+      CHECK(pointwise::f8_scale(amax, mf, false) == s);
+      CHECK(pointwise::f8_scale(amax, mf, true) == std::exp2(std::floor(std::log2(s))));
+    }
+  CHECK(std::isnan(pointwise::f8_scale(std::nanf(""), 448.0f, false)));
+  CHECK(std::isnan(pointwise::f8_scale(std::nanf(""), 448.0f, true)));
 }

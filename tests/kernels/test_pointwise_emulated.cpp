@@ -4,8 +4,8 @@
 // float8.cuh launch them, against the CPU kernels -- the block reductions (RMSNorm,
 // cross-entropy and its vocabulary-parallel phases, the sum of squares, the amaxes), the
 // per-element kernels (SwiGLU, AdamW, add, scale, bf16 casts: the CPU's formulas), the
-// per-column loops, RoPE's pairings, the embedding's shard, Float8's casts and the byte
-// transpose's 2-D tiles.
+// per-column loops, RoPE's pairings, the embedding's shard, Float8's scales and casts (also
+// cast and transposed in one pass) and the byte transpose's 2-D tiles.
 // Tolerances are tests/gpu/test_cuda_kernels.cu's (largest |emulated - cpu| / max(1, |cpu|)):
 // 2e-5 for RMSNorm (row sums: a 256-thread tree against 16 lanes), 2e-6 for SwiGLU, AdamW, RoPE and
 // cross-entropy's gradient, 1e-5 for its losses and the shards' statistics, 1e-12 for the
@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -220,11 +221,14 @@ TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granula
       for (std::size_t i = 0; i < scales.size(); ++i) scales[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
       std::vector<std::uint8_t> bits(rows * cols), want(rows * cols);
       std::vector<float> back(rows * cols), want_back(rows * cols);
-      auto run = [&]<class F8>(F8) {
-        emu::launch(stride_grid(rows * cols), k::threads, 0,
-                    [&] { k::f8_quantize_k<F8>(bits.data(), x.data(), scales.data(), rows, cols, g); });
-        emu::launch(stride_grid(rows * cols), k::threads, 0,
+      std::vector<std::uint8_t> bits_t(rows * cols);
+      auto run = [&]<class F8>(F8) {  // a grid of 2 x 4 blocks: both loops stride
+        emu::launch({2, 4, 1}, 32, 0, [&] { k::f8_quantize_k<F8>(bits.data(), x.data(), scales.data(), rows, cols, g); });
+        emu::launch({2, 4, 1}, 32, 0,
                     [&] { k::f8_dequantize_k<F8>(back.data(), bits.data(), scales.data(), rows, cols, g); });
+        emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
+          k::transpose_k<F8>(bits_t.data(), x.data(), scales.data(), rows, cols, g);
+        });
       };
       if (target == dtype::f8_e4m3fn)
         run(f8_e4m3fn{});
@@ -234,6 +238,65 @@ TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granula
       cpu::f8_dequantize(want_back.data(), want.data(), scales.data(), rows, cols, c);
       CHECK(bits == want);
       CHECK(back == want_back);
+      bool transposed = true;  // cast and transposed in one pass: the codes, transposed
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) transposed = transposed && bits_t[c * rows + r] == want[r * cols + c];
+      CHECK(transposed);
+    }
+}
+
+TEST_CASE("emulated CUDA kernels: Float8's per-row codes in one pass (amax, scale, codes, inverse scale)") {
+  const std::int64_t rows = 5, cols = 600;  // more columns than threads: each thread strides
+  auto x = randn(rows * cols, 14, 3.0f);
+  x[3 * cols + 17] = 1e5f;                  // a row whose scale is far from the others
+  for (std::int64_t c = 0; c < cols; ++c) x[4 * cols + c] = 0.0f;  // an all-zero row: the floor's scale
+  for (const dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+    for (const auto rounding : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+      const cpu::f8_cast c{target, cpu::f8_granularity::per_row, rounding};
+      std::vector<float> scales(rows), inverse(rows);
+      std::vector<std::uint8_t> want(rows * cols), bits(rows * cols);
+      cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
+      cpu::f8_quantize(want.data(), x.data(), scales.data(), rows, cols, c);
+      const float mf = cpu::f8_max_finite(target);
+      const bool pow2 = rounding == cpu::f8_scale_rounding::power_of_two;
+      auto run = [&]<class F8>(F8) {
+        emu::launch(rows_grid(rows), k::threads, 0,
+                    [&] { k::f8_row_codes_k<F8>(bits.data(), inverse.data(), x.data(), cols, mf, pow2); });
+      };
+      if (target == dtype::f8_e4m3fn)
+        run(f8_e4m3fn{});
+      else
+        run(f8_e5m2{});
+      CHECK(bits == want);
+      for (std::int64_t r = 0; r < rows; ++r) CHECK(inverse[r] == 1.0f / scales[r]);
+    }
+}
+
+TEST_CASE("emulated CUDA kernels: Float8's scales from amaxes, the CPU's bits, in place") {
+  // amaxes over many decades, the floor, NaN, and amaxes whose scales land just below a power
+  // of two (448 / (448 / nextafter(2^k, 0)): where log2f's rounding keeps 2^k)
+  std::vector<float> amax = {0.0f, 1e-30f, 1e-12f, 2e-12f, std::nanf(""), std::numeric_limits<float>::max()};
+  for (int k = -20; k <= 40; ++k) {
+    const float p = std::ldexp(1.0f, k);
+    for (float s : {p, std::nextafter(p, 0.0f), std::nextafter(std::nextafter(p, 0.0f), 0.0f), p * 1.3f})
+      for (float mf : {448.0f, 57344.0f}) amax.push_back(static_cast<float>(static_cast<double>(mf) / s));
+  }
+  auto r = randn(500, 12, 30.0f);
+  for (float v : r) amax.push_back(std::abs(v));
+  const auto n = static_cast<std::int64_t>(amax.size());
+  for (const dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+    for (const auto rounding : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+      std::vector<float> scales = amax;
+      emu::launch({2, 1, 1}, 64, 0, [&] {
+        k::f8_scales_k(scales.data(), scales.data(), n, cpu::f8_max_finite(target),
+                       rounding == cpu::f8_scale_rounding::power_of_two);
+      });
+      std::int64_t same = 0;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float want = cpu::f8_scale_from_amax(amax[i], target, rounding);
+        same += std::bit_cast<std::uint32_t>(scales[i]) == std::bit_cast<std::uint32_t>(want);
+      }
+      CHECK(same == n);
     }
 }
 
@@ -241,8 +304,8 @@ TEST_CASE("emulated CUDA kernels: the byte transpose's 32 x 33 tiles on 32 x 8 t
   const std::int64_t rows = 70, cols = 45;  // neither a multiple of 32
   std::vector<std::uint8_t> in(rows * cols), out(rows * cols, 0xAB);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
-  emu::launch({static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32), 1}, {32, 8, 1}, 0,
-              [&] { k::transpose_bytes_k(out.data(), in.data(), rows, cols); });
+  emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0,
+              [&] { k::transpose_k<std::uint8_t>(out.data(), in.data(), nullptr, rows, cols, cpu::f8_granularity::tensorwise); });
   bool ok = true;
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) ok = ok && out[c * rows + r] == in[r * cols + c];

@@ -18,12 +18,16 @@
 //   rmsnorm_scale(x, r, w)       x * rstd * weight
 //   rmsnorm_grad(x, g, w, r, k)  d x of RMSNorm: r g w - k x, k = r^3 mean(g w x)
 //   abs_max_step(m, v)           max(m, |v|), NaN sticking: Float8's amax
+//   pow2_floor_as_log2f(s)       2^floor(log2f(s)) from s's bits, no libm: Float8's
+//                                power-of-two scale rounding (torchao's, on the float)
+//   f8_scale(amax, max_finite, pow2)  Float8's scale of a group from its amax
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
 #include <tessera/core/config.hpp>
+#include <tessera/core/float8.hpp>
 
 namespace tessera::pointwise {
 
@@ -102,6 +106,78 @@ TESSERA_HOST_DEVICE inline float rmsnorm_grad(float x, float g, float w, float r
 TESSERA_HOST_DEVICE inline float abs_max_step(float m, float v) noexcept {
   const float a = std::fabs(v);
   return (a > m || a != a) && m == m ? a : m;
+}
+
+namespace detail {
+/// 1 - 2^-h for the tiny h of pow2_floor_as_log2f (h <= 2^-17): the series of -expm1(-h ln 2)
+/// to its third term, whose next one is below double's rounding.
+TESSERA_HOST_DEVICE inline double one_minus_exp2_neg(double h) noexcept {
+  const double x = h * 0.69314718055994530942;
+  return x - x * x / 2 + x * x * x / 6;
+}
+/// The index of x's highest set bit (x > 0).
+TESSERA_HOST_DEVICE inline int top_bit(std::uint32_t x) noexcept {
+  int t = 0;
+  while (x >>= 1) ++t;
+  return t;
+}
+}  // namespace detail
+
+/// exp2(floor(log2(s))) for float s, as the float functions compute it with a correctly
+/// rounded log2f -- torchao's _round_scale_down_to_power_of_2 on the float -- from s's bits
+/// alone, so the host and the GPU give the same bits (no libm: the device's log2f is not
+/// correctly rounded). It is the largest power of two not above s, except where log2(s)
+/// lies so close below an integer v that log2f rounds to v: s within about 2^-21 (relative)
+/// below a power of two 2^v with |v| >= 2 keeps 2^v (nextafter(1024, 0) gives 1024).
+/// 0 gives 0, infinity infinity, NaN and negative values NaN. tests/kernels/test_pointwise.cpp
+/// checks it against std::exp2(std::floor(std::log2(s))) on every float near a power of two.
+TESSERA_HOST_DEVICE inline float pow2_floor_as_log2f(float s) noexcept {
+  if (s != s) return s;
+  if (s < 0.0f) return tessera::detail::bit_cast<float>(0x7fc00000u);  // log2 of a negative: NaN
+  if (s == 0.0f) return 0.0f;
+  const std::uint32_t bits = tessera::detail::bit_cast<std::uint32_t>(s);
+  const int biased = static_cast<int>(bits >> 23);
+  if (biased == 255) return s;  // infinity
+  // s = M 2^(E - t), M's top bit t: 2^E <= s < 2^(E + 1)
+  std::uint32_t M = bits & 0x7fffffu;
+  int t = 23, E = biased - 127;
+  if (biased == 0) {  // subnormal
+    t = detail::top_bit(M);
+    E = t - 149;
+  } else {
+    M |= 0x800000u;
+  }
+  // v = E + 1; log2(s) = v - eps, eps = -log2(1 - gap), gap = (2^(t+1) - M) / 2^(t+1).
+  // log2f rounds v - eps to v when eps is under half the spacing h2 of floats beside v on
+  // eps's side: 2^-h > 1 - gap, i.e. gap < 1 - 2^-h (h = half the spacing).
+  const int v = E + 1;
+  bool up = false;
+  if (v != 0) {
+    const int u = v > 0 ? v : -v;
+    const int j = detail::top_bit(static_cast<std::uint32_t>(u));  // 2^j <= u < 2^(j + 1)
+    // floats just below v > 0: spacing 2^(j - 24) when v = 2^j, else 2^(j - 23); just
+    // beyond -u (v < 0): 2^(j - 23). h is half of it.
+    const int spacing_exp = (v > 0 && u == (1 << j)) ? j - 24 : j - 23;
+    const double h = tessera::detail::bit_cast<double>(static_cast<std::uint64_t>(1023 + spacing_exp - 1) << 52);
+    const double gap_numerator = static_cast<double>((std::uint64_t{1} << (t + 1)) - M);
+    const double bound = detail::one_minus_exp2_neg(h) * static_cast<double>(std::uint64_t{1} << (t + 1));
+    up = gap_numerator < bound;
+  }
+  const int k = up ? v : E;  // the result 2^k
+  if (k >= 128) return tessera::detail::bit_cast<float>(0x7f800000u);  // 2^128: infinity, as exp2f
+  if (k >= -126) return tessera::detail::bit_cast<float>(static_cast<std::uint32_t>(k + 127) << 23);
+  return tessera::detail::bit_cast<float>(std::uint32_t{1} << (k + 149));  // subnormal power of two
+}
+
+/// Float8's scale of a group from its amax (torchao's amax_to_scale): max_finite /
+/// max(amax, 1e-12) in double, rounded to float; with `pow2`, pow2_floor_as_log2f of that. A
+/// NaN amax gives a NaN scale. `max_finite` is the target's (448 for e4m3fn, 57344 for e5m2).
+TESSERA_HOST_DEVICE inline float f8_scale(float amax, float max_finite, bool pow2) noexcept {
+  const double a = static_cast<double>(amax);
+  constexpr double floor = 1e-12;  // torchao's EPS: an all-zero group keeps a finite scale
+  const double floored = a != a ? a : (a > floor ? a : floor);
+  const float s = static_cast<float>(static_cast<double>(max_finite) / floored);
+  return pow2 ? pow2_floor_as_log2f(s) : s;
 }
 
 }  // namespace tessera::pointwise

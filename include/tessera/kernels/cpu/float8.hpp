@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include <tessera/core/dtype.hpp>
@@ -36,8 +37,6 @@ namespace tessera::cpu {
 
 // ---- casts as values ----------------------------------------------------------------------
 
-/// torchao's EPS: the amax floor that keeps the scale finite for an all-zero group.
-inline constexpr double f8_amax_floor = 1e-12;
 
 /// Which elements share a scale.
 enum class f8_granularity : std::uint8_t {
@@ -211,28 +210,28 @@ inline void abs_max_cols(float* out, const float* x, std::int64_t rows, std::int
   }, 64);
 }
 
-/// 2^floor(log2(s)), computed as torchao does (log2, floor and exp2 on the float). A scale
-/// just below a power of two 2^k whose float log2 rounds to k keeps 2^k (for k in 8..15,
-/// within about 2^-21 relative): the Float8 path's numerics, which this reproduces.
-inline float f8_round_scale_down_to_power_of_two(float s) noexcept {
-  return std::exp2(std::floor(std::log2(s)));
-}
+/// 2^floor(log2(s)) on the float, as torchao rounds scales to powers of two:
+/// pointwise::pow2_floor_as_log2f, which the CUDA kernels share (a scale just below a power of
+/// two 2^k whose float log2 rounds to k keeps 2^k).
+inline float f8_round_scale_down_to_power_of_two(float s) noexcept { return pointwise::pow2_floor_as_log2f(s); }
 
 /// torchao's amax_to_scale: max_finite / max(amax, 1e-12) in double, rounded to float,
-/// then rounded to a power of two if asked. A NaN amax gives a NaN scale.
+/// then rounded to a power of two if asked (pointwise::f8_scale, shared with the CUDA
+/// kernels). A NaN amax gives a NaN scale.
 inline float f8_scale_from_amax(float amax, dtype target, f8_scale_rounding rounding) {
   check(target == dtype::f8_e4m3fn || target == dtype::f8_e5m2,
         "f8_scale_from_amax: the target must be dtype::f8_e4m3fn or dtype::f8_e5m2");
-  const double a = static_cast<double>(amax);
-  const double floored = a != a ? a : std::max(a, f8_amax_floor);
-  const float s = static_cast<float>(static_cast<double>(f8_max_finite(target)) / floored);
-  return rounding == f8_scale_rounding::power_of_two ? f8_round_scale_down_to_power_of_two(s) : s;
+  return pointwise::f8_scale(amax, f8_max_finite(target), rounding == f8_scale_rounding::power_of_two);
 }
 
 /// The default amax reduction: none (every scale group is held whole by this rank).
 struct f8_local_amax {
   void operator()(float*, std::int64_t) const noexcept {}
 };
+/// True when R is f8_local_amax: no amax leaves this rank (the CUDA path then keeps the
+/// amaxes and scales on the device).
+template <class R>
+inline constexpr bool f8_reduces_nothing = std::is_same_v<std::remove_cvref_t<R>, f8_local_amax>;
 
 /// The scales of x [rows, cols] under cast c: f8_scale_count(c.granularity, rows, cols)
 /// floats written to `scales`. `reduce(amax, n)` sees the n amaxes before they become scales:

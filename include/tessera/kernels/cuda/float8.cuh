@@ -2,12 +2,14 @@
 // kernels/cpu/float8.hpp computes them (torchao's numerics).
 // tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
 //
-//   cuda::f8_scales(scales, x, rows, cols, cast[, reduce])   amaxes on the device, then
-//        the scales: the amaxes are copied to the host (1, rows or cols floats), where
-//        `reduce` sees them (tensor parallel's max over the TP ranks) and
-//        cpu::f8_scale_from_amax turns them into scales -- the CPU path's own function, so
-//        the scales are the CPU's bit for bit -- and the scales are copied back
+//   cuda::f8_scales(scales, x, rows, cols, cast[, reduce])   amaxes, then the scales, on the
+//        device: pointwise::f8_scale, the CPU path's own function (no libm: the scales are
+//        the CPU's bit for bit), with no wait for the device. A `reduce` other than
+//        cpu::f8_local_amax (tensor parallel's max over the TP ranks) runs on the host: the
+//        amaxes (1, rows or cols floats) go there and back, and the host waits for them
 //   cuda::f8_quantize(bits, x, scales, rows, cols, cast)     the FP8 codes of x * scale
+//   cuda::f8_quantize_transposed(bits_t, x, scales, rows, cols, cast)  the same codes,
+//        written transposed [cols, rows] in the same pass (the backward's TN operands)
 //   cuda::f8_dequantize(out, bits, scales, rows, cols, cast) float(code) / scale
 // The amax step (NaN sticking) is pointwise::abs_max_step and the casts are core/float8.hpp's
 // TESSERA_HOST_DEVICE conversions (saturating, round to nearest even): the codes equal the
@@ -21,6 +23,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <tessera/core/error.hpp>
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cuda/float8_kernels.cuh>
@@ -38,8 +41,8 @@ namespace tessera::cuda {
 inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows, std::int64_t cols,
                          cudaStream_t s = nullptr) {
   if (rows == 0 || cols == 0) return;
-  const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
-  TESSERA_LAUNCH(grid, dim3(32, 8), 0, s, detail::transpose_bytes_k)(out, in, rows, cols);
+  TESSERA_LAUNCH(detail::transpose_grid(rows, cols), dim3(32, 8), 0, s, detail::transpose_k<std::uint8_t>)(
+      out, in, nullptr, rows, cols, cpu::f8_granularity::tensorwise);
   detail::launched("cuda::f8_transpose");
 }
 
@@ -84,35 +87,54 @@ inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t
 }
 
 /// The scales of x [rows, cols] (device) under cast c, written to `scales` (device): see the
-/// top of this file. `reduce(amax, n)` runs on the host copy of the amaxes.
+/// top of this file. `reduce(amax, n)` runs on a host copy of the amaxes.
 template <class Reduce = cpu::f8_local_amax>
 void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
                Reduce&& reduce = {}, cudaStream_t s = nullptr) {
+  check(c.target == dtype::f8_e4m3fn || c.target == dtype::f8_e5m2,
+        "cuda::f8_scales: the target must be dtype::f8_e4m3fn or dtype::f8_e5m2");
   const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
   f8_amax(scales, x, rows, cols, c.granularity, s);
-  std::vector<float> h(static_cast<std::size_t>(n));
-  cuda_check(cudaStreamSynchronize(s), "cuda::f8_scales");
-  copy_to_host(h.data(), scales, h.size() * sizeof(float));
-  reduce(h.data(), n);
-  for (float& v : h) v = cpu::f8_scale_from_amax(v, c.target, c.rounding);
-  copy_to_device(scales, h.data(), h.size() * sizeof(float));
+  if constexpr (!cpu::f8_reduces_nothing<Reduce>) {
+    std::vector<float> h(static_cast<std::size_t>(n));
+    cuda_check(cudaStreamSynchronize(s), "cuda::f8_scales");
+    copy_to_host(h.data(), scales, h.size() * sizeof(float));
+    reduce(h.data(), n);
+    copy_to_device(scales, h.data(), h.size() * sizeof(float));
+  }
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::f8_scales_k)(
+      scales, scales, n, cpu::f8_max_finite(c.target), c.rounding == cpu::f8_scale_rounding::power_of_two);
+  detail::launched("cuda::f8_scales");
 }
 
 /// bits[i] = the FP8 code of x[i] * scale (saturating, round to nearest even), as cpu::f8_quantize.
 inline void f8_quantize(std::uint8_t* bits, const float* x, const float* scales, std::int64_t rows, std::int64_t cols,
                         cpu::f8_cast c, cudaStream_t s = nullptr) {
+  if (rows == 0 || cols == 0) return;
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, s, detail::f8_quantize_k<F8>)(
+    TESSERA_LAUNCH(detail::rows_grid(rows, cols), detail::threads, 0, s, detail::f8_quantize_k<F8>)(
         bits, x, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_quantize");
 }
 
+/// bits_t [cols, rows] = the codes of f8_quantize transposed, cast and transposed in one pass.
+inline void f8_quantize_transposed(std::uint8_t* bits_t, const float* x, const float* scales, std::int64_t rows,
+                                   std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
+  if (rows == 0 || cols == 0) return;
+  cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
+    TESSERA_LAUNCH(detail::transpose_grid(rows, cols), dim3(32, 8), 0, s, detail::transpose_k<F8>)(
+        bits_t, x, scales, rows, cols, c.granularity);
+  });
+  detail::launched("cuda::f8_quantize_transposed");
+}
+
 /// out[i] = float(code) / scale, as cpu::f8_dequantize.
 inline void f8_dequantize(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
                           std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
+  if (rows == 0 || cols == 0) return;
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, s, detail::f8_dequantize_k<F8>)(
+    TESSERA_LAUNCH(detail::rows_grid(rows, cols), detail::threads, 0, s, detail::f8_dequantize_k<F8>)(
         out, bits, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_dequantize");

@@ -1,6 +1,7 @@
 // tessera/kernels/cuda/float8_kernels.cuh: the device code of float8.cuh (which has the entry
-// points and says what they compute): amaxes per tensor, row and column, the casts, the
-// byte transpose through shared-memory tiles.
+// points and says what they compute): amaxes per tensor, row and column, the scales from
+// them, the casts, and the byte transpose through shared-memory tiles (of bytes, or of codes
+// cast as they are read).
 // nvcc compiles it for the GPU; a host compiler with TESSERA_CUDA_EMULATION defined and
 // tests/support/cuda_emulation.hpp included first runs it on the host
 // (tests/kernels/test_pointwise_emulated.cpp).
@@ -12,6 +13,7 @@
 #endif
 
 #include <cstdint>
+#include <type_traits>
 
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
@@ -66,40 +68,98 @@ static __global__ void abs_max_cols_k(float* out, const float* x, std::int64_t r
     out[c] = m;
   }
 }
-/// The scale of element (r, c) under granularity g.
-__device__ inline float scale_at(const float* scales, cpu::f8_granularity g, std::int64_t r, std::int64_t c) {
-  return g == cpu::f8_granularity::tensorwise ? scales[0] : (g == cpu::f8_granularity::per_row ? scales[r] : scales[c]);
+/// scales[i] = the scale of amax[i] (pointwise::f8_scale, the CPU's function: the same bits);
+/// in place when scales == amax.
+static __global__ void f8_scales_k(float* scales, const float* amax, std::int64_t n, float max_finite, bool pow2) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    scales[i] = pointwise::f8_scale(amax[i], max_finite, pow2);
+}
+
+/// The grid of the row-wise casts: rows along y (grid-stride), columns along x, so that no
+/// thread divides its index to find its row and column (64-bit divisions cost dozens of
+/// instructions an element).
+inline dim3 rows_grid(std::int64_t rows, std::int64_t cols) {
+  return dim3(blocks_for(cols), static_cast<unsigned>(rows < 1 ? 1 : (rows > 65535 ? 65535 : rows)));
+}
+/// Calls f(r, c, scale) for every element of a [rows, cols] matrix, on rows_grid's grid.
+template <class F>
+__device__ inline void for_each_scaled(std::int64_t rows, std::int64_t cols, const float* scales,
+                                       cpu::f8_granularity g, F&& f) {
+  for (std::int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float row_scale = g == cpu::f8_granularity::per_row ? scales[r] : scales[0];
+    for (std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; c < cols;
+         c += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+      f(r, c, g == cpu::f8_granularity::per_column ? scales[c] : row_scale);
+  }
 }
 template <class F8>
 __global__ void f8_quantize_k(std::uint8_t* bits, const float* x, const float* scales, std::int64_t rows,
                               std::int64_t cols, cpu::f8_granularity g) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    bits[i] = F8(x[i] * scale_at(scales, g, i / cols, i % cols)).bits;
+  for_each_scaled(rows, cols, scales, g, [&](std::int64_t r, std::int64_t c, float s) {
+    bits[r * cols + c] = F8(x[r * cols + c] * s).bits;
+  });
 }
 template <class F8>
 __global__ void f8_dequantize_k(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
                                 std::int64_t cols, cpu::f8_granularity g) {
-  const std::int64_t n = rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = static_cast<float>(F8::from_bits(bits[i])) / scale_at(scales, g, i / cols, i % cols);
+  for_each_scaled(rows, cols, scales, g, [&](std::int64_t r, std::int64_t c, float s) {
+    out[r * cols + c] = static_cast<float>(F8::from_bits(bits[r * cols + c])) / s;
+  });
 }
-/// out [cols, rows] = in [rows, cols]^T for bytes, through 32 x 32 shared-memory tiles
-/// (coalesced reads and writes; the +1 column keeps the tile's columns in distinct banks).
-static __global__ void transpose_bytes_k(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows,
-                                         std::int64_t cols) {
+
+/// Per-row scales fused, one block a row: the row's amax (block_reduce), its scale
+/// (pointwise::f8_scale), its codes, and 1 / scale into inverse[row] -- one launch instead of
+/// four, and the second read of the row comes from the cache.
+template <class F8>
+__global__ void f8_row_codes_k(std::uint8_t* bits, float* inverse, const float* x, std::int64_t cols,
+                               float max_finite, bool pow2) {
+  __shared__ float sh[threads];
+  const std::int64_t r = blockIdx.x;
+  const float* row = x + r * cols;
+  float m = 0.0f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += threads) m = pointwise::abs_max_step(m, row[c]);
+  m = block_reduce(m, sh, [](float a, float b) { return pointwise::abs_max_step(a, b); });
+  const float s = pointwise::f8_scale(m, max_finite, pow2);
+  for (std::int64_t c = threadIdx.x; c < cols; c += threads) bits[r * cols + c] = F8(row[c] * s).bits;
+  if (threadIdx.x == 0) inverse[r] = 1.0f / s;
+}
+
+/// Element (r, c) of what transpose_k transposes: with Cast = std::uint8_t a byte of `in`
+/// (bytes [rows, cols]); with an FP8 type the code of x * scale, x = `in` (floats [rows,
+/// cols]) cast as it is read (f8_quantize_k's code, transposed). The pointers are the
+/// kernel's own arguments (what the host emulation opens a kernel's reach by).
+template <class Cast>
+__device__ inline std::uint8_t transpose_input(const void* in, const float* scales, cpu::f8_granularity g,
+                                               std::int64_t r, std::int64_t c, std::int64_t cols) {
+  if constexpr (std::is_same_v<Cast, std::uint8_t>) {
+    return static_cast<const std::uint8_t*>(in)[r * cols + c];
+  } else {
+    const float s = g == cpu::f8_granularity::tensorwise ? scales[0]
+                    : (g == cpu::f8_granularity::per_row ? scales[r] : scales[c]);
+    return Cast(static_cast<const float*>(in)[r * cols + c] * s).bits;
+  }
+}
+/// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 32 x 32 shared-memory
+/// tiles on 32 x 8 thread blocks (coalesced reads and writes; the +1 column keeps the tile's
+/// columns in distinct banks). `scales` and `g` only for an FP8 Cast.
+template <class Cast>
+__global__ void transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows,
+                            std::int64_t cols, cpu::f8_granularity g) {
   __shared__ std::uint8_t tile[32][33];
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * 32, r0 = static_cast<std::int64_t>(blockIdx.y) * 32;
   for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
     const std::int64_t r = r0 + dy, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[dy][threadIdx.x] = in[r * cols + c];
+    if (r < rows && c < cols) tile[dy][threadIdx.x] = transpose_input<Cast>(in, scales, g, r, c, cols);
   }
   __syncthreads();
   for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
     const std::int64_t c = c0 + dy, r = r0 + threadIdx.x;  // out row c, column r
     if (c < cols && r < rows) out[c * rows + r] = tile[threadIdx.x][dy];
   }
+}
+/// transpose_k's grid for a [rows, cols] matrix (its blocks: 32 x 8 threads).
+inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {
+  return dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
 }
 }  // namespace tessera::cuda::detail

@@ -8,7 +8,9 @@
 // with scales cuBLASLt applies -- one per tensor, or one per row of its output's rows and
 // columns (outer vectors: torchao's rowwise; sm_90 and newer) -- its sizes are multiples of
 // 16 and the GPU is sm_89 or newer; the codes are quantized on the device (float8.cuh), transposed where
-// the TN layout needs them, and the dequantization scales are 1 / scale. Otherwise -- a high-
+// the TN layout needs them (cast and transposed in one pass), and the dequantization scales
+// are 1 / scale. The scales are computed on the device (no wait for it) unless an amax group
+// spans ranks (float8.cuh). Otherwise -- a high-
 // precision operand (rowwise_with_gw_hp's grad_weight), a scale along the reduction dim, odd
 // sizes, an older GPU -- it runs the CPU's emulation: the cast operands quantized and
 // dequantized into f32 on the device, then backend K's GEMM. Both give the values the CPU's
@@ -16,8 +18,8 @@
 // scales to the sums (docs/cuda.md).
 //
 // The buffers `a` and `b` are the model's f8a / f8b (llama_shard.hpp: N x max(C, OC) and
-// max(OC, N) x max(C, OC) floats): the emulation's f32 operands, or the codes and their
-// transposes as bytes. `ws` gives the cuBLASLt handle and room for two operands' scales.
+// max(OC, N) x max(C, OC) floats): the emulation's f32 operands, or the codes as bytes
+// (transposed where the GEMM takes them so). `ws` gives the cuBLASLt handle and room for two operands' scales.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -49,11 +51,9 @@ static __global__ void reciprocal_k(float* y, std::int64_t n) {
 template <class F8>
 __global__ void f8_quantize_dequantize_k(float* out, const float* x, const float* scales, std::int64_t rows,
                                          std::int64_t cols, cpu::f8_granularity g) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < rows * cols;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const float s = scale_at(scales, g, i / cols, i % cols);
-    out[i] = static_cast<float>(F8(x[i] * s)) / s;
-  }
+  for_each_scaled(rows, cols, scales, g, [&](std::int64_t r, std::int64_t c, float s) {
+    out[r * cols + c] = static_cast<float>(F8(x[r * cols + c] * s)) / s;
+  });
 }
 
 inline cudaDataType_t cuda_f8_type(dtype t) { return t == dtype::f8_e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
@@ -89,20 +89,36 @@ template <class Reduce = cpu::f8_local_amax>
 void f8_quantize_dequantize(float* out, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
                             float* scales, Reduce&& reduce = {}) {
   cuda::f8_scales(scales, x, rows, cols, c, reduce);
+  if (rows == 0 || cols == 0) return;
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    TESSERA_LAUNCH(detail::blocks_for(rows * cols), detail::threads, 0, nullptr, detail::f8_quantize_dequantize_k<F8>)(
+    TESSERA_LAUNCH(detail::rows_grid(rows, cols), detail::threads, 0, nullptr, detail::f8_quantize_dequantize_k<F8>)(
         out, x, scales, rows, cols, c.granularity);
   });
   detail::launched("cuda::f8_quantize_dequantize");
 }
 
-/// The FP8 codes of x [rows, cols] under cast c into `bits`, and its dequantization scales
-/// (1 / scale) into `inverse`.
+/// The FP8 codes of x [rows, cols] under cast c into `bits` ([cols, rows] when `transposed`),
+/// and its dequantization scales (1 / scale) into `inverse`. Per-row scales of groups this
+/// rank holds whole take one fused pass (f8_row_codes_k); the rest, f8_scales then a cast.
 template <class Reduce>
 void f8_codes(std::uint8_t* bits, float* inverse, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_cast c,
-              Reduce&& reduce) {
+              Reduce&& reduce, bool transposed = false) {
+  if constexpr (cpu::f8_reduces_nothing<Reduce>) {
+    if (!transposed && c.granularity == cpu::f8_granularity::per_row) {  // a block a row, all in one pass
+      if (rows == 0) return;
+      cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
+        TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, nullptr, detail::f8_row_codes_k<F8>)(
+            bits, inverse, x, cols, cpu::f8_max_finite(c.target), c.rounding == cpu::f8_scale_rounding::power_of_two);
+      });
+      detail::launched("cuda::f8_codes");
+      return;
+    }
+  }
   cuda::f8_scales(inverse, x, rows, cols, c, reduce);
-  cuda::f8_quantize(bits, x, inverse, rows, cols, c);
+  if (transposed)
+    cuda::f8_quantize_transposed(bits, x, inverse, rows, cols, c);
+  else
+    cuda::f8_quantize(bits, x, inverse, rows, cols, c);
   const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, nullptr, detail::reciprocal_k)(inverse, n);
   detail::launched("cuda::f8_codes");
@@ -117,8 +133,9 @@ const float* f8_operand(float* buf, const float* x, const cpu::f8_operand_of& o,
   return buf;
 }
 template <class Reduce>
-void codes_of(std::uint8_t* bits, float* inverse, const float* x, const cpu::f8_operand_of& o, Reduce& reduce) {
-  with_reduce(o, reduce, [&](auto&& r) { cuda::f8_codes(bits, inverse, x, o.rows, o.cols, *o.cast, r); });
+void codes_of(std::uint8_t* bits, float* inverse, const float* x, const cpu::f8_operand_of& o, Reduce& reduce,
+              bool transposed = false) {
+  with_reduce(o, reduce, [&](auto&& r) { cuda::f8_codes(bits, inverse, x, o.rows, o.cols, *o.cast, r, transposed); });
 }
 inline std::uint8_t* bytes(float* p) { return reinterpret_cast<std::uint8_t*>(p); }
 }  // namespace detail
@@ -155,10 +172,9 @@ void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, con
   if (dinp) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
     const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, OC, split);
     if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, OC)) {
-      std::uint8_t *dy = detail::bytes(a), *w = detail::bytes(b), *w_t = w + OC * C;
+      std::uint8_t *dy = detail::bytes(a), *w_t = detail::bytes(b);
       detail::codes_of(dy, ws.scales_b, dout, op[0], reduce);
-      detail::codes_of(w, ws.scales_a, weight, op[1], reduce);
-      cuda::f8_transpose(w_t, w, OC, C);
+      detail::codes_of(w_t, ws.scales_a, weight, op[1], reduce, true);
       matmul_grad_input_f8(*ws.gemm, dinp, dy, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, w_t,
                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]));
     } else {
@@ -170,11 +186,9 @@ void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, con
   if (dweight) {  // dw^T [C, OC] = inp^T . dout: A = inp's codes transposed, B = dout's transposed
     const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_weight, c, N, C, OC, split);
     if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, OC, N)) {
-      std::uint8_t *dy = detail::bytes(a), *dy_t = dy + N * OC, *x = detail::bytes(b), *x_t = x + N * C;
-      detail::codes_of(dy, ws.scales_b, dout, op[0], reduce);
-      detail::codes_of(x, ws.scales_a, inp, op[1], reduce);
-      cuda::f8_transpose(dy_t, dy, N, OC);
-      cuda::f8_transpose(x_t, x, N, C);
+      std::uint8_t *dy_t = detail::bytes(a), *x_t = detail::bytes(b);
+      detail::codes_of(dy_t, ws.scales_b, dout, op[0], reduce, true);
+      detail::codes_of(x_t, ws.scales_a, inp, op[1], reduce, true);
       matmul_grad_weight_f8(*ws.gemm, dweight, dy_t, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, x_t,
                             detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]));
     } else {

@@ -5,8 +5,10 @@
 #      through the CUDA emulation, gpu_emulated.*);
 #   2. clang++: every test program and the header check compiled by clang++'s front end
 #      only (-fsyntax-only: every template instantiated, every warning an error, no code
-#      generated; CMake's TESSERA_FRONTEND_ONLY), and the tests that are clang++'s own: the
-#      compile-fail tests (clang++'s diagnostics matched) and the static tests. The g++ pass
+#      generated; CMake's TESSERA_FRONTEND_ONLY; the headers in one unit per component,
+#      TESSERA_HEADER_CHECK=grouped, since g++ checks that each stands alone), and the tests
+#      that are clang++'s own: the compile-fail tests (clang++'s diagnostics matched) and the
+#      static tests. The g++ pass
 #      builds and runs every program; clang++ builds and runs the tests of core, comm, tensor,
 #      model, train and the emulated CUDA kernels under the sanitizers in 3. and 5. Examples,
 #      the docs' programs, benchmarks and the CUDA translation units are built by g++ alone
@@ -78,7 +80,7 @@ run_tests() {
 status=0
 start=$(date +%s)
 for cc in gcc clang; do
-  if [ "$cc" = gcc ]; then cxx=g++; once=ON; only=''; else cxx=clang++; once=OFF; only=$frontend_only; fi
+  if [ "$cc" = gcc ]; then cxx=g++; once=ON; only=''; headers=each; else cxx=clang++; once=OFF; only=$frontend_only; headers=grouped; fi
   # g++: tests/parallel's ten files as one translation unit (TESSERA_UNITY_TESTS: 180 s of
   # compile instead of 378 s); clang++ checks each file apart
   dir="$root/build/$cc"
@@ -86,7 +88,7 @@ for cc in gcc clang; do
   # the CUDA units (g++ pass only) for sm_90 alone: CI compiles them to check them, and the
   # host code is the same for every architecture (users' builds default to sm_80 and sm_90)
   cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
-    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once >/dev/null
+    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers >/dev/null
   cmake --build "$dir" -j "$jobs"
   phase "tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1

@@ -48,27 +48,28 @@ TESSERA_HOST_DEVICE constexpr To bit_cast(const From& from) noexcept {
 TESSERA_HOST_DEVICE constexpr std::uint32_t narrow_rne_abs(std::uint32_t abs_bits, int M,
                                                            int bias, std::uint32_t max_code,
                                                            std::uint32_t overflow) noexcept {
+  const int emin = 1 - bias;
+  int shift = 23 - M;
+  if (abs_bits >= static_cast<std::uint32_t>(emin + 127) << 23) {
+    // A normal result (or overflow), in 32 bits: round the f32 mantissa to M bits in place,
+    // ties to even (the carry of a mantissa that rounds up moves into the exponent field),
+    // then rebias the exponent.
+    const std::uint32_t r = abs_bits + ((1u << (shift - 1)) - 1u) + ((abs_bits >> shift) & 1u);
+    const std::uint32_t code = (r >> shift) - (static_cast<std::uint32_t>(127 - bias) << M);
+    return code > max_code ? overflow : code;
+  }
+  // A subnormal result (|f| < 2^emin): the 24 significant bits shifted down to it.
   if (abs_bits < 0x00800000u) return 0;  // f32 zero or subnormal: far below half an f8 ulp
   const int e = static_cast<int>(abs_bits >> 23) - 127;
   const std::uint64_t mant = (abs_bits & 0x7FFFFFu) | 0x800000u;  // 24 significant bits
-  const int emin = 1 - bias;
-  int shift = 23 - M;
-  std::uint32_t biased = 0;
-  if (e < emin) {
-    shift += emin - e;
-    if (shift > 40) return 0;  // below half the smallest subnormal
-  } else {
-    biased = static_cast<std::uint32_t>(e + bias);
-  }
+  shift += emin - e;
+  if (shift > 40) return 0;  // below half the smallest subnormal
   std::uint64_t q = mant >> shift;
   const std::uint64_t rem = mant & ((std::uint64_t{1} << shift) - 1);
   const std::uint64_t half = std::uint64_t{1} << (shift - 1);
   if (rem > half || (rem == half && (q & 1u))) ++q;
-  // q holds the implicit bit for normals; a carry out of the mantissa bumps the exponent
-  // (and a subnormal that rounds up to 2^emin becomes the smallest normal the same way).
-  const std::uint64_t code =
-      biased == 0 ? q : (std::uint64_t{biased} << M) + q - (std::uint64_t{1} << M);
-  return code > max_code ? overflow : static_cast<std::uint32_t>(code);
+  // one that rounds up to 2^emin is the smallest normal's code, 1 << M
+  return static_cast<std::uint32_t>(q);
 }
 
 }  // namespace detail

@@ -101,7 +101,7 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
 }
 
 TEST_CASE("emulated CUDA kernels: RMSNorm forward and backward (block reductions, per-column weight gradient)") {
-  const std::int64_t N = 5, C = 300;  // C > 256: each thread strides over the row
+  const std::int64_t N = 21, C = 300;  // C > 256: each thread strides over the row
   const auto x = randn(N * C, 1), w = randn(C, 2), g = randn(N * C, 3);
   std::vector<float> out(N * C), rstd(N), eo(N * C), er(N);
   emu::launch(rows_grid(N), k::threads, 0,
@@ -112,8 +112,14 @@ TEST_CASE("emulated CUDA kernels: RMSNorm forward and backward (block reductions
   std::vector<float> dx(N * C, 0.5f), dw(C, 0.25f), ex = dx, ew = dw;  // both accumulate
   emu::launch(rows_grid(N), k::threads, 0,
               [&] { k::rmsnorm_backward_input_k(dx.data(), g.data(), x.data(), w.data(), er.data(), C); });
-  emu::launch(stride_grid(C), k::threads, 0,
-              [&] { k::rmsnorm_backward_weight_k(dw.data(), g.data(), x.data(), er.data(), N, C); });
+  // the weight gradient in two passes, as cuda::rmsnorm_backward runs it: chunks of `step`
+  // rows (the last one partial) by blocks of 32 columns (the last one partial) x 8 row lanes
+  const std::int64_t step = 8, chunks = (N + step - 1) / step;
+  std::vector<float> part(static_cast<std::size_t>(chunks * C));
+  emu::launch(k::column_chunk_grid(N, C, step), {32, 8, 1}, 0, [&] {
+    k::rmsnorm_backward_weight_part_k(part.data(), g.data(), x.data(), er.data(), N, C, step);
+  });
+  emu::launch(stride_grid(C), k::threads, 0, [&] { k::rmsnorm_backward_weight_k(dw.data(), part.data(), chunks, C); });
   cpu::rmsnorm_backward(ex.data(), ew.data(), g.data(), x.data(), w.data(), er.data(), N, C);
   CHECK(worst(dx, ex) <= 2e-5);
   CHECK(worst(dw, ew) <= 2e-5);
@@ -198,7 +204,7 @@ TEST_CASE("emulated CUDA kernels: sum of squares (per-block double trees), amaxe
   y[70 * wide + 33] = std::numeric_limits<float>::quiet_NaN();  // the last chunk, the last column block
   y[3 * wide + 5] = -90.0f;                                      // a largest magnitude, negative
   std::vector<float> parts(static_cast<std::size_t>(chunks * wide)), col2(wide), ey(wide);
-  emu::launch({static_cast<unsigned>((wide + 31) / 32), static_cast<unsigned>(chunks), 1}, {32, 8, 1}, 0,
+  emu::launch(k::column_chunk_grid(tall, wide, step), {32, 8, 1}, 0,
               [&] { k::abs_max_cols_part_k(parts.data(), y.data(), tall, wide, step); });
   emu::launch(stride_grid(wide), k::threads, 0, [&] { k::abs_max_cols_k(col2.data(), parts.data(), chunks, wide); });
   cpu::abs_max_cols(ey.data(), y.data(), tall, wide);

@@ -77,8 +77,8 @@ inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t
       constexpr std::int64_t step = 256;
       const std::int64_t chunks = rows > 0 ? (rows + step - 1) / step : 1;
       float* part = detail::amax_scratch(chunks * cols);
-      const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks));
-      TESSERA_LAUNCH(grid, dim3(32, 8), 0, s, detail::abs_max_cols_part_k)(part, x, rows, cols, step);
+      TESSERA_LAUNCH(detail::column_chunk_grid(rows, cols, step), dim3(32, 8), 0, s, detail::abs_max_cols_part_k)(
+          part, x, rows, cols, step);
       TESSERA_LAUNCH(detail::blocks_for(cols), detail::threads, 0, s, detail::abs_max_cols_k)(amax, part, chunks, cols);
       break;
     }

@@ -41,23 +41,14 @@ static __global__ void abs_max_rows_k(float* out, const float* x, std::int64_t c
   if (threadIdx.x == 0) out[blockIdx.x] = m;
 }
 /// part[chunk * cols + c] = the amax of column c of x [rows, cols] over rows [chunk * step,
-/// (chunk + 1) * step), chunk = blockIdx.y: blocks of 32 columns x 8 row lanes, so that a
-/// column's rows are read by many threads of many blocks (abs_max_cols_k then reduces the
-/// chunks; one thread per column over all rows left most SMs idle on 8,192 rows).
+/// (chunk + 1) * step) (column_chunk; abs_max_cols_k then reduces the chunks).
 static __global__ void abs_max_cols_part_k(float* part, const float* x, std::int64_t rows, std::int64_t cols,
                                            std::int64_t step) {
-  __shared__ float sh[8][33];
+  const float m = column_chunk(
+      rows, cols, step, 0.0f, [&](std::int64_t r, std::int64_t c) { return x[r * cols + c]; },
+      [](float a, float b) { return pointwise::abs_max_step(a, b); });
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * step, r1 = r0 + step < rows ? r0 + step : rows;
-  float m = 0.0f;
-  if (c < cols)
-    for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) m = pointwise::abs_max_step(m, x[r * cols + c]);
-  sh[threadIdx.y][threadIdx.x] = m;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < cols) {
-    for (int i = 1; i < 8; ++i) m = pointwise::abs_max_step(m, sh[i][threadIdx.x]);
-    part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = m;
-  }
+  if (threadIdx.y == 0 && c < cols) part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = m;
 }
 /// out[c] = amax of column c: one thread per column.
 static __global__ void abs_max_cols_k(float* out, const float* x, std::int64_t rows, std::int64_t cols) {

@@ -143,9 +143,14 @@ inline void rmsnorm_backward(float* dinp, float* dw, const float* dout, const fl
         dinp, dout, inp, w, rstd, C);
     detail::launched("cuda::rmsnorm_backward (input)");
   }
-  if (dw) {
-    TESSERA_LAUNCH(detail::blocks_for(C), detail::threads, 0, s, detail::rmsnorm_backward_weight_k)(
-        dw, dout, inp, rstd, N, C);
+  if (dw && C > 0) {  // two passes: chunks of 256 rows on many blocks, then the chunks in order
+    constexpr std::int64_t step = 256;
+    const std::int64_t chunks = N > 0 ? (N + step - 1) / step : 1;
+    thread_local tensor<float, cuda_space> scratch;
+    float* part = detail::grown(scratch, chunks * C, "RMSNorm's weight-gradient partial sums");
+    TESSERA_LAUNCH(detail::column_chunk_grid(N, C, step), dim3(32, 8), 0, s, detail::rmsnorm_backward_weight_part_k)(
+        part, dout, inp, rstd, N, C, step);
+    TESSERA_LAUNCH(detail::blocks_for(C), detail::threads, 0, s, detail::rmsnorm_backward_weight_k)(dw, part, chunks, C);
     detail::launched("cuda::rmsnorm_backward (weight)");
   }
 }

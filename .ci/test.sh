@@ -52,6 +52,9 @@ cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -DNDEBUG" -DCMAKE_CUDA_ARCHITECTURES=9
 # -fsyntax-only runs in full, and its code runs under the sanitizers at the end. Building
 # and running the programs again cost about 400 s of CI (docs/performance.md, "CI").
 frontend_only='.*'
+# The benchmarks at -O0 (TESSERA_BENCH_FLAGS): CI builds them to keep them compiling and
+# linking, and times none (their compile: 213 s of g++ at -O1, about 40% less at -O0).
+bench_flags=-O0
 phase() { echo "== tessera: $1 ($(( $(date +%s) - start )) s since the start)"; }
 # run_tests <label> <build folder> <area/program>...: runs the test programs under the
 # environment in run_env, $jobs at a time (the sanitizer builds' programs run mostly on one
@@ -88,7 +91,8 @@ for cc in gcc clang; do
   # the CUDA units (g++ pass only) for sm_90 alone: CI compiles them to check them, and the
   # host code is the same for every architecture (users' builds default to sm_80 and sm_90)
   cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
-    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers >/dev/null
+    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers \
+    -DTESSERA_BENCH_FLAGS="$bench_flags" >/dev/null
   cmake --build "$dir" -j "$jobs"
   phase "tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1

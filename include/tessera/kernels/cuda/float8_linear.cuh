@@ -7,19 +7,20 @@
 // A GEMM runs on the FP8 tensor cores (cuBLASLt, gemm.hpp) when both its operands are cast,
 // with scales cuBLASLt applies -- one per tensor, or one per row of its output's rows and
 // columns (outer vectors: torchao's rowwise; sm_90 and newer) -- its sizes are multiples of
-// 16 and the GPU is sm_89 or newer; the codes are quantized on the device (float8.cuh), transposed where
-// the TN layout needs them (cast and transposed in one pass), and the dequantization scales
-// are 1 / scale. The scales are computed on the device (no wait for it) unless an amax group
-// spans ranks (float8.cuh). Otherwise -- a high-
-// precision operand (rowwise_with_gw_hp's grad_weight), a scale along the reduction dim, odd
-// sizes, an older GPU -- it runs the CPU's emulation: the cast operands quantized and
-// dequantized into f32 on the device, then backend K's GEMM. Both give the values the CPU's
-// emulation multiplies; the FP8 GEMM accumulates them in another order and applies the
-// scales to the sums (docs/cuda.md).
+// 16 and the GPU is sm_89 or newer. The codes are quantized on the device (float8.cuh),
+// transposed where the TN layout needs them (cast and transposed in one pass), and the
+// dequantization scales are 1 / scale; the scales are computed on the device (no wait for
+// it) unless an amax group spans ranks. Otherwise -- a high-precision operand
+// (rowwise_with_gw_hp's grad_weight), a scale along the reduction dim, odd sizes, an older
+// GPU -- it runs the CPU's emulation: the cast operands quantized and dequantized into f32 on
+// the device, then backend K's GEMM. Both give the values the CPU's emulation multiplies; the
+// FP8 GEMM accumulates them in another order and applies the scales to the sums
+// (docs/cuda.md).
 //
 // The buffers `a` and `b` are the model's f8a / f8b (llama_shard.hpp: N x max(C, OC) and
 // max(OC, N) x max(C, OC) floats): the emulation's f32 operands, or the codes as bytes
-// (transposed where the GEMM takes them so). `ws` gives the cuBLASLt handle and room for two operands' scales.
+// (transposed where the GEMM takes them so). `ws` gives the cuBLASLt handle and room for two
+// operands' scales.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -8,11 +8,10 @@
 #      generated; CMake's TESSERA_FRONTEND_ONLY; the headers in one unit per component,
 #      TESSERA_HEADER_CHECK=grouped, since g++ checks that each stands alone), and the tests
 #      that are clang++'s own: the compile-fail tests (clang++'s diagnostics matched) and the
-#      static tests. The g++ pass
-#      builds and runs every program; clang++ builds and runs the tests of core, comm, tensor,
-#      model, train and the emulated CUDA kernels under the sanitizers in 3. and 5. Examples,
-#      the docs' programs, benchmarks and the CUDA translation units are built by g++ alone
-#      (nvcc's host compiler is g++ either way);
+#      static tests. The g++ pass builds and runs every program; clang++ builds and runs the
+#      tests of core, comm, tensor, model, train and the emulated CUDA kernels under the
+#      sanitizers in 3. and 5. Examples, the docs' programs, benchmarks and the CUDA
+#      translation units are built by g++ alone (nvcc's host compiler is g++ either way);
 #   3. ThreadSanitizer (clang++): the threads backend's tests and the CUDA kernels run by the
 #      host emulation (tests/kernels/test_*_emulated.cpp);
 #   4. fuzzing (clang++, ASan + UBSan): the harnesses of tests/fuzz on their corpora, then

@@ -148,8 +148,8 @@ TESSERA_HOST_DEVICE inline float pow2_floor_as_log2f(float s) noexcept {
     M |= 0x800000u;
   }
   // v = E + 1; log2(s) = v - eps, eps = -log2(1 - gap), gap = (2^(t+1) - M) / 2^(t+1).
-  // log2f rounds v - eps to v when eps is under half the spacing h2 of floats beside v on
-  // eps's side: 2^-h > 1 - gap, i.e. gap < 1 - 2^-h (h = half the spacing).
+  // log2f rounds v - eps to v when eps is under h, half the spacing of floats beside v on
+  // eps's side: eps < h <=> 1 - gap > 2^-h <=> gap < 1 - 2^-h.
   const int v = E + 1;
   bool up = false;
   if (v != 0) {

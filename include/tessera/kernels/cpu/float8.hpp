@@ -37,7 +37,6 @@ namespace tessera::cpu {
 
 // ---- casts as values ----------------------------------------------------------------------
 
-
 /// Which elements share a scale.
 enum class f8_granularity : std::uint8_t {
   tensorwise,  ///< the whole matrix (torchao: TENSORWISE)

@@ -44,11 +44,8 @@ static __global__ void abs_max_rows_k(float* out, const float* x, std::int64_t c
 /// (chunk + 1) * step) (column_chunk; abs_max_cols_k then reduces the chunks).
 static __global__ void abs_max_cols_part_k(float* part, const float* x, std::int64_t rows, std::int64_t cols,
                                            std::int64_t step) {
-  const float m = column_chunk(
-      rows, cols, step, 0.0f, [&](std::int64_t r, std::int64_t c) { return x[r * cols + c]; },
-      [](float a, float b) { return pointwise::abs_max_step(a, b); });
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  if (threadIdx.y == 0 && c < cols) part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = m;
+  column_chunk(part, rows, cols, step, [&](std::int64_t r, std::int64_t c) { return x[r * cols + c]; },
+               [](float a, float b) { return pointwise::abs_max_step(a, b); });
 }
 /// out[c] = amax of column c: one thread per column.
 static __global__ void abs_max_cols_k(float* out, const float* x, std::int64_t rows, std::int64_t cols) {
@@ -58,6 +55,10 @@ static __global__ void abs_max_cols_k(float* out, const float* x, std::int64_t r
     for (std::int64_t r = 0; r < rows; ++r) m = pointwise::abs_max_step(m, x[r * cols + c]);
     out[c] = m;
   }
+}
+/// The scale of element (r, c) under granularity g.
+__device__ inline float scale_at(const float* scales, cpu::f8_granularity g, std::int64_t r, std::int64_t c) {
+  return g == cpu::f8_granularity::tensorwise ? scales[0] : (g == cpu::f8_granularity::per_row ? scales[r] : scales[c]);
 }
 /// scales[i] = the scale of amax[i] (pointwise::f8_scale, the CPU's function: the same bits);
 /// in place when scales == amax.
@@ -126,9 +127,7 @@ __device__ inline std::uint8_t transpose_input(const void* in, const float* scal
   if constexpr (std::is_same_v<Cast, std::uint8_t>) {
     return static_cast<const std::uint8_t*>(in)[r * cols + c];
   } else {
-    const float s = g == cpu::f8_granularity::tensorwise ? scales[0]
-                    : (g == cpu::f8_granularity::per_row ? scales[r] : scales[c]);
-    return Cast(static_cast<const float*>(in)[r * cols + c] * s).bits;
+    return Cast(static_cast<const float*>(in)[r * cols + c] * scale_at(scales, g, r, c)).bits;
   }
 }
 /// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 32 x 32 shared-memory

@@ -113,25 +113,25 @@ static __global__ void rmsnorm_backward_input_k(float* dinp, const float* dout, 
     dinp[row * C + c] += pointwise::rmsnorm_grad(x[c], g[c], w[c], r, k);
 }
 /// A column reduction's first pass, on blocks of 32 columns x 8 row lanes (threadIdx.x,
-/// threadIdx.y): column c = blockIdx.x * 32 + threadIdx.x over the rows [chunk * step,
-/// (chunk + 1) * step), chunk = blockIdx.y, reduced by op from `init` -- each lane over every
-/// 8th row in order, then the 8 lanes in order: the same bits every run. Returns the chunk's
-/// value to the threads of lane 0 (threadIdx.y == 0) with c < cols, else `init`. Many blocks
-/// read a column's rows, where one thread per column over all rows left most SMs idle
-/// (Float8's column amaxes, 0.28 s of an 8B step on an H200; docs/performance.md).
+/// threadIdx.y): part[chunk * cols + c] = op over at(r, c) from 0 for column c = blockIdx.x *
+/// 32 + threadIdx.x and the rows [chunk * step, (chunk + 1) * step), chunk = blockIdx.y --
+/// each lane over every 8th row in order, then the 8 lanes in order: the same bits every run.
+/// Many blocks read a column's rows, where one thread per column over all rows left most SMs
+/// idle (Float8's column amaxes, 0.28 s of an 8B step on an H200; docs/performance.md).
 template <class At, class Op>
-__device__ inline float column_chunk(std::int64_t rows, std::int64_t cols, std::int64_t step, float init, At at, Op op) {
+__device__ inline void column_chunk(float* part, std::int64_t rows, std::int64_t cols, std::int64_t step, At at,
+                                    Op op) {
   __shared__ float sh[8][33];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * step, r1 = r0 + step < rows ? r0 + step : rows;
-  float m = init;
+  float m = 0.0f;
   if (c < cols)
     for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) m = op(m, at(r, c));
   sh[threadIdx.y][threadIdx.x] = m;
   __syncthreads();
-  if (threadIdx.y != 0 || c >= cols) return init;
+  if (threadIdx.y != 0 || c >= cols) return;
   for (int i = 1; i < 8; ++i) m = op(m, sh[i][threadIdx.x]);
-  return m;
+  part[static_cast<std::int64_t>(blockIdx.y) * cols + c] = m;
 }
 /// column_chunk's grid for [rows, cols] in chunks of `step` rows (its blocks: 32 x 8 threads).
 inline dim3 column_chunk_grid(std::int64_t rows, std::int64_t cols, std::int64_t step) {
@@ -142,11 +142,9 @@ inline dim3 column_chunk_grid(std::int64_t rows, std::int64_t cols, std::int64_t
 static __global__ void rmsnorm_backward_weight_part_k(float* part, const float* dout, const float* inp,
                                                       const float* rstd, std::int64_t N, std::int64_t C,
                                                       std::int64_t step) {
-  const float v = column_chunk(
-      N, C, step, 0.0f, [&](std::int64_t i, std::int64_t c) { return dout[i * C + c] * inp[i * C + c] * rstd[i]; },
-      [](float a, float b) { return a + b; });
-  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
-  if (threadIdx.y == 0 && c < C) part[static_cast<std::int64_t>(blockIdx.y) * C + c] = v;
+  column_chunk(part, N, C, step,
+               [&](std::int64_t i, std::int64_t c) { return dout[i * C + c] * inp[i * C + c] * rstd[i]; },
+               [](float a, float b) { return a + b; });
 }
 /// Second pass: dw[c] += the chunks' sums, in order.
 static __global__ void rmsnorm_backward_weight_k(float* dw, const float* part, std::int64_t chunks, std::int64_t C) {

@@ -17,8 +17,10 @@
 // Measured on an H200 (docs/performance.md, "On GPUs"): the attention kernels take about
 // three quarters of the bf16 step, so the bf16 row is below the goal.
 //
-// Usage: bench_gpu_llama [--rows cuda,cuda-bf16,float8]   (default: all three rows; ctest
-// gpu.bench_llama runs the last two: the f32 row takes minutes)
+// Usage: bench_gpu_llama [--rows cuda,cuda-bf16,float8] [--profile]   (default: all three rows;
+// ctest gpu.bench_llama runs the last two: the f32 row takes minutes). --profile runs one more
+// step of each row under CUPTI's activity tracing and prints its GPU time by kernel after the
+// table (kernel_profile.hpp; built when CMake finds CUPTI).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +34,9 @@
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/model/device_llama.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
+#if TESSERA_HAS_CUPTI
+#include "kernel_profile.hpp"
+#endif
 
 using namespace tessera;
 
@@ -70,6 +75,17 @@ std::int64_t layers_that_fit(std::int64_t B, std::int64_t T, double budget) {
 /// under the table.
 std::vector<std::pair<std::string, double>> init_seconds;
 
+/// --profile: each row's profiled step (its name, the row's median step), printed after the table
+bool profile = false;
+#if TESSERA_HAS_CUPTI
+struct profiled {
+  std::string name;
+  double step;
+  tessera_bench::kernel_profile::result r;
+};
+std::vector<profiled> profiles;
+#endif
+
 /// One row: `K`'s device_llama on the stack of `c`, steps of batch [B, T].
 template <class K>
 void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak,
@@ -84,23 +100,34 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
   const cpu::adamw_config opt{.lr = 1e-4f};
   memory_tracker<cuda_space>::reset_peak();
   std::vector<double> secs;
-  for (int s = 0; s < 7; ++s) {
-    K::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
+  const auto train_step = [&](int s) {
     m.zero_grad();
     m.forward(ids, next, B, T);  // the loss is read back: the forward has finished
     m.backward();
     m.clip_grad_norm(1.0f);      // the norm is read back too
     m.adamw_step(s + 1, opt);
     K::synchronize();
+  };
+  for (int s = 0; s < 7; ++s) {
+    K::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    train_step(s);
     if (s >= 2) secs.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(secs.begin(), secs.end());
   const double step = secs[secs.size() / 2], tps = static_cast<double>(B * T) / step;
+  const std::string name = std::string(K::name) + (f8.any() ? " + Float8 rowwise" : "");
+#if TESSERA_HAS_CUPTI
+  if (profile) {
+    tessera_bench::kernel_profile p;
+    p.start();
+    train_step(7);
+    profiles.push_back({name, step, p.stop()});
+  }
+#endif
   const double achieved = tps * flops_per_token(c, T);
   char vs_bf16[32] = "--";
   if (bf16_peak > 0) std::snprintf(vs_bf16, sizeof vs_bf16, "%.1f%%", 100 * achieved / bf16_peak);
-  const std::string name = std::string(K::name) + (f8.any() ? " + Float8 rowwise" : "");
   init_seconds.emplace_back(name, init);
   const double gemm_peak = K::gemm_peak_flops();  // of the GEMMs K runs: f32 or bf16 operands
   std::printf("| %s | %.3f | %.0f | %.1f | %.1f | %.1f%% | %s | %.1f |\n", name.c_str(), step, tps,
@@ -112,12 +139,25 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
 
 int main(int argc, char** argv) {
   std::string rows = "cuda,cuda-bf16,float8";
-  if (argc == 3 && std::string(argv[1]) == "--rows") {
-    rows = argv[2];
-  } else if (argc != 1) {
-    std::fprintf(stderr, "usage: %s [--rows cuda,cuda-bf16,float8] (a comma-separated subset; default all)\n", argv[0]);
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--rows" && i + 1 < argc) {
+      rows = argv[++i];
+    } else if (a == "--profile") {
+      profile = true;
+    } else {
+      std::fprintf(stderr, "%s: unknown argument '%s'\nusage: %s [--rows cuda,cuda-bf16,float8] [--profile] (rows: "
+                   "a comma-separated subset, default all)\n", argv[0], a.c_str(), argv[0]);
+      return 2;
+    }
+  }
+#if !TESSERA_HAS_CUPTI
+  if (profile) {
+    std::fprintf(stderr, "%s: --profile needs CUPTI, which CMake did not find when this program was built (the "
+                 "CUDA toolkit's libcupti; reconfigure with it installed)\n", argv[0]);
     return 2;
   }
+#endif
   const auto wanted = [&](const std::string& r) { return ("," + rows + ",").find("," + r + ",") != std::string::npos; };
   for (std::size_t b = 0, e; b <= rows.size(); b = e + 1) {
     e = std::min(rows.find(',', b), rows.size());
@@ -163,6 +203,12 @@ int main(int argc, char** argv) {
     std::printf("\nWeights initialized on the host (%u threads) and uploaded:", std::thread::hardware_concurrency());
     for (const auto& [name, secs] : init_seconds) std::printf(" %s %.1f s;", name.c_str(), secs);
     std::printf("\n");
+#if TESSERA_HAS_CUPTI
+    for (const profiled& p : profiles) {
+      std::printf("\n## GPU time by kernel: %s, one step (CUPTI)\n\n", p.name.c_str());
+      tessera_bench::kernel_profile::print(p.r, p.step);
+    }
+#endif
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());
     return 1;

@@ -15,5 +15,10 @@ set_tests_properties(gpu.bench_kernels PROPERTIES LABELS "gpu;bench" SKIP_RETURN
 add_executable(bench_gpu_llama ${PROJECT_SOURCE_DIR}/bench/gpu/bench_llama.cu)
 target_compile_options(bench_gpu_llama PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-std=c++20 -Werror=all-warnings>)
 target_link_libraries(bench_gpu_llama PRIVATE tessera::cuda tessera::openblas tessera_warnings)
+# --profile (GPU time by kernel, kernel_profile.hpp) where the toolkit has CUPTI
+if(TARGET CUDA::cupti)
+  target_link_libraries(bench_gpu_llama PRIVATE CUDA::cupti)
+  target_compile_definitions(bench_gpu_llama PRIVATE TESSERA_HAS_CUPTI=1)
+endif()
 add_test(NAME gpu.bench_llama COMMAND bench_gpu_llama --rows cuda-bf16,float8)
 set_tests_properties(gpu.bench_llama PROPERTIES LABELS "gpu;bench" SKIP_RETURN_CODE 77 TIMEOUT 600)

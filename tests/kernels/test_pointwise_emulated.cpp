@@ -20,6 +20,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
@@ -92,7 +93,16 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
   emu::launch(grid3, k::threads, 0, [&] { k::scale_k(y.data(), n, 0.5f); });
   for (std::int64_t i = 0; i < n; ++i) scaled = scaled && y[i] == (a[i] + b[i]) * 0.5f;
   std::vector<bf16> h(n);
-  emu::launch(grid3, k::threads, 0, [&] { k::to_bf16_k(h.data(), a.data(), n); });
+  // the casts in groups of 4 (as cuda::to_bf16 launches them on aligned pointers), the rest one by one
+  const std::int64_t groups = n / 4;
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::to_bf16_k<4>(reinterpret_cast<k::bf16_group<4>*>(h.data()), reinterpret_cast<const k::f32_group<4>*>(a.data()),
+                    groups);
+  });
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::to_bf16_k<1>(reinterpret_cast<k::bf16_group<1>*>(h.data() + 4 * groups),
+                    reinterpret_cast<const k::f32_group<1>*>(a.data() + 4 * groups), n - 4 * groups);
+  });
   emu::launch(grid3, k::threads, 0, [&] { k::from_bf16_k(y.data(), h.data(), n); });
   for (std::int64_t i = 0; i < n; ++i) casts = casts && y[i] == static_cast<float>(bf16(a[i]));
   CHECK(sums);
@@ -233,7 +243,7 @@ TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granula
         emu::launch({2, 4, 1}, 32, 0,
                     [&] { k::f8_dequantize_k<F8>(back.data(), bits.data(), scales.data(), rows, cols, g); });
         emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
-          k::transpose_k<F8>(bits_t.data(), x.data(), scales.data(), rows, cols, g);
+          k::transpose_k<F8>(bits_t.data(), x.data(), scales.data(), rows, cols, g, false);
         });
       };
       if (target == dtype::f8_e4m3fn)
@@ -265,16 +275,28 @@ TEST_CASE("emulated CUDA kernels: Float8's per-row codes in one pass (amax, scal
       cpu::f8_quantize(want.data(), x.data(), scales.data(), rows, cols, c);
       const float mf = cpu::f8_max_finite(target);
       const bool pow2 = rounding == cpu::f8_scale_rounding::power_of_two;
-      auto run = [&]<class F8>(F8) {
-        emu::launch(rows_grid(rows), k::threads, 0,
-                    [&] { k::f8_row_codes_k<F8>(bits.data(), inverse.data(), x.data(), cols, mf, pow2); });
-      };
-      if (target == dtype::f8_e4m3fn)
-        run(f8_e4m3fn{});
-      else
-        run(f8_e5m2{});
-      CHECK(bits == want);
-      for (std::int64_t r = 0; r < rows; ++r) CHECK(inverse[r] == 1.0f / scales[r]);
+      // one element at a time, and in groups of 4 (16-byte loads, 4-byte stores of codes)
+      for (const int V : {1, 4}) {
+        CAPTURE(V);
+        std::fill(bits.begin(), bits.end(), std::uint8_t{0xAB});
+        std::fill(inverse.begin(), inverse.end(), 0.0f);
+        auto run = [&]<class F8>(F8) {
+          emu::launch(rows_grid(rows), k::threads, 0, [&] {
+            if (V == 4)
+              k::f8_row_codes_k<F8, 4>(reinterpret_cast<k::u8_group<4>*>(bits.data()), inverse.data(),
+                                       reinterpret_cast<const k::f32_group<4>*>(x.data()), cols / 4, mf, pow2);
+            else
+              k::f8_row_codes_k<F8, 1>(reinterpret_cast<k::u8_group<1>*>(bits.data()), inverse.data(),
+                                       reinterpret_cast<const k::f32_group<1>*>(x.data()), cols, mf, pow2);
+          });
+        };
+        if (target == dtype::f8_e4m3fn)
+          run(f8_e4m3fn{});
+        else
+          run(f8_e5m2{});
+        CHECK(bits == want);
+        for (std::int64_t r = 0; r < rows; ++r) CHECK(inverse[r] == 1.0f / scales[r]);
+      }
     }
 }
 
@@ -306,16 +328,23 @@ TEST_CASE("emulated CUDA kernels: Float8's scales from amaxes, the CPU's bits, i
     }
 }
 
-TEST_CASE("emulated CUDA kernels: the byte transpose's 32 x 33 tiles on 32 x 8 thread blocks") {
-  const std::int64_t rows = 70, cols = 45;  // neither a multiple of 32
-  std::vector<std::uint8_t> in(rows * cols), out(rows * cols, 0xAB);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
-  emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0,
-              [&] { k::transpose_k<std::uint8_t>(out.data(), in.data(), nullptr, rows, cols, cpu::f8_granularity::tensorwise); });
-  bool ok = true;
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) ok = ok && out[c * rows + r] == in[r * cols + c];
-  CHECK(ok);
+TEST_CASE("emulated CUDA kernels: the byte transpose's 64 x 65 tiles on 32 x 8 thread blocks, bytes or words out") {
+  // neither side a multiple of 64; words out only where every output row starts on a word
+  for (const auto& [rows, cols, words] : {std::tuple{70L, 45L, false}, std::tuple{132L, 45L, true},
+                                          std::tuple{132L, 45L, false}, std::tuple{4L, 200L, true}}) {
+    CAPTURE(rows);
+    CAPTURE(words);
+    std::vector<std::uint8_t> in(rows * cols), out(rows * cols, 0xAB);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint8_t>(i * 7 + 3);
+    CHECK(k::transpose_words(out.data(), rows) == (rows % 4 == 0));
+    emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
+      k::transpose_k<std::uint8_t>(out.data(), in.data(), nullptr, rows, cols, cpu::f8_granularity::tensorwise, words);
+    });
+    bool ok = true;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) ok = ok && out[c * rows + r] == in[r * cols + c];
+    CHECK(ok);
+  }
 }
 
 TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in both pairings") {

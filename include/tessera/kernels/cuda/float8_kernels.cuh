@@ -102,18 +102,27 @@ __global__ void f8_dequantize_k(float* out, const std::uint8_t* bits, const floa
 
 /// Per-row scales fused, one block a row: the row's amax (block_reduce), its scale
 /// (pointwise::f8_scale), its codes, and 1 / scale into inverse[row] -- one launch instead of
-/// four, and the second read of the row comes from the cache.
-template <class F8>
-__global__ void f8_row_codes_k(std::uint8_t* bits, float* inverse, const float* x, std::int64_t cols,
+/// four, and the second read of the row comes from the cache. The row is `groups` groups of V
+/// elements (V = 4: 16-byte loads, 4-byte stores of codes; the launcher checks alignment).
+template <class F8, int V>
+__global__ void f8_row_codes_k(u8_group<V>* bits, float* inverse, const f32_group<V>* x, std::int64_t groups,
                                float max_finite, bool pow2) {
   __shared__ float sh[threads];
   const std::int64_t r = blockIdx.x;
-  const float* row = x + r * cols;
+  const f32_group<V>* row = x + r * groups;
   float m = 0.0f;
-  for (std::int64_t c = threadIdx.x; c < cols; c += threads) m = pointwise::abs_max_step(m, row[c]);
+  for (std::int64_t c = threadIdx.x; c < groups; c += threads) {
+    const f32_group<V> a = row[c];
+    for (int j = 0; j < V; ++j) m = pointwise::abs_max_step(m, a.v[j]);
+  }
   m = block_reduce(m, sh, [](float a, float b) { return pointwise::abs_max_step(a, b); });
   const float s = pointwise::f8_scale(m, max_finite, pow2);
-  for (std::int64_t c = threadIdx.x; c < cols; c += threads) bits[r * cols + c] = F8(row[c] * s).bits;
+  for (std::int64_t c = threadIdx.x; c < groups; c += threads) {
+    const f32_group<V> a = row[c];
+    u8_group<V> b;
+    for (int j = 0; j < V; ++j) b.v[j] = F8(a.v[j] * s).bits;
+    bits[r * groups + c] = b;
+  }
   if (threadIdx.x == 0) inverse[r] = 1.0f / s;
 }
 
@@ -130,26 +139,47 @@ __device__ inline std::uint8_t transpose_input(const void* in, const float* scal
     return Cast(static_cast<const float*>(in)[r * cols + c] * scale_at(scales, g, r, c)).bits;
   }
 }
-/// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 32 x 32 shared-memory
-/// tiles on 32 x 8 thread blocks (coalesced reads and writes; the +1 column keeps the tile's
-/// columns in distinct banks). `scales` and `g` only for an FP8 Cast.
+/// The side of transpose_k's square tiles.
+inline constexpr int transpose_tile = 64;
+/// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 64 x 64 shared-memory
+/// tiles of bytes on blocks of 256 threads: each warp reads 32 consecutive elements of a row
+/// of `in`, and each output row's 64 bytes go out as 16 four-byte words when `words` (rows a
+/// multiple of 4 and `out` 4-byte aligned: every output row starts on a word), else byte by
+/// byte. A word gathers a column of the tile, rows 65 bytes apart: the 16 words of a column
+/// read 16 distinct banks. `scales` and `g` only for an FP8 Cast.
 template <class Cast>
 __global__ void transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows,
-                            std::int64_t cols, cpu::f8_granularity g) {
-  __shared__ std::uint8_t tile[32][33];
-  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * 32, r0 = static_cast<std::int64_t>(blockIdx.y) * 32;
-  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
-    const std::int64_t r = r0 + dy, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[dy][threadIdx.x] = transpose_input<Cast>(in, scales, g, r, c, cols);
+                            std::int64_t cols, cpu::f8_granularity g, bool words) {
+  constexpr int n = transpose_tile, wn = transpose_tile / 4;
+  __shared__ std::uint8_t tile[n][n + 1];
+  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  const int nt = static_cast<int>(blockDim.x * blockDim.y);
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * n, r0 = static_cast<std::int64_t>(blockIdx.y) * n;
+  for (int e = tid; e < n * n; e += nt) {
+    const int dr = e / n, dc = e % n;
+    const std::int64_t r = r0 + dr, c = c0 + dc;
+    if (r < rows && c < cols) tile[dr][dc] = transpose_input<Cast>(in, scales, g, r, c, cols);
   }
   __syncthreads();
-  for (int dy = threadIdx.y; dy < 32; dy += blockDim.y) {
-    const std::int64_t c = c0 + dy, r = r0 + threadIdx.x;  // out row c, column r
-    if (c < cols && r < rows) out[c * rows + r] = tile[threadIdx.x][dy];
+  for (int e = tid; e < n * wn; e += nt) {
+    const int dc = e / wn, w = e % wn;
+    const std::int64_t c = c0 + dc, r = r0 + 4 * w;  // out row c, its columns r .. r + 3
+    if (c >= cols || r >= rows) continue;
+    std::uint8_t* o = out + c * rows + r;
+    if (words) {  // rows % 4 == 0: r + 3 < rows
+      *reinterpret_cast<std::uint32_t*>(o) =
+          std::uint32_t(tile[4 * w][dc]) | std::uint32_t(tile[4 * w + 1][dc]) << 8 |
+          std::uint32_t(tile[4 * w + 2][dc]) << 16 | std::uint32_t(tile[4 * w + 3][dc]) << 24;
+    } else {
+      for (int k = 0; k < 4 && r + k < rows; ++k) o[k] = tile[4 * w + k][dc];
+    }
   }
 }
 /// transpose_k's grid for a [rows, cols] matrix (its blocks: 32 x 8 threads).
 inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {
-  return dim3(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>((rows + 31) / 32));
+  return dim3(static_cast<unsigned>((cols + transpose_tile - 1) / transpose_tile),
+              static_cast<unsigned>((rows + transpose_tile - 1) / transpose_tile));
 }
+/// Whether transpose_k may store words into `out` for a [rows, cols] input.
+inline bool transpose_words(const std::uint8_t* out, std::int64_t rows) { return rows % 4 == 0 && aligned(out, 4); }
 }  // namespace tessera::cuda::detail

@@ -107,9 +107,18 @@ void f8_codes(std::uint8_t* bits, float* inverse, const float* x, std::int64_t r
   if constexpr (cpu::f8_reduces_nothing<Reduce>) {
     if (!transposed && c.granularity == cpu::f8_granularity::per_row) {  // a block a row, all in one pass
       if (rows == 0) return;
+      const float max_finite = cpu::f8_max_finite(c.target);
+      const bool pow2 = c.rounding == cpu::f8_scale_rounding::power_of_two;
+      const bool fours = cols % 4 == 0 && detail::aligned(x, 16) && detail::aligned(bits, 4);  // then every row too
       cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-        TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, nullptr, detail::f8_row_codes_k<F8>)(
-            bits, inverse, x, cols, cpu::f8_max_finite(c.target), c.rounding == cpu::f8_scale_rounding::power_of_two);
+        if (fours)
+          TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, nullptr, detail::f8_row_codes_k<F8, 4>)(
+              reinterpret_cast<detail::u8_group<4>*>(bits), inverse, reinterpret_cast<const detail::f32_group<4>*>(x),
+              cols / 4, max_finite, pow2);
+        else
+          TESSERA_LAUNCH(static_cast<unsigned>(rows), detail::threads, 0, nullptr, detail::f8_row_codes_k<F8, 1>)(
+              reinterpret_cast<detail::u8_group<1>*>(bits), inverse, reinterpret_cast<const detail::f32_group<1>*>(x),
+              cols, max_finite, pow2);
       });
       detail::launched("cuda::f8_codes");
       return;

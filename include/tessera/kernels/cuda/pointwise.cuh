@@ -90,10 +90,18 @@ inline void add(float* y, const float* a, const float* b, std::int64_t n, cudaSt
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::add_k)(y, a, b, n);
   detail::launched("cuda::add");
 }
-/// y = x rounded to bf16 (nearest even; n elements): a bf16 GEMM's operands.
+/// y = x rounded to bf16 (nearest even; n elements): a bf16 GEMM's operands. In groups of 4
+/// (16-byte loads, 8-byte stores) where x and y are aligned for them, the rest one by one.
 inline void to_bf16(bf16* y, const float* x, std::int64_t n, cudaStream_t s = nullptr) {
   if (n <= 0) return;
-  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::to_bf16_k)(y, x, n);
+  const std::int64_t groups = detail::aligned(x, 16) && detail::aligned(y, 8) ? n / 4 : 0;
+  if (groups > 0)
+    TESSERA_LAUNCH(detail::blocks_for(groups), detail::threads, 0, s, detail::to_bf16_k<4>)(
+        reinterpret_cast<detail::bf16_group<4>*>(y), reinterpret_cast<const detail::f32_group<4>*>(x), groups);
+  if (const std::int64_t rest = n - 4 * groups; rest > 0)
+    TESSERA_LAUNCH(detail::blocks_for(rest), detail::threads, 0, s, detail::to_bf16_k<1>)(
+        reinterpret_cast<detail::bf16_group<1>*>(y + 4 * groups),
+        reinterpret_cast<const detail::f32_group<1>*>(x + 4 * groups), rest);
   detail::launched("cuda::to_bf16");
 }
 /// y = x widened to f32 (exact; n elements): FSDP's bf16 gathers into the f32 compute copy.

@@ -12,6 +12,7 @@
 #endif
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include <tessera/kernels/pointwise.hpp>
@@ -30,6 +31,26 @@ inline unsigned blocks_for(std::int64_t n) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
+/// V consecutive elements as one aligned group: one 16-byte load of 4 floats, one 8-byte store
+/// of 4 bf16, one 4-byte store of 4 FP8 codes. Memory-bound kernels move their elements in
+/// groups where the host launcher has checked the pointers' alignment (aligned()): a warp's
+/// 2-byte or 1-byte stores use a fraction of each memory transaction (the bf16 casts ran at
+/// 1.9 TB/s of the H200's 4.8 with them; docs/performance.md, "On GPUs").
+template <int V>
+struct alignas(4 * V) f32_group {
+  float v[V];
+};
+template <int V>
+struct alignas(2 * V) bf16_group {
+  bf16 v[V];
+};
+template <int V>
+struct alignas(V) u8_group {
+  std::uint8_t v[V];
+};
+/// Whether p is a multiple of `bytes` (a power of two).
+inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+
 static __global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
 }
@@ -44,8 +65,15 @@ static __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* do
 static __global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = a[i] + b[i];
 }
-static __global__ void to_bf16_k(bf16* y, const float* x, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) y[i] = bf16(x[i]);
+/// y = x rounded to bf16, over n groups of V elements.
+template <int V>
+__global__ void to_bf16_k(bf16_group<V>* y, const f32_group<V>* x, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) {
+    const f32_group<V> a = x[i];
+    bf16_group<V> b;
+    for (int j = 0; j < V; ++j) b.v[j] = bf16(a.v[j]);
+    y[i] = b;
+  }
 }
 static __global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);

@@ -20,7 +20,6 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <tuple>
 #include <vector>
 
 #include <tessera/kernels/cpu/adamw.hpp>
@@ -330,8 +329,13 @@ TEST_CASE("emulated CUDA kernels: Float8's scales from amaxes, the CPU's bits, i
 
 TEST_CASE("emulated CUDA kernels: the byte transpose's 64 x 65 tiles on 32 x 8 thread blocks, bytes or words out") {
   // neither side a multiple of 64; words out only where every output row starts on a word
-  for (const auto& [rows, cols, words] : {std::tuple{70L, 45L, false}, std::tuple{132L, 45L, true},
-                                          std::tuple{132L, 45L, false}, std::tuple{4L, 200L, true}}) {
+  struct sizes {
+    std::int64_t rows, cols;
+    bool words;
+  };
+  for (const sizes z : {sizes{70, 45, false}, sizes{132, 45, true}, sizes{132, 45, false}, sizes{4, 200, true}}) {
+    const std::int64_t rows = z.rows, cols = z.cols;
+    const bool words = z.words;
     CAPTURE(rows);
     CAPTURE(words);
     std::vector<std::uint8_t> in(rows * cols), out(rows * cols, 0xAB);

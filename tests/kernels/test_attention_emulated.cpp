@@ -66,18 +66,22 @@ dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
           static_cast<unsigned>(B)};
 }
 
-/// x [B, T, N, HD] staged as the entry points stage it (attention_tc.cuh), into host
-/// buffers that start as NaN (a tile read from where the staging wrote nothing shows).
+/// x [B, T, N, HD] staged as the entry points stage it (attention_tc.cuh: its rows, its
+/// transpose, or both), into host buffers that start as NaN (a tile read from where the
+/// staging wrote nothing shows); what is not staged is null, as there.
 struct staging {
   std::vector<bf16> rows, t;
   template <int HD>
-  tc::staged of(const float* x, std::int64_t B, std::int64_t T, std::int64_t N) {
+  tc::staged of(const float* x, std::int64_t B, std::int64_t T, std::int64_t N, bool rows_too, bool transposed) {
     const std::int64_t Tp = tc::staged_length(T);
-    rows.assign(static_cast<std::size_t>(B * Tp * N * HD), bf16::from_bits(0x7FC0));
-    t.assign(rows.size(), bf16::from_bits(0x7FC0));
+    const auto n = static_cast<std::size_t>(B * Tp * N * HD);
+    rows.assign(rows_too ? n : 0, bf16::from_bits(0x7FC0));
+    t.assign(transposed ? n : 0, bf16::from_bits(0x7FC0));
+    bf16* r = rows_too ? rows.data() : nullptr;
+    bf16* tt = transposed ? t.data() : nullptr;
     emu::launch({static_cast<unsigned>(Tp / tc::cols), static_cast<unsigned>(N), static_cast<unsigned>(B)}, tc::threads,
-                tc::stage_bytes<HD>, [&] { tc::stage_k<HD>(rows.data(), t.data(), x, T, Tp, N); });
-    return {rows.data(), t.data(), Tp};
+                tc::stage_bytes<HD>, [&] { tc::stage_k<HD>(r, tt, x, T, Tp, N); });
+    return {r, tt, Tp};
   }
 };
 
@@ -85,7 +89,7 @@ template <int HD, class Mask>
 void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v, Mask m, shape s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   staging sk, sv;
-  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV);
+  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, false, true);
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
               [&] { tc::forward_k<HD, Mask>(out, lse, q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
 }
@@ -94,8 +98,9 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
                        const float* v, const float* lse, const float* D, Mask m, shape s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   staging sk, sv, sq, sg;
-  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV);
-  const tc::staged qs = sq.of<HD>(q, s.B, s.Tq, s.NH), gs = sg.of<HD>(dout, s.B, s.Tq, s.NH);
+  // rows only: the backward's kernels read every operand's fragments from its rows
+  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, true, false);
+  const tc::staged qs = sq.of<HD>(q, s.B, s.Tq, s.NH, true, false), gs = sg.of<HD>(dout, s.B, s.Tq, s.NH, true, false);
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
     tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, ks, vs, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
@@ -251,6 +256,10 @@ TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 bloc
   CHECK(tc::dq_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= 166912);  // and an A100's (163 KiB)
+  // the backward's kernels double-buffer their streamed tiles and still fit two blocks an SM
+  // (an H100's SM: 228 KiB, 1 KiB of it reserved per block)
+  CHECK(2 * (tc::dq_bytes<128> + 1024) <= 228 * 1024);
+  CHECK(2 * (tc::dkv_bytes<128> + 1024) <= 228 * 1024);
 }
 
 namespace {

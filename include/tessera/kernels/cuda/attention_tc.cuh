@@ -16,13 +16,15 @@
 // m16n8k16 bf16 tensor-core instruction: a block of 4 warps owns 64 rows (warp w rows
 // 16w..16w+15) and streams tiles of 64 rows of the other side through shared memory. The
 // streamed operands are staged once per call (stage_k): rounded to bf16 as rows [B, Tp, N,
-// HD] and, where an instruction reads them as columns, as per-head transposes [B, N, HD, Tp],
-// Tp the length rounded up to a whole tile; tiles arrive by cp.async, fragments by
-// ldmatrix.x4 (attention_tc_tiles.cuh).
+// HD] and, for the forward's V, as per-head transposes [B, N, HD, Tp], Tp the length rounded
+// up to a whole tile; tiles arrive by cp.async through two shared-memory stages (the next
+// one's copies in flight while this one's products run), fragments by ldmatrix.x4 -- the
+// backward's B operands (K, dO, Q as they multiply dS, P^T, dS^T) by ldmatrix.x4.trans from
+// the row tiles (attention_tc_tiles.cuh).
 //   forward  Q's fragments, S = Q K^T, the online softmax (the 4 lanes of a row reduce its
 //            max with shuffles; ex2.approx for the exponentials), P and O stay in
 //            registers: S's accumulators, rounded to bf16, are P's A fragments for O = O *
-//            corr + P V; the key tiles double-buffered, three blocks an SM;
+//            corr + P V; three blocks an SM;
 //   dq       S = Q K^T and dP = dO V^T in registers, dS = P (dP - D) rounded to bf16 as the
 //            A fragments of dq += dS K;
 //   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
@@ -33,16 +35,15 @@
 // The mask is a type, as in attention.cuh (causal_mask, span_mask with tile skipping).
 // Needs sm_80 or newer and a head dim of 16, 32, 64 or 128; the entry points below fall back
 // to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory at head dim
-// 128: 70 KiB (forward), 86.5 KiB (dq), 104.5 KiB (dk, dv) a block. The staging buffers are this
+// 128: 70 KiB (forward), 103.5 KiB (dq), 103 KiB (dk, dv) a block. The staging buffers are this
 // host thread's (grown to the largest call, never shrunk): calls from one host thread are
 // ordered on one stream.
 // The device code is attention_tc_kernels.cuh, which the host tests also run through a CUDA
 // emulation that executes mma.sync and ldmatrix on the warp's registers in the PTX ISA's
 // layouts (tests/kernels/test_attention_emulated.cpp: against references exact about where
 // the kernels round; under ThreadSanitizer and ASan in CI).
-// Not yet: wgmma and TMA (Hopper's own instructions), dq by atomics inside the dk/dv kernel,
-// double-buffered backward tiles -- measured against FlashAttention-2 and cuDNN in
-// docs/performance.md, "On GPUs".
+// Not yet: wgmma and TMA (Hopper's own instructions), dq by atomics inside the dk/dv kernel
+// -- measured against FlashAttention-2 and cuDNN in docs/performance.md, "On GPUs".
 #pragma once
 
 #include <cuda_runtime.h>
@@ -107,11 +108,11 @@ template <int HD, bool Accumulate, class Mask>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
                      std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t st) {
-  const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, true, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
+  const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
   allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
   TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
       dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
-  const staged qs = stage<HD>(q, B, Tq, NH, 3, true, true, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, true, st);
+  const staged qs = stage<HD>(q, B, Tq, NH, 3, true, false, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, false, st);
   allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
   TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
       dk, dv, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);

@@ -156,8 +156,9 @@ __global__ void __launch_bounds__(threads, 3)
 
 /// dq: block (64 queries, head, batch), over the keys they see; warp w owns queries
 /// 16w..16w+15: S = Q K^T and dP = dO V^T in registers, dS = P (dP - D) rounded to bf16 as
-/// the A operand of dq += dS K. Key tiles from the staged k (rows and transposed) and v
-/// (rows). Writes dq, or with Accumulate adds to it.
+/// the A operand of dq += dS K (K's B fragments by ldmatrix.trans from its rows). Key tiles of
+/// the staged k and v (rows) stream through two shared-memory stages, the next one's copies in
+/// flight while this one's arithmetic runs. Writes dq, or with Accumulate adds to it.
 template <int HD, class Mask, bool Accumulate>
 __global__ void __launch_bounds__(threads)
     dq_k(float* dq, const float* dout, const float* q, staged k, staged v, const float* lse, const float* D,
@@ -166,19 +167,34 @@ __global__ void __launch_bounds__(threads)
   __trap();
 #else
   constexpr int LR = ldr<HD>;
+  constexpr std::size_t stage_elems = backward_stage<HD> / sizeof(bf);
   bf* Qs = reinterpret_cast<bf*>(shared_memory());
   bf* Gs = Qs + rows * LR;
-  bf* Ks = Gs + rows * LR;
-  bf* Vs = Ks + cols * LR;
-  bf* Kt = Vs + cols * LR;
-  float* Lr = reinterpret_cast<float*>(Kt + HD * ldt);
+  float* Lr = reinterpret_cast<float*>(Gs + rows * LR);
   float* Dr = Lr + rows;
+  bf* const stages = reinterpret_cast<bf*>(Dr + rows);
+  const auto K_of = [&](int st) { return stages + st * stage_elems; };
+  const auto V_of = [&](int st) { return stages + st * stage_elems + cols * LR; };
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const std::int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (NH / NKV), t0 = std::int64_t(blockIdx.x) * rows;
   const std::int64_t row[2] = {t0 + 16 * w + g, t0 + 16 * w + g + 8};
   const bool live[2] = {row[0] < Tq, row[1] < Tq};
   const std::int64_t crow = t0 + threadIdx.x / 2;
   const int chalf = threadIdx.x % 2;
+  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
+  const auto next_tile = [&](std::int64_t s0) {  // the first tile from s0 on that a row sees (or end)
+    while (s0 < end && !tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
+                                                    [&](std::int64_t s) { return mask.sees(crow, s); }))
+      s0 += cols;
+    return s0;
+  };
+  const auto fetch = [&](std::int64_t s0, int st) {
+    copy_staged<HD>(K_of(st), k, b, grp, s0, NKV);
+    copy_staged<HD>(V_of(st), v, b, grp, s0, NKV);
+    cp_async_commit();
+  };
+  std::int64_t s0 = next_tile(0);
+  if (s0 < end) fetch(s0, 0);  // in flight while Q, dO, lse and D load
   load_rows<HD, rows>(Qs, q, b, h, t0, Tq, NH);
   load_rows<HD, rows>(Gs, dout, b, h, t0, Tq, NH);
   for (int e = threadIdx.x; e < rows; e += threads) {
@@ -187,20 +203,18 @@ __global__ void __launch_bounds__(threads)
     Dr[e] = in ? D[(b * NH + h) * Tq + t0 + e] : 0.0f;
   }
   float acc[HD / 8][4] = {};
-  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
-  for (std::int64_t s0 = 0; s0 < end; s0 += cols) {
-    if (!tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
-                                     [&](std::int64_t s) { return mask.sees(crow, s); }))
-      continue;
-    __syncthreads();  // every warp is done with the last tile (and the first sees Q, dO, Lr, Dr)
-    copy_staged<HD>(Ks, k, b, grp, s0, NKV);
-    copy_staged<HD>(Vs, v, b, grp, s0, NKV);
-    copy_staged<HD, true>(Kt, k, b, grp, s0, NKV);
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
+  for (int st = 0; s0 < end; st ^= 1) {
+    const std::int64_t next = next_tile(s0 + cols);
+    if (next < end) {
+      fetch(next, st ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this stage's tiles are in (and, the first time, Q, dO, Lr and Dr)
+    const bf* Ks = K_of(st);
     float s[cols / 8][4] = {}, dp[cols / 8][4] = {};
-    two_products<HD, cols>(s, dp, Qs, Ks, Gs, Vs, LR, 16 * w, 0, lane);  // S = Q K^T, dP = dO V^T
+    two_products<HD, cols>(s, dp, Qs, Ks, Gs, V_of(st), LR, 16 * w, 0, lane);  // S = Q K^T, dP = dO V^T
     const bool full = mask.sees_all(t0, s0 + cols - 1) && s0 + cols <= end;  // no element masked
     for (int n = 0; n < cols / 8; ++n)
       for (int e = 0; e < 4; ++e) {
@@ -210,7 +224,9 @@ __global__ void __launch_bounds__(threads)
         const float p = seen ? softmax_exp(s[n][e] * scale - Lr[r]) : 0.0f;
         s[n][e] = p * (dp[n][e] - Dr[r]);  // dS
       }
-    accumulate_product<HD, cols>(acc, s, Kt, 0, lane);  // dq += dS K
+    accumulate_rows<HD, cols>(acc, s, Ks, 0, lane);  // dq += dS K
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+    s0 = next;
   }
   store_rows<HD, Accumulate>(dq, acc, b, h, t0 + 16 * w, Tq, NH, scale, g, t);
 #endif
@@ -219,8 +235,10 @@ __global__ void __launch_bounds__(threads)
 /// dk, dv: block (64 keys, KV head, batch), over the queries of the KV head's query heads
 /// that see them, 32 at a time; warp w owns keys 16w..16w+15: S^T = K Q^T and dP^T = V dO^T
 /// in registers, P^T and dS^T rounded to bf16 as the A operands of dv += P^T dO and dk +=
-/// dS^T Q. Query tiles from the staged q and dout (rows and transposed). Writes dk and dv, or
-/// with Accumulate adds to them.
+/// dS^T Q (dO's and Q's B fragments by ldmatrix.trans from their rows). The query tiles of
+/// each head (the staged q and dout, rows), with their lse and D, stream through two
+/// shared-memory stages as dq_k's key tiles do. Writes dk and dv, or with Accumulate adds to
+/// them.
 template <int HD, class Mask, bool Accumulate>
 __global__ void __launch_bounds__(threads)
     dkv_k(float* dk, float* dv, staged dout, staged q, const float* k, const float* v, const float* lse,
@@ -229,57 +247,76 @@ __global__ void __launch_bounds__(threads)
   __trap();
 #else
   constexpr int LR = ldr<HD>, QS = 32;  // queries a step
+  constexpr std::size_t stage_elems = backward_stage<HD> / sizeof(bf);
   bf* Ks = reinterpret_cast<bf*>(shared_memory());
   bf* Vs = Ks + rows * LR;
-  bf* Qs = Vs + rows * LR;
-  bf* Gs = Qs + cols * LR;
-  bf* Qt = Gs + cols * LR;
-  bf* Gt = Qt + HD * ldt;
-  float* Lc = reinterpret_cast<float*>(Gt + HD * ldt);
-  float* Dc = Lc + cols;
+  bf* const stages = Vs + rows * LR;
+  const auto Q_of = [&](int st) { return stages + st * stage_elems; };
+  const auto G_of = [&](int st) { return stages + st * stage_elems + cols * LR; };
+  const auto L_of = [&](int st) { return reinterpret_cast<float*>(stages + st * stage_elems + 2 * cols * LR); };
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const std::int64_t b = blockIdx.z, grp = blockIdx.y, G = NH / NKV, s0 = std::int64_t(blockIdx.x) * rows;
   const std::int64_t key[2] = {s0 + 16 * w + g, s0 + 16 * w + g + 8};
   const bool live[2] = {key[0] < Tk, key[1] < Tk};
   const std::int64_t ckey = s0 + threadIdx.x / 2;  // tile skipping: key i / 2, half i % 2 of a query tile
   const int chalf = threadIdx.x % 2;
+  // The (head, query tile) pairs in order: each head of the group, its query tiles from the
+  // first that can see these keys; the tiles a mask skips are the same for every head.
+  const auto next_tile = [&](std::int64_t q0) {
+    while (q0 < Tq && !tile_needed<Mask, cols / 2>(ckey < Tk, q0 + cols / 2 * chalf, Tq,
+                                                   [&](std::int64_t tq) { return mask.sees(tq, ckey); }))
+      q0 += cols;
+    return q0;
+  };
+  const std::int64_t first = next_tile(mask.query_begin(s0) / cols * cols), h_end = (grp + 1) * G;
+  const auto fetch = [&](std::int64_t h, std::int64_t q0, int st) {
+    copy_staged<HD>(Q_of(st), q, b, h, q0, NH);
+    copy_staged<HD>(G_of(st), dout, b, h, q0, NH);
+    cp_async_commit();
+    float* Lc = L_of(st);
+    for (int e = threadIdx.x; e < cols; e += threads) {
+      const bool in = q0 + e < Tq;
+      Lc[e] = in ? lse[(b * NH + h) * Tq + q0 + e] : 0.0f;
+      Lc[cols + e] = in ? D[(b * NH + h) * Tq + q0 + e] : 0.0f;
+    }
+  };
+  std::int64_t h = first < Tq ? grp * G : h_end, q0 = first;
+  if (h < h_end) fetch(h, q0, 0);  // in flight while K and V load
   load_rows<HD, rows>(Ks, k, b, grp, s0, Tk, NKV);
   load_rows<HD, rows>(Vs, v, b, grp, s0, Tk, NKV);
   float ak[HD / 8][4] = {}, av[HD / 8][4] = {};
-  for (std::int64_t h = grp * G; h < (grp + 1) * G; ++h)
-    for (std::int64_t q0 = mask.query_begin(s0) / cols * cols; q0 < Tq; q0 += cols) {
-      if (!tile_needed<Mask, cols / 2>(ckey < Tk, q0 + cols / 2 * chalf, Tq,
-                                       [&](std::int64_t tq) { return mask.sees(tq, ckey); }))
-        continue;
-      __syncthreads();  // every warp is done with the last tile (and the first sees K, V)
-      copy_staged<HD>(Qs, q, b, h, q0, NH);
-      copy_staged<HD>(Gs, dout, b, h, q0, NH);
-      copy_staged<HD, true>(Qt, q, b, h, q0, NH);
-      copy_staged<HD, true>(Gt, dout, b, h, q0, NH);
-      cp_async_commit();
-      for (int e = threadIdx.x; e < cols; e += threads) {
-        const bool in = q0 + e < Tq;
-        Lc[e] = in ? lse[(b * NH + h) * Tq + q0 + e] : 0.0f;
-        Dc[e] = in ? D[(b * NH + h) * Tq + q0 + e] : 0.0f;
-      }
+  for (int st = 0; h < h_end; st ^= 1) {
+    std::int64_t nh = h, nq = next_tile(q0 + cols);
+    if (nq >= Tq) ++nh, nq = first;
+    if (nh < h_end) {
+      fetch(nh, nq, st ^ 1);
+      cp_async_wait<1>();
+    } else {
       cp_async_wait<0>();
-      __syncthreads();
-      const bool full = mask.sees_all(q0, s0 + rows - 1) && q0 + cols <= Tq;  // no element masked
-      for (int j0 = 0; j0 < cols; j0 += QS) {
-        float s[QS / 8][4] = {}, dp[QS / 8][4] = {};
-        two_products<HD, QS>(s, dp, Ks, Qs, Vs, Gs, LR, 16 * w, j0, lane);  // S^T = K Q^T, dP^T = V dO^T
-        for (int n = 0; n < QS / 8; ++n)
-          for (int e = 0; e < 4; ++e) {
-            const int i = e / 2, j = j0 + 8 * n + 2 * t + e % 2;
-            const bool seen = full || (live[i] && q0 + j < Tq && mask.sees(q0 + j, key[i]));
-            const float p = seen ? softmax_exp(s[n][e] * scale - Lc[j]) : 0.0f;
-            s[n][e] = p;                         // P^T
-            dp[n][e] = p * (dp[n][e] - Dc[j]);  // dS^T
-          }
-        accumulate_product<HD, QS>(av, s, Gt, j0, lane);   // dv += P^T dO
-        accumulate_product<HD, QS>(ak, dp, Qt, j0, lane);  // dk += dS^T Q
-      }
     }
+    __syncthreads();  // this stage's tiles are in (and, the first time, K and V)
+    const bf* Qs = Q_of(st);
+    const bf* Gs = G_of(st);
+    const float* Lc = L_of(st);
+    const float* Dc = Lc + cols;
+    const bool full = mask.sees_all(q0, s0 + rows - 1) && q0 + cols <= Tq;  // no element masked
+    for (int j0 = 0; j0 < cols; j0 += QS) {
+      float s[QS / 8][4] = {}, dp[QS / 8][4] = {};
+      two_products<HD, QS>(s, dp, Ks, Qs, Vs, Gs, LR, 16 * w, j0, lane);  // S^T = K Q^T, dP^T = V dO^T
+      for (int n = 0; n < QS / 8; ++n)
+        for (int e = 0; e < 4; ++e) {
+          const int i = e / 2, j = j0 + 8 * n + 2 * t + e % 2;
+          const bool seen = full || (live[i] && q0 + j < Tq && mask.sees(q0 + j, key[i]));
+          const float p = seen ? softmax_exp(s[n][e] * scale - Lc[j]) : 0.0f;
+          s[n][e] = p;                         // P^T
+          dp[n][e] = p * (dp[n][e] - Dc[j]);  // dS^T
+        }
+      accumulate_rows<HD, QS>(av, s, Gs, j0, lane);   // dv += P^T dO
+      accumulate_rows<HD, QS>(ak, dp, Qs, j0, lane);  // dk += dS^T Q
+    }
+    __syncthreads();  // every warp is done with this stage before it is loaded again
+    h = nh, q0 = nq;
+  }
   store_rows<HD, Accumulate>(dk, ak, b, grp, s0 + 16 * w, Tk, NKV, scale, g, t);
   store_rows<HD, Accumulate>(dv, av, b, grp, s0 + 16 * w, Tk, NKV, 1.0f, g, t);
 #endif

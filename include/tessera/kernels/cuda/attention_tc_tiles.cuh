@@ -52,10 +52,14 @@ template <int HD>
 inline constexpr std::size_t t_tile = std::size_t(HD) * ldt * 2;
 template <int HD>
 inline constexpr std::size_t forward_bytes = 2 * (row_tile<HD> + t_tile<HD>);                  // (K, V^T) x 2 stages
+/// A stage of the backward's streamed tiles: two row tiles, then two rows of `cols` floats
+/// (dkv_k's lse and D; dq_k's stages leave them unused).
 template <int HD>
-inline constexpr std::size_t dq_bytes = 4 * row_tile<HD> + t_tile<HD> + 2 * rows * 4;          // Q, dO, K, V, K^T
+inline constexpr std::size_t backward_stage = 2 * row_tile<HD> + 2 * cols * 4;
 template <int HD>
-inline constexpr std::size_t dkv_bytes = 4 * row_tile<HD> + 2 * t_tile<HD> + 2 * cols * 4;     // K, V, Q, dO, Q^T, dO^T
+inline constexpr std::size_t dq_bytes = 2 * row_tile<HD> + 2 * rows * 4 + 2 * backward_stage<HD>;  // Q, dO, lse, D; (K, V) x 2
+template <int HD>
+inline constexpr std::size_t dkv_bytes = 2 * row_tile<HD> + 2 * backward_stage<HD>;  // K, V; (Q, dO, lse, D) x 2
 template <int HD>
 inline constexpr std::size_t stage_bytes = row_tile<HD>;
 
@@ -184,6 +188,17 @@ __device__ inline void ldsm_x4(u32 (&r)[4], const bf* row) {
                : "r"(a));
 #endif
 }
+/// ldmatrix.x4.trans: as ldsm_x4, each 8 x 8 matrix transposed.
+__device__ inline void ldsm_x4_trans(u32 (&r)[4], const bf* row) {
+#ifdef TESSERA_CUDA_EMULATION
+  emulation::ldmatrix_x4_trans(r, row);
+#else
+  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(a));
+#endif
+}
 /// A fragment (16 x 16) of the row-major tile x: rows r0.., columns k0.. -- the 8 x 8
 /// matrices (r0, k0), (r0 + 8, k0), (r0, k0 + 8), (r0 + 8, k0 + 8), which are a[0..3].
 __device__ inline void ldsm_a(u32 (&a)[4], const bf* x, int ld, int r0, int k0, int lane) {
@@ -197,6 +212,16 @@ __device__ inline void ldsm_bt2(u32 (&b0)[2], u32 (&b1)[2], const bf* y, int ld,
   const int i = lane / 8;
   u32 r[4];
   ldsm_x4(r, y + (n0 + lane % 8 + (i / 2) * 8) * ld + k0 + (i % 2) * 8);
+  b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
+}
+/// B fragments (16 x 8) of the row-major tile z itself, B[k][n] = z[k0 + k][n0 + n], of the
+/// n-tiles n0 (b0) and n0 + 8 (b1), by ldmatrix.x4.trans: the 8 x 8 matrices (k0, n0),
+/// (k0 + 8, n0), (k0, n0 + 8), (k0 + 8, n0 + 8). What a transposed tile gave ldsm_bt2, read
+/// from the rows (no transposed copy staged, loaded or kept in shared memory).
+__device__ inline void ldsm_b2(u32 (&b0)[2], u32 (&b1)[2], const bf* z, int ld, int k0, int n0, int lane) {
+  const int i = lane / 8;
+  u32 r[4];
+  ldsm_x4_trans(r, z + (k0 + lane % 8 + (i % 2) * 8) * ld + n0 + (i / 2) * 8);
   b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
 }
 /// e^x for the softmax's probabilities: the GPU's ex2.approx (__expf: relative error about
@@ -251,6 +276,23 @@ __device__ inline void accumulate_product(float (&acc)[HD / 8][4], const float (
     for (int n = 0; n < HD / 8; n += 2) {
       u32 b0[2], b1[2];
       ldsm_bt2(b0, b1, zt, ldt, 8 * n, k0 + 16 * kk, lane);
+      mma(acc[n], a, b0);
+      mma(acc[n + 1], a, b1);
+    }
+  }
+}
+
+/// accumulate_product with z given as its row tile (leading dimension ldr<HD>, rows k0..):
+/// the backward's dq += dS K, dv += P^T dO, dk += dS^T Q (ldsm_b2).
+template <int HD, int K>
+__device__ inline void accumulate_rows(float (&acc)[HD / 8][4], const float (&c)[K / 8][4], const bf* z, int k0,
+                                       int lane) {
+  for (int kk = 0; kk < K / 16; ++kk) {
+    u32 a[4];
+    c_to_a(a, c[2 * kk], c[2 * kk + 1]);
+    for (int n = 0; n < HD / 8; n += 2) {
+      u32 b0[2], b1[2];
+      ldsm_b2(b0, b1, z, ldr<HD>, k0 + 16 * kk, 8 * n, lane);
       mma(acc[n], a, b0);
       mma(acc[n + 1], a, b1);
     }

@@ -57,6 +57,15 @@ double worst(const std::vector<float>& a, const std::vector<float>& b) {
     w = std::max(w, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
   return w;
 }
+/// x's elements from i on as groups of V (what the kernels that move 4 elements a thread take).
+template <int V>
+k::f32_group<V>* groups_of(std::vector<float>& x, std::int64_t i) {
+  return reinterpret_cast<k::f32_group<V>*>(x.data() + i);
+}
+template <int V>
+const k::f32_group<V>* groups_of(const std::vector<float>& x, std::int64_t i) {
+  return reinterpret_cast<const k::f32_group<V>*>(x.data() + i);
+}
 /// One block per row, as the row kernels launch.
 dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
 /// A grid-stride launch, as blocks_for sizes it.
@@ -81,7 +90,15 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
   std::vector<float> p = a, m(n, 0.1f), v(n, 0.2f), ep = a, em = m, ev = v;
   const cpu::adamw_config cfg{.lr = 1e-3f};
   const pointwise::adamw_scalars sc = cpu::adamw_step_scalars(3, cfg);
-  emu::launch(grid3, k::threads, 0, [&] { k::adamw_k(p.data(), g.data(), m.data(), v.data(), n, sc); });
+  // in groups of 4 (as cuda::adamw_update launches it on aligned pointers), the rest one by one
+  const std::int64_t groups = n / 4;
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::adamw_k<4>(groups_of<4>(p, 0), groups_of<4>(g, 0), groups_of<4>(m, 0), groups_of<4>(v, 0), groups, sc);
+  });
+  emu::launch(grid3, k::threads, 0, [&] {
+    const std::int64_t i = 4 * groups;
+    k::adamw_k<1>(groups_of<1>(p, i), groups_of<1>(g, i), groups_of<1>(m, i), groups_of<1>(v, i), n - i, sc);
+  });
   cpu::adamw_update(ep.data(), g.data(), em.data(), ev.data(), static_cast<std::size_t>(n), 3, cfg);
   CHECK(worst(p, ep) <= 2e-6);
   CHECK(worst(m, em) <= 2e-6);
@@ -93,14 +110,11 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
   for (std::int64_t i = 0; i < n; ++i) scaled = scaled && y[i] == (a[i] + b[i]) * 0.5f;
   std::vector<bf16> h(n);
   // the casts in groups of 4 (as cuda::to_bf16 launches them on aligned pointers), the rest one by one
-  const std::int64_t groups = n / 4;
+  emu::launch(grid3, k::threads, 0,
+              [&] { k::to_bf16_k<4>(reinterpret_cast<k::bf16_group<4>*>(h.data()), groups_of<4>(a, 0), groups); });
   emu::launch(grid3, k::threads, 0, [&] {
-    k::to_bf16_k<4>(reinterpret_cast<k::bf16_group<4>*>(h.data()), reinterpret_cast<const k::f32_group<4>*>(a.data()),
-                    groups);
-  });
-  emu::launch(grid3, k::threads, 0, [&] {
-    k::to_bf16_k<1>(reinterpret_cast<k::bf16_group<1>*>(h.data() + 4 * groups),
-                    reinterpret_cast<const k::f32_group<1>*>(a.data() + 4 * groups), n - 4 * groups);
+    const std::int64_t i = 4 * groups;
+    k::to_bf16_k<1>(reinterpret_cast<k::bf16_group<1>*>(h.data() + i), groups_of<1>(a, i), n - i);
   });
   emu::launch(grid3, k::threads, 0, [&] { k::from_bf16_k(y.data(), h.data(), n); });
   for (std::int64_t i = 0; i < n; ++i) casts = casts && y[i] == static_cast<float>(bf16(a[i]));

@@ -2,7 +2,7 @@
 // so that they run -- slowly -- on a machine without a GPU: a block's threads run as host
 // threads or as fibers (cuda_emulation_executor.hpp); __syncthreads, __syncthreads_or,
 // __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads;
-// mma.sync's m16n8k16 bf16 (mma_m16n8k16_bf16) and ldmatrix's x4 (ldmatrix_x4, ldmatrix_x4_trans) take and give
+// mma.sync's m16n8k16 bf16 (mma_m16n8k16_bf16) and ldmatrix's x4 (ldmatrix_x4, with or without .trans) take and give
 // each lane's registers in the PTX ISA's fragment layouts, exchanged through the block, so
 // that a kernel's fragment indexing is checked exactly (products and sums in f32). Include it first, with TESSERA_CUDA_EMULATION
 // defined, then the kernels. cuda_runtime_emulation.hpp adds the runtime API and the
@@ -76,8 +76,10 @@ inline void aligned_load(void* dst, const void* p) {
 }
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16 of the calling warp: lane l gives the address of
 /// row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); every lane receives, of matrix i,
-/// the two b16 at row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1, in r[i].
-inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
+/// the two b16 at row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1, in r[i]. With
+/// `trans` (ldmatrix's .trans) each matrix is transposed: the b16 at rows 2 (lane % 4) and
+/// 2 (lane % 4) + 1 of column lane / 4 (the lower row in the low half).
+inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row, bool trans = false) {
   auto& blk = *current;
   const unsigned me = thread_rank, base = me - me % 32, lane = me % 32;
   if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
@@ -85,26 +87,14 @@ inline void ldmatrix_x4(std::uint32_t (&r)[4], const void* row) {
   const void** rows = blk.rows.data() + (blk.phase[me]++ % 2) * blk.phase.size();  // one barrier a call (block::phase)
   rows[me] = row;
   warp().arrive_and_wait();
+  const auto at = [&](unsigned i, unsigned r, unsigned c) {  // matrix i's b16 (r, c)
+    std::uint16_t x = 0;
+    std::memcpy(&x, static_cast<const unsigned char*>(rows[base + 8 * i + r]) + 2 * c, 2);
+    return std::uint32_t(x);
+  };
   for (unsigned i = 0; i < 4; ++i)
-    std::memcpy(&r[i], static_cast<const unsigned char*>(rows[base + 8 * i + lane / 4]) + 4 * (lane % 4), 4);
-}
-/// ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16: the same rows, each matrix transposed --
-/// every lane receives, of matrix i, the b16 at rows 2 (lane % 4) and 2 (lane % 4) + 1 of
-/// column lane / 4 (the lower row in the low half), in r[i].
-inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* row) {
-  auto& blk = *current;
-  const unsigned me = thread_rank, base = me - me % 32, lane = me % 32;
-  if (reinterpret_cast<std::uintptr_t>(row) % 16 != 0)
-    throw std::logic_error("emulation: an ldmatrix row address not 16-byte aligned");
-  const void** rows = blk.rows.data() + (blk.phase[me]++ % 2) * blk.phase.size();  // one barrier a call (block::phase)
-  rows[me] = row;
-  warp().arrive_and_wait();
-  for (unsigned i = 0; i < 4; ++i) {
-    std::uint16_t lo = 0, hi = 0;
-    std::memcpy(&lo, static_cast<const unsigned char*>(rows[base + 8 * i + 2 * (lane % 4)]) + 2 * (lane / 4), 2);
-    std::memcpy(&hi, static_cast<const unsigned char*>(rows[base + 8 * i + 2 * (lane % 4) + 1]) + 2 * (lane / 4), 2);
-    r[i] = std::uint32_t(lo) | (std::uint32_t(hi) << 16);
-  }
+    r[i] = trans ? at(i, 2 * (lane % 4), lane / 4) | at(i, 2 * (lane % 4) + 1, lane / 4) << 16
+                 : at(i, lane / 4, 2 * (lane % 4)) | at(i, lane / 4, 2 * (lane % 4) + 1) << 16;
 }
 /// mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 of the calling warp, d += a b: each
 /// lane passes its registers in the PTX ISA's layout (g = lane / 4, t = lane % 4; a register

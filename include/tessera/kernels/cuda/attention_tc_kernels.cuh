@@ -61,20 +61,10 @@ __global__ void __launch_bounds__(threads, 3)
   constexpr int stride = cols * LR + HD * ldt;  // a stage: the K tile, then the V^T tile
   const auto K_of = [&](int stage) { return smem + stage * stride; };
   const auto Vt_of = [&](int stage) { return smem + stage * stride + cols * LR; };
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const std::int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (NH / NKV), t0 = std::int64_t(blockIdx.x) * rows;
-  const std::int64_t row[2] = {t0 + 16 * w + g, t0 + 16 * w + g + 8};
-  const bool live[2] = {row[0] < Tq, row[1] < Tq};
-  // tile skipping (span masks): thread i looks at row i / 2, half i % 2 of a tile
-  const std::int64_t crow = t0 + threadIdx.x / 2;
-  const int chalf = threadIdx.x % 2;
-  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
-  const auto next_tile = [&](std::int64_t s0) {  // the first tile from s0 on that a row sees (or end)
-    while (s0 < end && !tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
-                                                    [&](std::int64_t s) { return mask.sees(crow, s); }))
-      s0 += cols;
-    return s0;
-  };
+  const query_block<Mask> qb(mask, Tq, Tk, NH, NKV);
+  const int w = qb.w, lane = qb.lane, g = qb.g, t = qb.t;
+  const std::int64_t b = qb.b, h = qb.h, grp = qb.grp, t0 = qb.t0, end = qb.end;
+  const auto next_tile = [&](std::int64_t s0) { return qb.next_tile(mask, s0, Tq); };
   const auto fetch = [&](std::int64_t s0, int stage) {
     copy_staged<HD>(K_of(stage), k, b, grp, s0, NKV);
     copy_staged<HD, true>(Vt_of(stage), v, b, grp, s0, NKV);
@@ -120,7 +110,7 @@ __global__ void __launch_bounds__(threads, 3)
         for (int e = 0; e < 4; ++e) {
           const int i = e / 2;
           const std::int64_t key = s0 + 8 * n + 2 * t + e % 2;
-          const bool seen = live[i] && key < end && mask.sees(row[i], key);
+          const bool seen = qb.live[i] && key < end && mask.sees(qb.row[i], key);
           s[n][e] = seen ? s[n][e] * scale : -INFINITY;
           mx[i] = fmaxf(mx[i], s[n][e]);
         }
@@ -148,7 +138,7 @@ __global__ void __launch_bounds__(threads, 3)
     const float sum = row_sum(l[i]);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     for (int n = 0; n < HD / 8; ++n) o[n][2 * i] *= inv, o[n][2 * i + 1] *= inv;
-    if (t == 0 && live[i]) lse[(b * NH + h) * Tq + row[i]] = sum > 0.0f ? m[i] + logf(sum) : -INFINITY;
+    if (t == 0 && qb.live[i]) lse[(b * NH + h) * Tq + qb.row[i]] = sum > 0.0f ? m[i] + logf(sum) : -INFINITY;
   }
   store_rows<HD, false>(out, o, b, h, t0 + 16 * w, Tq, NH, 1.0f, g, t);
 #endif
@@ -175,19 +165,10 @@ __global__ void __launch_bounds__(threads)
   bf* const stages = reinterpret_cast<bf*>(Dr + rows);
   const auto K_of = [&](int st) { return stages + st * stage_elems; };
   const auto V_of = [&](int st) { return stages + st * stage_elems + cols * LR; };
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const std::int64_t b = blockIdx.z, h = blockIdx.y, grp = h / (NH / NKV), t0 = std::int64_t(blockIdx.x) * rows;
-  const std::int64_t row[2] = {t0 + 16 * w + g, t0 + 16 * w + g + 8};
-  const bool live[2] = {row[0] < Tq, row[1] < Tq};
-  const std::int64_t crow = t0 + threadIdx.x / 2;
-  const int chalf = threadIdx.x % 2;
-  const std::int64_t end = block_key_end(mask, t0, Tq, Tk);
-  const auto next_tile = [&](std::int64_t s0) {  // the first tile from s0 on that a row sees (or end)
-    while (s0 < end && !tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
-                                                    [&](std::int64_t s) { return mask.sees(crow, s); }))
-      s0 += cols;
-    return s0;
-  };
+  const query_block<Mask> qb(mask, Tq, Tk, NH, NKV);
+  const int w = qb.w, lane = qb.lane, g = qb.g, t = qb.t;
+  const std::int64_t b = qb.b, h = qb.h, grp = qb.grp, t0 = qb.t0, end = qb.end;
+  const auto next_tile = [&](std::int64_t s0) { return qb.next_tile(mask, s0, Tq); };
   const auto fetch = [&](std::int64_t s0, int st) {
     copy_staged<HD>(K_of(st), k, b, grp, s0, NKV);
     copy_staged<HD>(V_of(st), v, b, grp, s0, NKV);
@@ -220,11 +201,11 @@ __global__ void __launch_bounds__(threads)
       for (int e = 0; e < 4; ++e) {
         const int i = e / 2, r = 16 * w + g + 8 * i;
         const std::int64_t key = s0 + 8 * n + 2 * t + e % 2;
-        const bool seen = full || (live[i] && key < end && mask.sees(row[i], key));
+        const bool seen = full || (qb.live[i] && key < end && mask.sees(qb.row[i], key));
         const float p = seen ? softmax_exp(s[n][e] * scale - Lr[r]) : 0.0f;
         s[n][e] = p * (dp[n][e] - Dr[r]);  // dS
       }
-    accumulate_rows<HD, cols>(acc, s, Ks, 0, lane);  // dq += dS K
+    accumulate_product<HD, cols, true>(acc, s, Ks, 0, lane);  // dq += dS K
     __syncthreads();  // every warp is done with this stage before it is loaded again
     s0 = next;
   }
@@ -311,8 +292,8 @@ __global__ void __launch_bounds__(threads)
           s[n][e] = p;                         // P^T
           dp[n][e] = p * (dp[n][e] - Dc[j]);  // dS^T
         }
-      accumulate_rows<HD, QS>(av, s, Gs, j0, lane);   // dv += P^T dO
-      accumulate_rows<HD, QS>(ak, dp, Qs, j0, lane);  // dk += dS^T Q
+      accumulate_product<HD, QS, true>(av, s, Gs, j0, lane);   // dv += P^T dO
+      accumulate_product<HD, QS, true>(ak, dp, Qs, j0, lane);  // dk += dS^T Q
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
     h = nh, q0 = nq;

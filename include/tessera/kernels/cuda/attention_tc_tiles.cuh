@@ -177,26 +177,22 @@ __device__ inline void copy_staged(bf* dst, const staged& x, std::int64_t b, std
     copy_tile<cols, HD>(dst, ldr<HD>, x.rows + ((b * x.Tp + r0) * N + hh) * HD, N * HD);
 }
 
-/// ldmatrix.x4: lane l gives row l % 8 of matrix l / 8; r[i] is matrix i's fragment.
+/// ldmatrix.x4: lane l gives row l % 8 of matrix l / 8; r[i] is matrix i's fragment (Trans:
+/// ldmatrix.x4.trans, each 8 x 8 matrix transposed).
+template <bool Trans = false>
 __device__ inline void ldsm_x4(u32 (&r)[4], const bf* row) {
 #ifdef TESSERA_CUDA_EMULATION
-  emulation::ldmatrix_x4(r, row);
+  emulation::ldmatrix_x4(r, row, Trans);
 #else
   const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
-#endif
-}
-/// ldmatrix.x4.trans: as ldsm_x4, each 8 x 8 matrix transposed.
-__device__ inline void ldsm_x4_trans(u32 (&r)[4], const bf* row) {
-#ifdef TESSERA_CUDA_EMULATION
-  emulation::ldmatrix_x4_trans(r, row);
-#else
-  const unsigned a = static_cast<unsigned>(__cvta_generic_to_shared(row));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(a));
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
 #endif
 }
 /// A fragment (16 x 16) of the row-major tile x: rows r0.., columns k0.. -- the 8 x 8
@@ -221,9 +217,35 @@ __device__ inline void ldsm_bt2(u32 (&b0)[2], u32 (&b1)[2], const bf* y, int ld,
 __device__ inline void ldsm_b2(u32 (&b0)[2], u32 (&b1)[2], const bf* z, int ld, int k0, int n0, int lane) {
   const int i = lane / 8;
   u32 r[4];
-  ldsm_x4_trans(r, z + (k0 + lane % 8 + (i % 2) * 8) * ld + n0 + (i / 2) * 8);
+  ldsm_x4<true>(r, z + (k0 + lane % 8 + (i % 2) * 8) * ld + n0 + (i / 2) * 8);
   b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
 }
+/// Where a thread of a query-block kernel (forward_k, dq_k: block (64 queries, head, batch),
+/// warp w owning queries 16w..16w+15) stands: its lane, its two rows, the block's keys' end,
+/// and the tiles of keys the block visits (next_tile).
+template <class Mask>
+struct query_block {
+  int w, lane, g, t;
+  std::int64_t b, h, grp, t0, row[2];
+  bool live[2];
+  std::int64_t crow;  // tile skipping (span masks): thread i looks at row i / 2, half i % 2 of a tile
+  int chalf;
+  std::int64_t end;
+  __device__ query_block(const Mask& mask, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV)
+      : w(threadIdx.x / 32), lane(threadIdx.x % 32), g(lane / 4), t(lane % 4), b(blockIdx.z), h(blockIdx.y),
+        grp(h / (NH / NKV)), t0(std::int64_t(blockIdx.x) * rows), row{t0 + 16 * w + g, t0 + 16 * w + g + 8},
+        live{row[0] < Tq, row[1] < Tq}, crow(t0 + threadIdx.x / 2), chalf(threadIdx.x % 2),
+        end(block_key_end(mask, t0, Tq, Tk)) {}
+  /// The first tile of keys from s0 on that a row of the block sees (or end); every thread
+  /// of the block calls it (a block-wide vote under span masks).
+  __device__ std::int64_t next_tile(const Mask& mask, std::int64_t s0, std::int64_t Tq) const {
+    while (s0 < end && !tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
+                                                    [&](std::int64_t s) { return mask.sees(crow, s); }))
+      s0 += cols;
+    return s0;
+  }
+};
+
 /// e^x for the softmax's probabilities: the GPU's ex2.approx (__expf: relative error about
 /// 2^-21, inside every tolerance the tests state); the host emulation's std::exp.
 __device__ inline float softmax_exp(float x) {
@@ -266,33 +288,21 @@ __device__ inline void two_products(float (&c1)[N / 8][4], float (&c2)[N / 8][4]
 }
 /// acc (a warp's 16 x HD, n-tiles of 8) += c z, c a warp's 16 x K in accumulators (rounded to
 /// bf16 as A fragments: FlashAttention-2's reuse of S's registers), z [K x HD] given as its
-/// transposed tile zt ([HD][ldt], columns k0..): O += P V, dq += dS K, dv += P^T dO.
-template <int HD, int K>
-__device__ inline void accumulate_product(float (&acc)[HD / 8][4], const float (&c)[K / 8][4], const bf* zt, int k0,
+/// transposed tile ([HD][ldt], columns k0..: O += P V), or with Rows as its row tile
+/// (leading dimension ldr<HD>, rows k0.., by ldsm_b2: the backward's dq += dS K, dv += P^T dO,
+/// dk += dS^T Q).
+template <int HD, int K, bool Rows = false>
+__device__ inline void accumulate_product(float (&acc)[HD / 8][4], const float (&c)[K / 8][4], const bf* z, int k0,
                                           int lane) {
   for (int kk = 0; kk < K / 16; ++kk) {
     u32 a[4];
     c_to_a(a, c[2 * kk], c[2 * kk + 1]);
     for (int n = 0; n < HD / 8; n += 2) {
       u32 b0[2], b1[2];
-      ldsm_bt2(b0, b1, zt, ldt, 8 * n, k0 + 16 * kk, lane);
-      mma(acc[n], a, b0);
-      mma(acc[n + 1], a, b1);
-    }
-  }
-}
-
-/// accumulate_product with z given as its row tile (leading dimension ldr<HD>, rows k0..):
-/// the backward's dq += dS K, dv += P^T dO, dk += dS^T Q (ldsm_b2).
-template <int HD, int K>
-__device__ inline void accumulate_rows(float (&acc)[HD / 8][4], const float (&c)[K / 8][4], const bf* z, int k0,
-                                       int lane) {
-  for (int kk = 0; kk < K / 16; ++kk) {
-    u32 a[4];
-    c_to_a(a, c[2 * kk], c[2 * kk + 1]);
-    for (int n = 0; n < HD / 8; n += 2) {
-      u32 b0[2], b1[2];
-      ldsm_b2(b0, b1, z, ldr<HD>, k0 + 16 * kk, 8 * n, lane);
+      if constexpr (Rows)
+        ldsm_b2(b0, b1, z, ldr<HD>, k0 + 16 * kk, 8 * n, lane);
+      else
+        ldsm_bt2(b0, b1, z, ldt, 8 * n, k0 + 16 * kk, lane);
       mma(acc[n], a, b0);
       mma(acc[n + 1], a, b1);
     }

@@ -20,6 +20,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <string>
 #include <vector>
 
@@ -94,14 +95,12 @@ inline void add(float* y, const float* a, const float* b, std::int64_t n, cudaSt
 /// (16-byte loads, 8-byte stores) where x and y are aligned for them, the rest one by one.
 inline void to_bf16(bf16* y, const float* x, std::int64_t n, cudaStream_t s = nullptr) {
   if (n <= 0) return;
-  const std::int64_t groups = detail::aligned(x, 16) && detail::aligned(y, 8) ? n / 4 : 0;
-  if (groups > 0)
-    TESSERA_LAUNCH(detail::blocks_for(groups), detail::threads, 0, s, detail::to_bf16_k<4>)(
-        reinterpret_cast<detail::bf16_group<4>*>(y), reinterpret_cast<const detail::f32_group<4>*>(x), groups);
-  if (const std::int64_t rest = n - 4 * groups; rest > 0)
-    TESSERA_LAUNCH(detail::blocks_for(rest), detail::threads, 0, s, detail::to_bf16_k<1>)(
-        reinterpret_cast<detail::bf16_group<1>*>(y + 4 * groups),
-        reinterpret_cast<const detail::f32_group<1>*>(x + 4 * groups), rest);
+  detail::in_fours(n, detail::aligned(x, 16) && detail::aligned(y, 8),
+                   [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
+                     TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::to_bf16_k<V>)(
+                         reinterpret_cast<detail::bf16_group<V>*>(y + i),
+                         reinterpret_cast<const detail::f32_group<V>*>(x + i), count);
+                   });
   detail::launched("cuda::to_bf16");
 }
 /// y = x widened to f32 (exact; n elements): FSDP's bf16 gathers into the f32 compute copy.
@@ -133,7 +132,13 @@ inline void rope_apply(float* out, const float* inp, const float* cos, const flo
 /// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them).
 inline void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n,
                          const pointwise::adamw_scalars& k, cudaStream_t s = nullptr) {
-  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::adamw_k)(p, g, m, v, n, k);
+  using detail::aligned, detail::f32_group;
+  detail::in_fours(n, aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16),
+                   [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
+                     TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::adamw_k<V>)(
+                         reinterpret_cast<f32_group<V>*>(p + i), reinterpret_cast<const f32_group<V>*>(g + i),
+                         reinterpret_cast<f32_group<V>*>(m + i), reinterpret_cast<f32_group<V>*>(v + i), count, k);
+                   });
   detail::launched("cuda::adamw_update");
 }
 /// out [N, C], rstd [N] as cpu::rmsnorm_forward.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include <tessera/kernels/pointwise.hpp>
 #include <tessera/tensor/dtype.hpp>
@@ -50,6 +51,15 @@ struct alignas(V) u8_group {
 };
 /// Whether p is a multiple of `bytes` (a power of two).
 inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+/// Calls launch(std::integral_constant<int, V>, first, count) to cover n elements: in groups of
+/// 4 (V = 4, `count` groups from element 0) when `grouped` (the pointers aligned for them),
+/// then what is left one by one (V = 1) -- how the memory-bound kernels are launched.
+template <class F>
+void in_fours(std::int64_t n, bool grouped, F&& launch) {
+  const std::int64_t groups = grouped ? n / 4 : 0;
+  if (groups > 0) launch(std::integral_constant<int, 4>{}, std::int64_t{0}, groups);
+  if (n > 4 * groups) launch(std::integral_constant<int, 1>{}, 4 * groups, n - 4 * groups);
+}
 
 static __global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
@@ -78,8 +88,18 @@ __global__ void to_bf16_k(bf16_group<V>* y, const f32_group<V>* x, std::int64_t 
 static __global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);
 }
-static __global__ void adamw_k(float* p, const float* g, float* m, float* v, std::int64_t n, pointwise::adamw_scalars k) {
-  TESSERA_GRID_STRIDE(i, n) pointwise::adamw(p[i], m[i], v[i], g[i], k);
+/// One AdamW step over n groups of V elements.
+template <int V>
+__global__ void adamw_k(f32_group<V>* p, const f32_group<V>* g, f32_group<V>* m, f32_group<V>* v, std::int64_t n,
+                        pointwise::adamw_scalars k) {
+  TESSERA_GRID_STRIDE(i, n) {
+    f32_group<V> pi = p[i], mi = m[i], vi = v[i];
+    const f32_group<V> gi = g[i];
+    for (int j = 0; j < V; ++j) pointwise::adamw(pi.v[j], mi.v[j], vi.v[j], gi.v[j], k);
+    p[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+  }
 }
 /// One thread per rotated pair: row r of [B * T, NH], pair i of head hd.
 static __global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,

@@ -240,7 +240,7 @@ struct query_block {
   /// of the block calls it (a block-wide vote under span masks).
   __device__ std::int64_t next_tile(const Mask& mask, std::int64_t s0, std::int64_t Tq) const {
     while (s0 < end && !tile_needed<Mask, cols / 2>(crow < Tq, s0 + cols / 2 * chalf, end,
-                                                    [&](std::int64_t s) { return mask.sees(crow, s); }))
+                                                    [this, &mask](std::int64_t s) { return mask.sees(crow, s); }))
       s0 += cols;
     return s0;
   }

@@ -41,7 +41,7 @@ namespace tessera::cuda {
 inline void f8_transpose(std::uint8_t* out, const std::uint8_t* in, std::int64_t rows, std::int64_t cols,
                          cudaStream_t s = nullptr) {
   if (rows == 0 || cols == 0) return;
-  TESSERA_LAUNCH(detail::transpose_grid(rows, cols), dim3(32, 8), 0, s, detail::transpose_k<std::uint8_t>)(
+  TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s, detail::transpose_k<std::uint8_t>)(
       out, in, nullptr, rows, cols, cpu::f8_granularity::tensorwise, detail::transpose_words(out, rows));
   detail::launched("cuda::f8_transpose");
 }
@@ -123,7 +123,7 @@ inline void f8_quantize_transposed(std::uint8_t* bits_t, const float* x, const f
                                    std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
   if (rows == 0 || cols == 0) return;
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    TESSERA_LAUNCH(detail::transpose_grid(rows, cols), dim3(32, 8), 0, s, detail::transpose_k<F8>)(
+    TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s, detail::transpose_k<F8>)(
         bits_t, x, scales, rows, cols, c.granularity, detail::transpose_words(bits_t, rows));
   });
   detail::launched("cuda::f8_quantize_transposed");

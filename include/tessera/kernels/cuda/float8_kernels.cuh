@@ -190,6 +190,9 @@ inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {
   return dim3(static_cast<unsigned>((cols + transpose_tile - 1) / transpose_tile),
               static_cast<unsigned>((rows + transpose_tile - 1) / transpose_tile));
 }
+/// transpose_k's block: 32 x 8 threads (the kernel indexes its threads as threadIdx.y * 32 +
+/// threadIdx.x and counts transpose_threads of them).
+inline dim3 transpose_block() { return dim3(32, transpose_threads / 32); }
 /// Whether transpose_k may store words into `out` for a [rows, cols] input.
 inline bool transpose_words(const std::uint8_t* out, std::int64_t rows) { return rows % 4 == 0 && aligned(out, 4); }
 }  // namespace tessera::cuda::detail

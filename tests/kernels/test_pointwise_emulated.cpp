@@ -400,8 +400,12 @@ TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in b
 }
 
 TEST_CASE("the emulation refuses a launch it should not run: too many threads, too much shared memory") {
+  // a launch's threads are host threads under the threads executor (the sanitizer builds'),
+  // which caps them; fibers take any grid
+  const emu::executor was = emu::current_executor.exchange(emu::executor::threads);
   CHECK_THROWS_WITH_AS(emu::launch({100, 1, 1}, 256, 0, [] {}), doctest::Contains("threads in all"),
                        std::invalid_argument);
+  emu::current_executor = was;
   CHECK_THROWS_WITH_AS(emu::launch({1, 1, 1}, 128, emu::max_shared_bytes + 1, [] {}),
                        doctest::Contains("more than an H100 gives"), std::invalid_argument);
   CHECK_THROWS_AS(emu::launch({1, 1, 1}, 100, 0, [] {}), std::invalid_argument);  // not whole warps

@@ -32,7 +32,7 @@ using checkpointed = add_ac<Base, Mode, typename Base::parallelize>;
 
 template <class R>
 std::vector<double> curve(int world, const std::vector<std::int32_t>& toks) {
-  return tc::threads_curve<R>(world, toks);
+  return tc::threads_curve<R>(world, toks, tc::bit_identity_steps);
 }
 
 template <class AC, class Base>
@@ -40,8 +40,8 @@ void check_same(const char* what, int world, const std::vector<std::int32_t>& to
   static_assert(recipe_traits<AC>::spec.ac.any() && !recipe_traits<Base>::spec.ac.any());
   const auto a = curve<AC>(world, toks), b = curve<Base>(world, toks);
   REQUIRE(a.size() == b.size());
-  std::printf("%-44s %d ranks: 20-step loss %.6f -> %.6f, bit-identical to the recipe without checkpointing: %s\n",
-              what, world, a.front(), a.back(),
+  std::printf("%-44s %d ranks: %zu-step loss %.6f -> %.6f, bit-identical to the recipe without checkpointing: %s\n",
+              what, world, a.size(), a.front(), a.back(),
               std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0 ? "yes" : "NO");
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
 }

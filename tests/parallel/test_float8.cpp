@@ -121,8 +121,8 @@ TEST_CASE("float8: one rank trains through the Float8 casts of every recipe, clo
 TEST_CASE("float8: FP8 all-gather trains bit-identically to gathering f32 and casting after") {
   const auto toks = tc::tokens();
   for (int world : {2, 3}) {
-    const auto a = tc::threads_curve<fsdp_f32_tw_ag>(world, toks);
-    const auto b = tc::threads_curve<fsdp_f32_tw>(world, toks);
+    const auto a = tc::threads_curve<fsdp_f32_tw_ag>(world, toks, tc::bit_identity_steps);
+    const auto b = tc::threads_curve<fsdp_f32_tw>(world, toks, tc::bit_identity_steps);
     REQUIRE(a.size() == b.size());
     std::printf("FSDP tensorwise on %d ranks, FP8 all-gather vs f32 gathers: loss %.6f -> %.6f, bit-identical: %s\n",
                 world, a.front(), a.back(), std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0 ? "yes" : "NO");
@@ -181,8 +181,9 @@ struct pp_zbv_tw {
 
 TEST_CASE("float8 composes: activation checkpointing recomputes bit-identically, pipelines split the batch") {
   const auto toks = tc::tokens();
-  const auto a = tc::threads_curve<fsdp_rowwise_ac>(2, toks);
-  const auto b = tc::threads_curve<fsdp_f32_rowwise>(2, toks);
+  const auto a = tc::threads_curve<fsdp_rowwise_ac>(2, toks, tc::bit_identity_steps);
+  const auto b = tc::threads_curve<fsdp_f32_rowwise>(2, toks, tc::bit_identity_steps);
+  REQUIRE(a.size() == b.size());
   CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
   // a pipeline's microbatches are scaled one by one (as data-parallel ranks are)
   const auto row1 = serial_curve({.roles = all_linears, .recipe = f8_recipe::rowwise}, toks);
@@ -229,8 +230,10 @@ TEST_CASE("float8 under tensor parallel: amaxes of TP-split operands reduced ove
     CHECK(dev < 2e-4);
   }
   // FP8 all-gather under FSDP x TP: the weight's amax over dp and tp, bit-identical to casting after
-  const auto ag = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise, fp8::all_gather>>>(4, toks);
-  const auto cast_after = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise>>>(4, toks);
+  constexpr std::int64_t n = tc::bit_identity_steps;
+  const auto ag = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise, fp8::all_gather>>>(4, toks, n);
+  const auto cast_after = tc::threads_curve<debug_2d_with<float8<fp8::tensorwise>>>(4, toks, n);
+  REQUIRE(ag.size() == cast_after.size());
   CHECK(std::memcmp(ag.data(), cast_after.data(), ag.size() * sizeof(double)) == 0);
 }
 

@@ -1,9 +1,10 @@
 // How the CUDA emulation (cuda_emulation.hpp) runs a grid: one block after the other, each
 // block's threads either as host threads or as fibers on the launching host thread.
 //
-//   threads  every CUDA thread a std::thread, barriers std::barrier: ThreadSanitizer sees a
-//            missing barrier as a race. Slow (a launch is limited to 16,384 threads), and what
-//            the sanitizer builds use.
+//   threads  every CUDA thread of a block a std::thread (made once a launch, running the
+//            blocks in turn), barriers std::barrier: ThreadSanitizer sees a missing barrier as
+//            a race. Slow (a launch is limited to 16,384 CUDA threads), and what the sanitizer
+//            builds use.
 //   fibers   every CUDA thread a Boost.Context fiber with its own stack (guard page below it),
 //            run in turn on the launching thread until it ends or waits at a barrier; a barrier
 //            releases its fibers when all have arrived; a barrier some threads never reach
@@ -271,7 +272,8 @@ void launch(dim3 grid, dim3 block_dim, std::size_t shared_bytes, Kernel kernel) 
   const std::size_t all = std::size_t{grid.x} * grid.y * grid.z * static_cast<std::size_t>(threads);
   if (e == executor::threads && all > max_threads)
     throw std::invalid_argument("emulation::launch: " + std::to_string(all) +
-                                " threads in all; each is a host thread here -- keep a test's grid under " +
+                                " threads in all; the threads executor runs each on a host thread, slowly -- "
+                                "keep a test's grid under " +
                                 std::to_string(max_threads) + " threads (grid-stride kernels take any grid)");
   if (shared_bytes > max_shared_bytes)
     throw std::invalid_argument("emulation::launch: " + std::to_string(shared_bytes) +
@@ -281,40 +283,60 @@ void launch(dim3 grid, dim3 block_dim, std::size_t shared_bytes, Kernel kernel) 
       static_cast<unsigned char*>(::operator new(n, std::align_val_t{128})),
       [](unsigned char* p) { ::operator delete(p, std::align_val_t{128}); });
   std::lock_guard lock(launch_lock());
-  [[maybe_unused]] bool first = true, barriers = true;  // fibers: whether blocks after the first need them
+  if (e == executor::threads) {
+    // One host thread per CUDA thread of a block, created once for the launch: they run the
+    // blocks in turn, a barrier between two blocks (whose completion clears the shared memory
+    // and makes the next block's state). Creating them again for every block cost most of
+    // the threads executor's time (under ThreadSanitizer: 77 s of test_kernels_emulated's run).
+    std::vector<dim3> order;
+    for (unsigned z = 0; z < grid.z; ++z)
+      for (unsigned y = 0; y < grid.y; ++y)
+        for (unsigned x = 0; x < grid.x; ++x) order.push_back(dim3{x, y, z});
+    std::memset(mem.get(), 0xff, n);
+    auto b = std::make_unique<block>(threads, mem.get(), e);
+    std::size_t ended = 0;
+    const auto next_block = [&]() noexcept {
+      if (++ended == order.size()) return;
+      std::memset(mem.get(), 0xff, n);
+      b = std::make_unique<block>(threads, mem.get(), e);
+    };
+    std::barrier<decltype(next_block)> between(threads, next_block);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        for (const dim3& index : order) {
+          enter(*b, static_cast<unsigned>(t), index, block_dim, grid);
+          kernel();
+          between.arrive_and_wait();
+        }
+      });
+    for (auto& t : ts) t.join();
+    return;
+  }
+#if TESSERA_EMULATION_FIBERS
+  bool first = true, barriers = true;  // whether blocks after the first need fibers
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
       for (unsigned x = 0; x < grid.x; ++x) {
         std::memset(mem.get(), 0xff, n);
         block b(threads, mem.get(), e);
-#if TESSERA_EMULATION_FIBERS
-        if (e == executor::fibers && barriers) {
+        if (barriers) {
           const std::uint64_t before = detail::barrier_calls;
           detail::run_fibers(b, threads, dim3{x, y, z}, block_dim, grid, kernel);
           barriers = !first || detail::barrier_calls != before;
           first = false;
           continue;
         }
-        if (e == executor::fibers) {
-          struct plain {
-            plain() { detail::direct = true; }
-            ~plain() { detail::direct = false; }
-          } scope;
-          for (int t = 0; t < threads; ++t) {
-            enter(b, static_cast<unsigned>(t), dim3{x, y, z}, block_dim, grid);
-            kernel();
-          }
-          continue;
+        struct plain {
+          plain() { detail::direct = true; }
+          ~plain() { detail::direct = false; }
+        } scope;
+        for (int t = 0; t < threads; ++t) {
+          enter(b, static_cast<unsigned>(t), dim3{x, y, z}, block_dim, grid);
+          kernel();
         }
-#endif
-        std::vector<std::thread> ts;
-        for (int t = 0; t < threads; ++t)
-          ts.emplace_back([&, t] {
-            enter(b, static_cast<unsigned>(t), dim3{x, y, z}, block_dim, grid);
-            kernel();
-          });
-        for (auto& t : ts) t.join();
       }
+#endif
 }
 /// A one-dimensional block of `threads` threads.
 template <class Kernel>

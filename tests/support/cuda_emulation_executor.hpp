@@ -268,7 +268,11 @@ void launch(dim3 grid, dim3 block_dim, std::size_t shared_bytes, Kernel kernel) 
   const int threads = static_cast<int>(block_dim.x * block_dim.y * block_dim.z);
   if (threads % 32 != 0 || threads > 1024 || threads == 0)
     throw std::invalid_argument("emulation::launch: bad block size " + std::to_string(threads));
+#if TESSERA_EMULATION_FIBERS
   const executor e = current_executor.load();
+#else
+  const executor e = executor::threads;  // the only one built
+#endif
   const std::size_t all = std::size_t{grid.x} * grid.y * grid.z * static_cast<std::size_t>(threads);
   if (e == executor::threads && all > max_threads)
     throw std::invalid_argument("emulation::launch: " + std::to_string(all) +

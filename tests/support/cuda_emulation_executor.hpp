@@ -287,22 +287,24 @@ void launch(dim3 grid, dim3 block_dim, std::size_t shared_bytes, Kernel kernel) 
       static_cast<unsigned char*>(::operator new(n, std::align_val_t{128})),
       [](unsigned char* p) { ::operator delete(p, std::align_val_t{128}); });
   std::lock_guard lock(launch_lock());
+  std::vector<dim3> order;  // the blocks, x fastest
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) order.push_back(dim3{x, y, z});
+  // a block's state, its shared memory refilled with NaN bytes
+  const auto fresh_block = [&] {
+    std::memset(mem.get(), 0xff, n);
+    return std::make_unique<block>(threads, mem.get(), e);
+  };
   if (e == executor::threads) {
     // One host thread per CUDA thread of a block, created once for the launch: they run the
-    // blocks in turn, a barrier between two blocks (whose completion clears the shared memory
-    // and makes the next block's state). Creating them again for every block cost most of
-    // the threads executor's time (under ThreadSanitizer: 77 s of test_kernels_emulated's run).
-    std::vector<dim3> order;
-    for (unsigned z = 0; z < grid.z; ++z)
-      for (unsigned y = 0; y < grid.y; ++y)
-        for (unsigned x = 0; x < grid.x; ++x) order.push_back(dim3{x, y, z});
-    std::memset(mem.get(), 0xff, n);
-    auto b = std::make_unique<block>(threads, mem.get(), e);
+    // blocks in turn, a barrier between two blocks (whose completion makes the next block's
+    // state). Creating them again for every block cost most of the threads executor's time
+    // (under ThreadSanitizer: 77 s of test_kernels_emulated's run).
+    auto b = fresh_block();
     std::size_t ended = 0;
     const auto next_block = [&]() noexcept {
-      if (++ended == order.size()) return;
-      std::memset(mem.get(), 0xff, n);
-      b = std::make_unique<block>(threads, mem.get(), e);
+      if (++ended < order.size()) b = fresh_block();
     };
     std::barrier<decltype(next_block)> between(threads, next_block);
     std::vector<std::thread> ts;
@@ -319,27 +321,24 @@ void launch(dim3 grid, dim3 block_dim, std::size_t shared_bytes, Kernel kernel) 
   }
 #if TESSERA_EMULATION_FIBERS
   bool first = true, barriers = true;  // whether blocks after the first need fibers
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        std::memset(mem.get(), 0xff, n);
-        block b(threads, mem.get(), e);
-        if (barriers) {
-          const std::uint64_t before = detail::barrier_calls;
-          detail::run_fibers(b, threads, dim3{x, y, z}, block_dim, grid, kernel);
-          barriers = !first || detail::barrier_calls != before;
-          first = false;
-          continue;
-        }
-        struct plain {
-          plain() { detail::direct = true; }
-          ~plain() { detail::direct = false; }
-        } scope;
-        for (int t = 0; t < threads; ++t) {
-          enter(b, static_cast<unsigned>(t), dim3{x, y, z}, block_dim, grid);
-          kernel();
-        }
-      }
+  for (const dim3& index : order) {
+    const auto b = fresh_block();
+    if (barriers) {
+      const std::uint64_t before = detail::barrier_calls;
+      detail::run_fibers(*b, threads, index, block_dim, grid, kernel);
+      barriers = !first || detail::barrier_calls != before;
+      first = false;
+      continue;
+    }
+    struct plain {
+      plain() { detail::direct = true; }
+      ~plain() { detail::direct = false; }
+    } scope;
+    for (int t = 0; t < threads; ++t) {
+      enter(*b, static_cast<unsigned>(t), index, block_dim, grid);
+      kernel();
+    }
+  }
 #endif
 }
 /// A one-dimensional block of `threads` threads.

@@ -8,7 +8,8 @@
 //   dequantization scales (cuda::matmul_forward_f8), next to the bf16 figure above.
 //   Attention: cuda::attention_forward / attention_backward (f32) and their tensor-core
 //   counterparts attention_forward_bf16 / attention_backward_bf16 (bf16 operands, f32
-//   accumulation: what cuda_bf16_kernels runs), 32 query and 8 KV heads of 128, one sequence
+//   accumulation: what cuda_bf16_kernels runs; the backward both with dq fused into the
+//   dk/dv kernel, the default, and from its own kernel), 32 query and 8 KV heads of 128, one sequence
 //   of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward 4 T^2 HD NH / 2
 //   for causal, backward 2.5 x forward).
 // Each figure: the median of 10 timed runs (CUDA events) after 2 warm-up runs.
@@ -142,20 +143,27 @@ void attention() {
         dk({B * T * NKV * HD}), dv({B * T * NKV * HD});
     const double flops = 4.0 * static_cast<double>(B * NH) * static_cast<double>(T) * static_cast<double>(T) *
                          static_cast<double>(HD) / 2.0;
-    for (const bool tc : {false, true}) {
+    // f32; the tensor cores with dq fused into the dk/dv kernel (what cuda_bf16_kernels runs);
+    // the tensor cores with dq from its own kernel (dq_path::separate)
+    for (const int kind : {0, 1, 2}) {
+      const bool tc = kind > 0;
       if (tc && !cuda::tc_attention_supported(HD)) continue;
       const double fwd = median_ms([&] {
         (tc ? cuda::attention_forward_bf16 : cuda::attention_forward)(out.data(), lse.data(), q.data(), k.data(),
                                                                       v.data(), B, T, NH, NKV, HD, nullptr);
       });
       const double bwd = median_ms([&] {
-        (tc ? cuda::attention_backward_bf16 : cuda::attention_backward)(dq.data(), dk.data(), dv.data(), dy.data(),
-                                                                        q.data(), k.data(), v.data(), out.data(),
-                                                                        lse.data(), D.data(), B, T, NH, NKV, HD,
-                                                                        nullptr);
+        if (tc)
+          cuda::attention_backward_bf16(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(),
+                                        out.data(), lse.data(), D.data(), B, T, NH, NKV, HD, nullptr,
+                                        kind == 1 ? cuda::dq_path::fused : cuda::dq_path::separate);
+        else
+          cuda::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
+                                   lse.data(), D.data(), B, T, NH, NKV, HD, nullptr);
       });
-      std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n", tc ? "bf16 tensor cores" : "f32",
-                  static_cast<long long>(T), fwd, flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
+      const char* name[] = {"f32", "bf16 tensor cores (dq fused)", "bf16 tensor cores (dq_k)"};
+      std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n", name[kind], static_cast<long long>(T), fwd,
+                  flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
     }
   }
   std::printf("\n");

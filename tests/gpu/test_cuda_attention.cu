@@ -5,7 +5,10 @@
 // 128, a length no tile divides) and context parallel's block kernels (rank 0's queries of a
 // head-tail split over cp = 2 with packed documents, against its own block and rank 1's,
 // merged, then both blocks' backward, accumulating; 160 tokens a rank, so that thread blocks
-// skip whole tiles). Without a GPU the test prints why and exits 77 (skipped).
+// skip whole tiles). The tensor-core backward both ways: dq added inside the dk/dv kernel in
+// turns (what cuda_bf16_kernels runs; run twice, its dq must be the same bits: the order of
+// its sums is fixed) and from its own kernel (cuda::dq_path::separate). Without a GPU the test
+// prints why and exits 77 (skipped).
 //
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
 //   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <tessera/kernels/backend.hpp>
@@ -36,6 +40,25 @@ struct tolerances {
   double out, lse, grad;
 };
 constexpr tolerances f32_tol{1e-5, 1e-5, 1e-4}, bf16_tol{1e-2, 2e-3, 2e-2};
+
+/// cuda_bf16_kernels with dq from its own kernel beside the dk/dv kernel (dq_path::separate)
+/// instead of the fused backward.
+struct bf16_separate_dq : cuda_bf16_kernels {
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    dvec D{std::vector<float>(static_cast<std::size_t>(B * NH * T))};
+    cuda::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, D.get(), B, T, NH, NKV, HD, nullptr,
+                                  cuda::dq_path::separate);
+  }
+  static void attention_block_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                       const float* k, const float* v, const float* lse, const float* D,
+                                       const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                       std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_backward_bf16(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD, nullptr,
+                                        cuda::dq_path::separate);
+  }
+};
 
 template <class CpuK, class GpuK>
 void attention(const char* name, tolerances tol) {
@@ -59,6 +82,14 @@ void attention(const char* name, tolerances tol) {
     expect_close(("attention dq" + at).c_str(), gdq.host(), dq, tol.grad);
     expect_close(("attention dk" + at).c_str(), gdk.host(), dk, tol.grad);
     expect_close(("attention dv" + at).c_str(), gdv.host(), dv, tol.grad);
+    if constexpr (std::is_same_v<GpuK, cuda_bf16_kernels>) {  // the fused backward's dq: the same bits again
+      dvec again{std::vector<float>(nq)};
+      GpuK::attention_backward(again.get(), gdk.get(), gdv.get(), gdy.get(), gq.get(), gk.get(), gv.get(), gout.get(),
+                               glse.get(), B, T, NH, NKV, HD);
+      const bool same = again.host() == gdq.host();
+      std::printf("%-40s %s\n", ("attention dq run twice, the same bits" + at).c_str(), same ? "PASS" : "FAIL");
+      failures += same ? 0 : 1;
+    }
   }
 }
 
@@ -126,8 +157,10 @@ int main() {
   try {
     attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
+    attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);
     ring_attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     ring_attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
+    ring_attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

@@ -93,19 +93,30 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
               [&] { tc::forward_k<HD, Mask>(out, lse, q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
 }
+/// The backward as attention_tc.cuh launches it: `fused`, dkv_k adding dq in turns; else dq_k
+/// beside dkv_k.
 template <int HD, class Mask, bool Accumulate>
 void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                       const float* v, const float* lse, const float* D, Mask m, shape s) {
+                       const float* v, const float* lse, const float* D, Mask m, shape s, bool fused) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   staging sk, sv, sq, sg;
   // rows only: the backward's kernels read every operand's fragments from its rows
-  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, true, false);
   const tc::staged qs = sq.of<HD>(q, s.B, s.Tq, s.NH, true, false), gs = sg.of<HD>(dout, s.B, s.Tq, s.NH, true, false);
+  if (fused) {
+    std::vector<int> turns(static_cast<std::size_t>(s.B * s.NH * tc::dq_turns(s.Tq)), 0);
+    if (!Accumulate && Mask::skips_tiles) std::fill(dq, dq + s.B * s.Tq * s.NH * HD, 0.0f);
+    emu::launch(tc::fused_grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkvq_bytes<HD>, [&] {
+      tc::dkv_k<HD, Mask, Accumulate, true>(dk, dv, dq, turns.data(), gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV,
+                                            scale);
+    });
+    return;
+  }
+  const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, true, false);
   emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
     tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, ks, vs, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
   emu::launch(grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkv_bytes<HD>, [&] {
-    tc::dkv_k<HD, Mask, Accumulate>(dk, dv, gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+    tc::dkv_k<HD, Mask, Accumulate>(dk, dv, nullptr, nullptr, gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
 }
 
@@ -172,9 +183,9 @@ void reference_backward(std::vector<float>& dq, std::vector<float>& dk, std::vec
 }
 
 template <int HD>
-void causal_case() {
+void causal_case(shape s) {
   CAPTURE(HD);
-  const shape s{1, 130, 130, 2, 1};  // 130: tiles of 64 leave 2; a GQA group of 2
+  CAPTURE(s.Tq);
   const std::size_t nq = static_cast<std::size_t>(s.B * s.Tq * s.NH * HD), nk = static_cast<std::size_t>(s.B * s.Tk * s.NKV * HD),
                     nl = static_cast<std::size_t>(s.B * s.NH * s.Tq);
   const auto q = rounded_randn(nq, 1), k = rounded_randn(nk, 2), v = rounded_randn(nk, 3), dy = rounded_randn(nq, 4);
@@ -191,22 +202,34 @@ void causal_case() {
   CHECK(worst(out, want) <= 8e-3);
   CHECK(worst(lse, want_lse) <= 2e-3);
   CHECK(worst(out, want) > 0);  // the rounding of P is there
-  // backward (writes), from the kernels' own out and lse
-  std::vector<float> D(nl), dq(nq, 7.0f), dk(nk, 7.0f), dv(nk, 7.0f), rq(nq, 0.0f), rk(nk, 0.0f), rv(nk, 0.0f);
+  // backward (writes), from the kernels' own out and lse: dq from its own kernel, and added
+  // inside dkv_k in turns
+  std::vector<float> D(nl), rq(nq, 0.0f), rk(nk, 0.0f), rv(nk, 0.0f);
   cpu::attention_delta(D.data(), dy.data(), out.data(), s.B, s.Tq, s.NH, HD);
-  emulated_backward<HD, cuda::detail::causal_mask, false>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
-                                                          v.data(), lse.data(), D.data(), {}, s);
   reference_backward(rq, rk, rv, dy, q, k, v, lse, D, [](std::int64_t t, std::int64_t j) { return j <= t; }, s, HD);
-  CHECK(worst(dq, rq) <= 1e-4);
-  CHECK(worst(dk, rk) <= 1e-4);
-  CHECK(worst(dv, rv) <= 1e-4);
+  std::vector<float> dqs;
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    std::vector<float> dq(nq, 7.0f), dk(nk, 7.0f), dv(nk, 7.0f);
+    emulated_backward<HD, cuda::detail::causal_mask, false>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(),
+                                                            k.data(), v.data(), lse.data(), D.data(), {}, s, fused);
+    CHECK(worst(dq, rq) <= 1e-4);
+    CHECK(worst(dk, rk) <= 1e-4);
+    CHECK(worst(dv, rv) <= 1e-4);
+    if (fused) CHECK(worst(dq, dqs) <= 1e-5);  // the same sums of dS K, in another order
+    dqs = dq;
+  }
 }
 }  // namespace
 
 TEST_CASE("tensor-core attention (emulated): causal forward and backward, head dims 16, 64 and 128") {
-  causal_case<16>();
-  causal_case<64>();
-  causal_case<128>();
+  const shape s{1, 130, 130, 2, 1};  // 130: tiles of 64 leave 2; a GQA group of 2
+  causal_case<16>(s);
+  causal_case<64>(s);
+  causal_case<128>(s);
+  // 5 key blocks (the fused backward's turns pass down a chain of up to 5), 2 batches, GQA
+  // groups of 2
+  causal_case<16>({2, 300, 300, 4, 2});
 }
 
 TEST_CASE("tensor-core attention (emulated): context parallel's blocks -- spans, documents, tile skipping, accumulation") {
@@ -241,14 +264,45 @@ TEST_CASE("tensor-core attention (emulated): context parallel's blocks -- spans,
   std::vector<float> D(nl);
   cpu::attention_delta(D.data(), dy.data(), out.data(), 1, Tl, s.NH, HD);
   const auto dq0 = rounded_randn(nq, 15), dk0 = rounded_randn(nk, 16), dv0 = rounded_randn(nk, 17);
-  std::vector<float> dq = dq0, dk = dk0, dv = dv0, rq = dq0, rk = dk0, rv = dv0;
-  emulated_backward<HD, cuda::detail::span_mask, true>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
-                                                       v.data(), lse.data(), D.data(), mask, s);
+  std::vector<float> rq = dq0, rk = dk0, rv = dv0;
   reference_backward(rq, rk, rv, dy, q, k, v, lse, D, sees, s, HD);
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    std::vector<float> dq = dq0, dk = dk0, dv = dv0;
+    emulated_backward<HD, cuda::detail::span_mask, true>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(),
+                                                         k.data(), v.data(), lse.data(), D.data(), mask, s, fused);
+    CHECK(worst(dq, rq) <= 1e-4);
+    CHECK(worst(dk, rk) <= 1e-4);
+    CHECK(worst(dv, rv) <= 1e-4);
+    CHECK(dq[0] == dq0[0]);  // a query that sees nothing of the block: its dq unchanged
+  }
+}
+
+TEST_CASE("tensor-core attention (emulated): the fused backward's turns under context parallel's own block") {
+  // rank 0's queries against its own keys (chunks 0 and 3 of a head-tail split, 160 tokens
+  // each, documents of 23): a query tile gets dq from up to two key blocks, which need not be
+  // neighbours -- the key blocks between them see none of its rows (no turn of theirs)
+  constexpr int HD = 16;
+  const std::int64_t Tl = 320;
+  const shape s{1, Tl, Tl, 2, 1};
+  const testing::head_tail_split split(Tl);
+  const cpu::token_span qs = split.rank0();
+  const auto mask = cuda::detail::mask_of(qs, qs);
+  const auto sees = [&](std::int64_t t, std::int64_t j) { return split.p0[j] <= split.p0[t] && split.d0[t] == split.d0[j]; };
+  const std::size_t nq = static_cast<std::size_t>(Tl * s.NH * HD), nl = static_cast<std::size_t>(s.NH * Tl);
+  const auto q = rounded_randn(nq, 31), k = rounded_randn(nq, 32), v = rounded_randn(nq, 33), dy = rounded_randn(nq, 34);
+  std::vector<float> out(nq), lse(nl), D(nl);
+  emulated_forward<HD>(out.data(), lse.data(), q.data(), k.data(), v.data(), mask, s);
+  cpu::attention_delta(D.data(), dy.data(), out.data(), 1, Tl, s.NH, HD);
+  const auto d0 = rounded_randn(nq, 35);
+  std::vector<float> rq = d0, rk = d0, rv = d0;
+  reference_backward(rq, rk, rv, dy, q, k, v, lse, D, sees, s, HD);
+  std::vector<float> dq = d0, dk = d0, dv = d0;
+  emulated_backward<HD, cuda::detail::span_mask, true>(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(),
+                                                       v.data(), lse.data(), D.data(), mask, s, true);
   CHECK(worst(dq, rq) <= 1e-4);
   CHECK(worst(dk, rk) <= 1e-4);
   CHECK(worst(dv, rv) <= 1e-4);
-  CHECK(dq[0] == dq0[0]);  // a query that sees nothing of the block: its dq unchanged
 }
 
 TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 block at head dim 128") {
@@ -260,6 +314,7 @@ TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 bloc
   // (an H100's SM: 228 KiB, 1 KiB of it reserved per block)
   CHECK(2 * (tc::dq_bytes<128> + 1024) <= 228 * 1024);
   CHECK(2 * (tc::dkv_bytes<128> + 1024) <= 228 * 1024);
+  CHECK(2 * (tc::dkvq_bytes<128> + 1024) <= 228 * 1024);  // and with dq fused into dkv_k
 }
 
 namespace {

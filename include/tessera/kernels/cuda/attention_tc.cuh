@@ -25,25 +25,30 @@
 //            max with shuffles; ex2.approx for the exponentials), P and O stay in
 //            registers: S's accumulators, rounded to bf16, are P's A fragments for O = O *
 //            corr + P V; three blocks an SM;
-//   dq       S = Q K^T and dP = dO V^T in registers, dS = P (dP - D) rounded to bf16 as the
-//            A fragments of dq += dS K;
 //   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
-//            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way.
+//            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way; and (the default,
+//            dq_path::fused) dq: the step's dS^T through shared memory, dS K added to dq's 32
+//            rows in a fixed order of key blocks, each block waiting for its turn -- 5
+//            products in all, as FlashAttention-2 (whose dq atomics add in no fixed order);
+//            deterministic, as FlashAttention-3's deterministic mode;
+//   dq       (dq_path::separate) its own kernel: S = Q K^T and dP = dO V^T again, dS = P (dP
+//            - D) rounded to bf16 as the A fragments of dq += dS K -- 7 products in all,
+//            every row of dq written by one warp.
 // A tile every row of the block sees whole skips the per-element mask (Mask::sees_all).
-// dq and (dk, dv) are separate kernels, every output row written by one warp: no atomics,
-// deterministic (FlashAttention-2 adds dq with atomics instead and computes S and dP once).
 // The mask is a type, as in attention.cuh (causal_mask, span_mask with tile skipping).
 // Needs sm_80 or newer and a head dim of 16, 32, 64 or 128; the entry points below fall back
 // to the f32 kernels elsewhere (tc_attention_supported says which). Shared memory at head dim
-// 128: 70 KiB (forward), 103.5 KiB (dq), 103 KiB (dk, dv) a block. The staging buffers are this
-// host thread's (grown to the largest call, never shrunk): calls from one host thread are
-// ordered on one stream.
+// 128: 70 KiB (forward), 108 KiB (dk, dv and dq fused; 103 without dq), 103.5 KiB (dq) a
+// block. The staging buffers and the dq turns are this host thread's (grown to the largest
+// call, never shrunk): calls from one host thread are ordered on one stream.
 // The device code is attention_tc_kernels.cuh, which the host tests also run through a CUDA
 // emulation that executes mma.sync and ldmatrix on the warp's registers in the PTX ISA's
 // layouts (tests/kernels/test_attention_emulated.cpp: against references exact about where
-// the kernels round; under ThreadSanitizer and ASan in CI).
-// Not yet: wgmma and TMA (Hopper's own instructions), dq by atomics inside the dk/dv kernel
-// -- measured against FlashAttention-2 and cuDNN in docs/performance.md, "On GPUs".
+// the kernels round; under ThreadSanitizer and ASan in CI); it runs blocks one after the
+// other in launch order, so a block that waits for a turn no earlier block passed is an
+// error there (on a GPU, a hang).
+// Not yet: wgmma and TMA (Hopper's own instructions) -- measured against FlashAttention-2
+// and cuDNN in docs/performance.md, "On GPUs". The fused dq has not run on a GPU yet.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -63,6 +68,12 @@
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
+
+/// How the tensor-core attention's backward computes dq: `fused` adds it inside the dk/dv
+/// kernel in a fixed order of key blocks (5 tensor-core products where dq_k's recomputation of
+/// S and dP makes 7; deterministic); `separate` launches dq_k beside dkv_k (every row of dq
+/// written by one warp). Both give the same results up to the order of dq's f32 sums.
+enum class dq_path { fused, separate };
 
 namespace detail::tc {
 
@@ -104,18 +115,42 @@ void launch_forward(float* out, float* lse, const float* q, const float* k, cons
   TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
       out, lse, q, ks, vs, mask, Tq, Tk, NH, NKV, scale);
 }
+/// This host thread's dq turns (dkv_k's FusedDq), at least n ints: a float buffer's words
+/// (tensors hold floating-point element types; the kernel reads and writes them as ints only).
+inline int* turns(std::int64_t n) {
+  static_assert(sizeof(int) == sizeof(float));
+  thread_local tensor<float, cuda_space> buf;
+  return reinterpret_cast<int*>(grown(buf, n, "tensor-core attention's dq turns"));
+}
 template <int HD, bool Accumulate, class Mask>
 void launch_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                      const float* v, const float* lse, const float* D, const Mask& mask, std::int64_t B,
-                     std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, cudaStream_t st) {
-  const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
-  allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
-  TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
-      dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
+                     std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale, dq_path path,
+                     cudaStream_t st) {
+  // the fused kernel adds dq two floats at a time
+  if (path == dq_path::fused && reinterpret_cast<std::uintptr_t>(dq) % 8 != 0) path = dq_path::separate;
+  if (path == dq_path::separate) {
+    const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
+    allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
+    TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
+        dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
+  }
   const staged qs = stage<HD>(q, B, Tq, NH, 3, true, false, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, false, st);
-  allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
-  TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
-      dk, dv, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+  if (path == dq_path::separate) {
+    allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
+    TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
+        dk, dv, nullptr, nullptr, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
+    return;
+  }
+  const std::int64_t n = B * NH * dq_turns(Tq);
+  int* t = turns(n);
+  cuda_check(cudaMemsetAsync(t, 0, static_cast<std::size_t>(n) * sizeof(int), st), "cudaMemsetAsync (dq turns)");
+  if (!Accumulate && Mask::skips_tiles)  // rows no key block sees get no write
+    cuda_check(cudaMemsetAsync(dq, 0, static_cast<std::size_t>(B * Tq * NH * HD) * sizeof(float), st),
+               "cudaMemsetAsync (dq)");
+  allow_shared(dkv_k<HD, Mask, Accumulate, true>, dkvq_bytes<HD>);
+  TESSERA_LAUNCH(fused_grid(Tk, NKV, B), threads, dkvq_bytes<HD>, st, dkv_k<HD, Mask, Accumulate, true>)(
+      dk, dv, dq, t, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
 }
 }  // namespace detail::tc
 
@@ -145,7 +180,7 @@ inline void attention_forward_bf16(float* out, float* lse, const float* q, const
 inline void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                     const float* k, const float* v, const float* out, const float* lse, float* D,
                                     std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
-                                    cudaStream_t s = nullptr) {
+                                    cudaStream_t s = nullptr, dq_path path = dq_path::fused) {
   if (!tc_attention_supported(HD)) return attention_backward(dq, dk, dv, dout, q, k, v, out, lse, D, B, T, NH, NKV, HD, s);
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_backward_bf16: bad sizes (NH must be a multiple of NKV)");
@@ -153,7 +188,7 @@ inline void attention_backward_bf16(float* dq, float* dk, float* dv, const float
   attention_delta(D, dout, out, B, T, NH, HD, s);
   detail::tc::with_head_dim(HD, [&]<int Dm>() {
     detail::tc::launch_backward<Dm, false>(dq, dk, dv, dout, q, k, v, lse, D, detail::causal_mask{}, B, T, T, NH, NKV,
-                                           scale, s);
+                                           scale, path, s);
   });
   detail::launched("cuda::attention_backward_bf16");
 }
@@ -178,7 +213,7 @@ inline void attention_block_backward_bf16(float* dq, float* dk, float* dv, const
                                           const float* k, const float* v, const float* lse, const float* D,
                                           const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
                                           std::int64_t NH, std::int64_t NKV, std::int64_t HD,
-                                          cudaStream_t s = nullptr) {
+                                          cudaStream_t s = nullptr, dq_path path = dq_path::fused) {
   if (!tc_attention_supported(HD))
     return attention_block_backward(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD, s);
   check(B > 0 && qs.n > 0 && ks.n > 0 && NKV > 0 && NH % NKV == 0,
@@ -186,7 +221,7 @@ inline void attention_block_backward_bf16(float* dq, float* dk, float* dv, const
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::tc::with_head_dim(HD, [&]<int Dm>() {
     detail::tc::launch_backward<Dm, true>(dq, dk, dv, dout, q, k, v, lse, D, detail::mask_of(qs, ks), B, qs.n, ks.n,
-                                          NH, NKV, scale, s);
+                                          NH, NKV, scale, path, s);
   });
   detail::launched("cuda::attention_block_backward_bf16");
 }

@@ -213,6 +213,66 @@ __global__ void __launch_bounds__(threads)
 #endif
 }
 
+/// The fused backward's share of the work on dq's 32 x HD rows of a step: units of (an
+/// m-tile of 16 queries, a pair of n-tiles of 8 head-dim columns), m fastest; warp w takes
+/// units w * U .. w * U + U - 1 (at head dim 128: 32 queries x 32 columns, 32 accumulators a
+/// thread; at head dim 16 warps 2 and 3 take none).
+template <int HD>
+inline constexpr int dq_units = dq_step / 16 * (HD / 16);
+template <int HD>
+inline constexpr int dq_per_warp = dq_units<HD> >= 4 ? dq_units<HD> / 4 : 1;
+
+/// acc += dS K for warp w's units: dS [32 queries x 64 keys] from its transpose in shared
+/// memory (ds: [64 keys][ld_ds], bf16), K the block's key tile (rows, bf16).
+template <int HD>
+__device__ inline void dq_part(float (&acc)[dq_per_warp<HD>][2][4], const bf* ds, const bf* Ks, int w, int lane) {
+  constexpr int M = dq_step / 16, U = dq_per_warp<HD>;
+  static_assert(U == 1 || U % M == 0, "a warp's units: one, or whole pairs of n-tiles");
+  if (w * U >= dq_units<HD>) return;  // the same for the whole warp
+  for (int kk = 0; kk < rows / 16; ++kk) {
+    u32 a[M][4], b0[2], b1[2];
+    if constexpr (U == 1) {  // unit w: m-tile w % M (register arrays indexed at compile time only)
+      ldsm_at(a[0], ds, ld_ds, 16 * (w % M), 16 * kk, lane);
+      ldsm_b2(b0, b1, Ks, ldr<HD>, 16 * kk, 16 * (w / M), lane);
+      mma(acc[0][0], a[0], b0);
+      mma(acc[0][1], a[0], b1);
+    } else {  // units w U + j: m-tile j % M, pair w U / M + j / M
+      for (int m = 0; m < M; ++m) ldsm_at(a[m], ds, ld_ds, 16 * m, 16 * kk, lane);
+      for (int j = 0; j < U; ++j) {
+        if (j % M == 0) ldsm_b2(b0, b1, Ks, ldr<HD>, 16 * kk, 16 * (w * U / M + j / M), lane);
+        mma(acc[j][0], a[j % M], b0);
+        mma(acc[j][1], a[j % M], b1);
+      }
+    }
+  }
+}
+/// Warp w's units of dq's rows [r0, r0 + 32) of head hh (y [B, Ty, Ny, HD]) times `scale`,
+/// added to y through L2 (other blocks added to them before), or with `write` stored; rows
+/// past Ty skipped.
+template <int HD>
+__device__ inline void add_dq(float* y, const float (&acc)[dq_per_warp<HD>][2][4], std::int64_t b, std::int64_t hh,
+                              std::int64_t r0, std::int64_t Ty, std::int64_t Ny, float scale, bool write, int w, int g,
+                              int t) {
+  constexpr int M = dq_step / 16, U = dq_per_warp<HD>;
+  for (int j = 0; j < U && w * U + j < dq_units<HD>; ++j) {
+    const int u = w * U + j;
+    for (int i = 0; i < 2; ++i) {
+      const std::int64_t row = r0 + 16 * (u % M) + g + 8 * i;
+      if (row >= Ty) continue;
+      float* o = y + ((b * Ty + row) * Ny + hh) * HD + 16 * (u / M) + 2 * t;
+      for (int n = 0; n < 2; ++n) {
+        float v[2] = {acc[j][n][2 * i] * scale, acc[j][n][2 * i + 1] * scale};
+        if (!write) {
+          float old[2];
+          load2_l2(old, o + 8 * n);
+          v[0] += old[0], v[1] += old[1];
+        }
+        store2_l2(o + 8 * n, v[0], v[1]);
+      }
+    }
+  }
+}
+
 /// dk, dv: block (64 keys, KV head, batch), over the queries of the KV head's query heads
 /// that see them, 32 at a time; warp w owns keys 16w..16w+15: S^T = K Q^T and dP^T = V dO^T
 /// in registers, P^T and dS^T rounded to bf16 as the A operands of dv += P^T dO and dk +=
@@ -220,34 +280,62 @@ __global__ void __launch_bounds__(threads)
 /// each head (the staged q and dout, rows), with their lse and D, stream through two
 /// shared-memory stages as dq_k's key tiles do. Writes dk and dv, or with Accumulate adds to
 /// them.
-template <int HD, class Mask, bool Accumulate>
+/// FusedDq: also dq (dq_k not launched): each step's dS^T goes through shared memory (bf16)
+/// and dS K, this block's part of the step's 32 rows of dq, is added to dq in a fixed order
+/// -- from the last key block that sees the rows down to the first, each block waiting for
+/// its turn (`turns`, one int per (batch, head, 32 queries), zero at launch: the number + 1
+/// of the key block that added last). The key blocks launch in reverse (grid fused_grid:
+/// block y holds key block gridDim.y - 1 - y), so a block only waits for blocks launched
+/// before it, and under the causal mask a block is a step behind the one before it: its turn
+/// has come by the time it gets there. Without Accumulate the first block to add to a row
+/// writes it (causal masks, where key block 0 sees every row; under a mask that skips tiles
+/// dq must be zero at launch). Deterministic, as FlashAttention-3's deterministic mode is
+/// (Shah et al., arXiv 2407.08608): 5 products where dq_k beside this kernel makes 7.
+template <int HD, class Mask, bool Accumulate, bool FusedDq = false>
 __global__ void __launch_bounds__(threads)
-    dkv_k(float* dk, float* dv, staged dout, staged q, const float* k, const float* v, const float* lse,
-          const float* D, Mask mask, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale) {
+    dkv_k(float* dk, float* dv, float* dq, int* turns, staged dout, staged q, const float* k, const float* v,
+          const float* lse, const float* D, Mask mask, std::int64_t Tq, std::int64_t Tk, std::int64_t NH,
+          std::int64_t NKV, float scale) {
 #ifdef TESSERA_TC_ATTENTION_UNSUPPORTED
   __trap();
 #else
-  constexpr int LR = ldr<HD>, QS = 32;  // queries a step
+  constexpr int LR = ldr<HD>, QS = dq_step;  // queries a step
   constexpr std::size_t stage_elems = backward_stage<HD> / sizeof(bf);
   bf* Ks = reinterpret_cast<bf*>(shared_memory());
   bf* Vs = Ks + rows * LR;
   bf* const stages = Vs + rows * LR;
+  bf* const ds = stages + 2 * stage_elems;  // FusedDq: the step's dS^T
   const auto Q_of = [&](int st) { return stages + st * stage_elems; };
   const auto G_of = [&](int st) { return stages + st * stage_elems + cols * LR; };
   const auto L_of = [&](int st) { return reinterpret_cast<float*>(stages + st * stage_elems + 2 * cols * LR); };
   const int w = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const std::int64_t b = blockIdx.z, grp = blockIdx.y, G = NH / NKV, s0 = std::int64_t(blockIdx.x) * rows;
+  // FusedDq: grid fused_grid (KV head, key block reversed, batch); else (key block, KV head, batch)
+  const std::int64_t nkb = FusedDq ? gridDim.y : gridDim.x;
+  const std::int64_t kb = FusedDq ? nkb - 1 - blockIdx.y : blockIdx.x, grp = FusedDq ? blockIdx.x : blockIdx.y;
+  const std::int64_t b = blockIdx.z, G = NH / NKV, s0 = kb * rows;
   const std::int64_t key[2] = {s0 + 16 * w + g, s0 + 16 * w + g + 8};
   const bool live[2] = {key[0] < Tk, key[1] < Tk};
-  const std::int64_t ckey = s0 + threadIdx.x / 2;  // tile skipping: key i / 2, half i % 2 of a query tile
   const int chalf = threadIdx.x % 2;
+  // Whether a query of tile q0 sees a key of the block from key ks0 (tile skipping: key
+  // ks0 + i / 2, half i % 2 of the query tile); every thread of the block calls it.
+  const auto needed = [&](std::int64_t ks0, std::int64_t q0) {
+    const std::int64_t ck = ks0 + threadIdx.x / 2;
+    return tile_needed<Mask, cols / 2>(ck < Tk, q0 + cols / 2 * chalf, Tq,
+                                       [&](std::int64_t tq) { return mask.sees(tq, ck); });
+  };
   // The (head, query tile) pairs in order: each head of the group, its query tiles from the
   // first that can see these keys; the tiles a mask skips are the same for every head.
   const auto next_tile = [&](std::int64_t q0) {
-    while (q0 < Tq && !tile_needed<Mask, cols / 2>(ckey < Tk, q0 + cols / 2 * chalf, Tq,
-                                                   [&](std::int64_t tq) { return mask.sees(tq, ckey); }))
-      q0 += cols;
+    while (q0 < Tq && !needed(s0, q0)) q0 += cols;
     return q0;
+  };
+  // FusedDq: the key block that adds to query tile q0's rows of dq just before this one --
+  // the nearest one above it that visits the tile (mask.query_begin does not fall as the
+  // keys rise) --, or -1.
+  const auto previous = [&](std::int64_t q0) {
+    for (std::int64_t j = kb + 1; j < nkb && mask.query_begin(j * rows) / cols * cols <= q0; ++j)
+      if (needed(j * rows, q0)) return j;
+    return std::int64_t{-1};
   };
   const std::int64_t first = next_tile(mask.query_begin(s0) / cols * cols), h_end = (grp + 1) * G;
   const auto fetch = [&](std::int64_t h, std::int64_t q0, int st) {
@@ -269,6 +357,7 @@ __global__ void __launch_bounds__(threads)
   for (int st = 0; h < h_end; st ^= 1) {
     std::int64_t nh = h, nq = next_tile(q0 + cols);
     if (nq >= Tq) ++nh, nq = first;
+    const std::int64_t prev = FusedDq ? previous(q0) : -1;
     if (nh < h_end) {
       fetch(nh, nq, st ^ 1);
       cp_async_wait<1>();
@@ -294,6 +383,19 @@ __global__ void __launch_bounds__(threads)
         }
       accumulate_product<HD, QS, true>(av, s, Gs, j0, lane);   // dv += P^T dO
       accumulate_product<HD, QS, true>(ak, dp, Qs, j0, lane);  // dk += dS^T Q
+      if constexpr (FusedDq) {
+        for (int n = 0; n < QS / 8; ++n) {  // dS^T, rounded as the A operand above, for every warp
+          store_pair(ds + (16 * w + g) * ld_ds + 8 * n + 2 * t, pack(dp[n][0], dp[n][1]));
+          store_pair(ds + (16 * w + g + 8) * ld_ds + 8 * n + 2 * t, pack(dp[n][2], dp[n][3]));
+        }
+        __syncthreads();
+        float aq[dq_per_warp<HD>][2][4] = {};
+        dq_part<HD>(aq, ds, Ks, w, lane);  // this block's part of dq's rows: dS K
+        int* turn = turns + (b * NH + h) * dq_turns(Tq) + (q0 + j0) / QS;
+        if (prev >= 0) wait_turn(turn, static_cast<int>(prev + 1));
+        add_dq<HD>(dq, aq, b, h, q0 + j0, Tq, NH, scale, !Accumulate && !Mask::skips_tiles && prev < 0, w, g, t);
+        pass_turn(turn, static_cast<int>(kb + 1));  // also: every warp is done with ds
+      }
     }
     __syncthreads();  // every warp is done with this stage before it is loaded again
     h = nh, q0 = nq;

@@ -60,6 +60,11 @@ template <int HD>
 inline constexpr std::size_t dq_bytes = 2 * row_tile<HD> + 2 * rows * 4 + 2 * backward_stage<HD>;  // Q, dO, lse, D; (K, V) x 2
 template <int HD>
 inline constexpr std::size_t dkv_bytes = 2 * row_tile<HD> + 2 * backward_stage<HD>;  // K, V; (Q, dO, lse, D) x 2
+/// The fused backward (dkv_k adding dq): dkv_k's, and the step's dS^T, 64 keys x 32 queries.
+inline constexpr int dq_step = 32;         // queries a step of dkv_k
+inline constexpr int ld_ds = dq_step + 8;  // the dS^T tile's leading dimension
+template <int HD>
+inline constexpr std::size_t dkvq_bytes = dkv_bytes<HD> + std::size_t(rows) * ld_ds * 2;
 template <int HD>
 inline constexpr std::size_t stage_bytes = row_tile<HD>;
 
@@ -220,6 +225,75 @@ __device__ inline void ldsm_b2(u32 (&b0)[2], u32 (&b1)[2], const bf* z, int ld, 
   ldsm_x4<true>(r, z + (k0 + lane % 8 + (i % 2) * 8) * ld + n0 + (i / 2) * 8);
   b0[0] = r[0], b0[1] = r[1], b1[0] = r[2], b1[1] = r[3];
 }
+/// A fragment (16 x 16) of x, rows r0.., columns k0.., where shared memory holds its
+/// transpose y = x^T as a row-major tile ([k][r], leading dimension ld): by ldmatrix.x4.trans,
+/// y's 8 x 8 matrices (k0, r0), (k0, r0 + 8), (k0 + 8, r0), (k0 + 8, r0 + 8) -- a[0..3] as
+/// ldsm_a gives them (the fused backward's dS from its transpose dS^T).
+__device__ inline void ldsm_at(u32 (&a)[4], const bf* y, int ld, int r0, int k0, int lane) {
+  const int i = lane / 8;
+  ldsm_x4<true>(a, y + (k0 + lane % 8 + (i / 2) * 8) * ld + r0 + (i % 2) * 8);
+}
+
+/// Two floats at p (8-byte aligned) read from L2, not the SM's L1: other blocks wrote them.
+__device__ inline void load2_l2(float (&v)[2], const float* p) {
+#ifdef TESSERA_CUDA_EMULATION
+  emulation::aligned_load<8>(v, p);
+#else
+  const float2 f = __ldcg(reinterpret_cast<const float2*>(p));
+  v[0] = f.x, v[1] = f.y;
+#endif
+}
+/// Stores two floats at p (8-byte aligned) to L2 (cached there only, as load2_l2 reads them).
+__device__ inline void store2_l2(float* p, float lo, float hi) {
+#ifdef TESSERA_CUDA_EMULATION
+  if (reinterpret_cast<std::uintptr_t>(p) % 8 != 0) throw std::logic_error("emulation: an 8-byte store not 8-byte aligned");
+  const float v[2] = {lo, hi};
+  std::memcpy(static_cast<void*>(p), v, 8);
+#else
+  __stcg(reinterpret_cast<float2*>(p), make_float2(lo, hi));
+#endif
+}
+
+/// The fused backward's grid: (KV head, key block, batch) -- x fastest, so every KV head's
+/// blocks of one key block launch before the next key block's (dkv_k reverses the key blocks).
+/// Shorter blocks wait less for the longest, last-launched ones than with the heads outermost.
+__host__ __device__ inline dim3 fused_grid(std::int64_t Tk, std::int64_t NKV, std::int64_t B) {
+  return {static_cast<unsigned>(NKV), static_cast<unsigned>((Tk + rows - 1) / rows), static_cast<unsigned>(B)};
+}
+/// The fused backward's turns of one (batch, head): one per 32 queries of the staged length.
+__host__ __device__ inline std::int64_t dq_turns(std::int64_t Tq) { return staged_length(Tq) / dq_step; }
+
+/// Turns between blocks (the fused backward's dq, added in a fixed order): wait_turn returns,
+/// to every thread of the block, once *turn == v -- thread 0 polls, the fence and the barrier
+/// order the block's reads after the writes of the block that passed the turn; pass_turn sets
+/// *turn = v once every thread of the block has written. A block must only wait for a turn a
+/// block launched before it passes: the GPU starts blocks in launch order, but gives no room
+/// to a block while the blocks it waits for cannot start. The emulation runs blocks one after
+/// the other in launch order, so a turn not passed when it is awaited is an error there.
+__device__ inline void wait_turn(const int* turn, int v) {
+  if (threadIdx.x == 0) {
+#ifdef TESSERA_CUDA_EMULATION
+    if (*turn != v)
+      throw std::logic_error("emulation: a block waits for a turn no block launched before it passed (on a GPU: a hang)");
+#else
+    while (*reinterpret_cast<const volatile int*>(turn) != v) __nanosleep(64);
+    __threadfence();
+#endif
+  }
+  __syncthreads();
+}
+__device__ inline void pass_turn(int* turn, int v) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+#ifdef TESSERA_CUDA_EMULATION
+    *turn = v;
+#else
+    __threadfence();
+    *reinterpret_cast<volatile int*>(turn) = v;
+#endif
+  }
+}
+
 /// Where a thread of a query-block kernel (forward_k, dq_k: block (64 queries, head, batch),
 /// warp w owning queries 16w..16w+15) stands: its lane, its two rows, the block's keys' end,
 /// and the tiles of keys the block visits (next_tile).

@@ -176,7 +176,7 @@ inline void attention_forward_bf16(float* out, float* lse, const float* q, const
 }
 
 /// attention_backward with bf16 operands on the tensor cores; `D` is scratch of B * NH * T
-/// floats.
+/// floats; `path`: how dq is computed (dq_path; a dq not 8-byte aligned takes `separate`).
 inline void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                     const float* k, const float* v, const float* out, const float* lse, float* D,
                                     std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
@@ -208,7 +208,7 @@ inline void attention_block_forward_bf16(float* out_b, float* lse_b, const float
 }
 
 /// attention_block_backward (context parallel; ACCUMULATES dq, dk, dv) with bf16 operands
-/// on the tensor cores.
+/// on the tensor cores; `path` as for attention_backward_bf16.
 inline void attention_block_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                           const float* k, const float* v, const float* lse, const float* D,
                                           const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,

@@ -74,6 +74,14 @@ inline void aligned_load(void* dst, const void* p) {
                            std::to_string(N) + "-byte aligned");
   std::memcpy(dst, p, N);
 }
+/// A vector store of N bytes from src to p, which must be N-byte aligned (as the GPU requires).
+template <std::size_t N>
+inline void aligned_store(void* p, const void* src) {
+  if (reinterpret_cast<std::uintptr_t>(p) % N != 0)
+    throw std::logic_error("emulation: a " + std::to_string(N) + "-byte vector store to an address not " +
+                           std::to_string(N) + "-byte aligned");
+  std::memcpy(p, src, N);
+}
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16 of the calling warp: lane l gives the address of
 /// row l % 8 of matrix l / 8 (16 bytes, 16-byte aligned); every lane receives, of matrix i,
 /// the two b16 at row lane / 4, columns 2 (lane % 4) and 2 (lane % 4) + 1, in r[i]. With

@@ -129,14 +129,12 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
                      cudaStream_t st) {
   // the fused kernel adds dq two floats at a time
   if (path == dq_path::fused && reinterpret_cast<std::uintptr_t>(dq) % 8 != 0) path = dq_path::separate;
+  const staged qs = stage<HD>(q, B, Tq, NH, 3, true, false, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, false, st);
   if (path == dq_path::separate) {
     const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
     allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
     TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
         dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
-  }
-  const staged qs = stage<HD>(q, B, Tq, NH, 3, true, false, st), gs = stage<HD>(dout, B, Tq, NH, 5, true, false, st);
-  if (path == dq_path::separate) {
     allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
     TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
         dk, dv, nullptr, nullptr, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);

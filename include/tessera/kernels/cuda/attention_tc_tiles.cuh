@@ -17,7 +17,6 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <stdexcept>
 
 #include <tessera/kernels/cuda/attention_masks.cuh>
@@ -123,8 +122,7 @@ __device__ inline u32 pair(const bf* x, int ld, int r, int c) {
 /// Stores two bf16 (one register, as pair loads them) at p (4-byte aligned).
 __device__ inline void store_pair(bf* p, u32 v) {
 #ifdef TESSERA_CUDA_EMULATION
-  if (reinterpret_cast<std::uintptr_t>(p) % 4 != 0) throw std::logic_error("emulation: a 4-byte store not 4-byte aligned");
-  std::memcpy(static_cast<void*>(p), &v, 4);
+  emulation::aligned_store<4>(static_cast<void*>(p), &v);
 #else
   *reinterpret_cast<u32*>(p) = v;
 #endif
@@ -246,9 +244,8 @@ __device__ inline void load2_l2(float (&v)[2], const float* p) {
 /// Stores two floats at p (8-byte aligned) to L2 (cached there only, as load2_l2 reads them).
 __device__ inline void store2_l2(float* p, float lo, float hi) {
 #ifdef TESSERA_CUDA_EMULATION
-  if (reinterpret_cast<std::uintptr_t>(p) % 8 != 0) throw std::logic_error("emulation: an 8-byte store not 8-byte aligned");
   const float v[2] = {lo, hi};
-  std::memcpy(static_cast<void*>(p), v, 8);
+  emulation::aligned_store<8>(p, v);
 #else
   __stcg(reinterpret_cast<float2*>(p), make_float2(lo, hi));
 #endif

@@ -38,8 +38,13 @@ fi
 echo "== tessera: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS chooses}"
 # Every CI build compiles at -O1 (CMake's Release default is -O3): half the compile time of
 # the test files at -O3 for about 15% more test time (docs/performance.md, "CI"). Build with
-# the default flags for timings; CI measures nothing.
+# the default flags for timings; CI measures nothing. The g++ pass, which builds and runs
+# every program, compiles at -Og (a third less compile time than -O1 -- tests/comm/
+# test_dist_tensor.cpp 48 s against 72 s -- for about 15% more test time: test_parallel 217
+# s of CPU against 190), except the programs that run CUDA device code through the emulation
+# (TESSERA_EMULATION_FLAGS), which run twice as long at -Og.
 ci_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
+gcc_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DTESSERA_EMULATION_FLAGS=-O1)
 # The CUDA units: their host code at -O0 (CI runs none of it but the GPU tests' skip, and
 # train_llama links train_llama.cpp's copies of the shared code first: test_cuda_recipes.cu
 # 59 s instead of 86 s at -O1), and as PTX for compute_90 alone ("90-virtual"): nvcc's front
@@ -84,14 +89,18 @@ run_tests() {
 status=0
 start=$(date +%s)
 for cc in gcc clang; do
-  if [ "$cc" = gcc ]; then cxx=g++; once=ON; only=''; headers=each; else cxx=clang++; once=OFF; only=$frontend_only; headers=grouped; fi
+  if [ "$cc" = gcc ]; then
+    cxx=g++; once=ON; only=''; headers=each; opt=("${gcc_opt[@]}")
+  else
+    cxx=clang++; once=OFF; only=$frontend_only; headers=grouped; opt=("${ci_opt[@]}")
+  fi
   # g++: tests/parallel's ten files as one translation unit (TESSERA_UNITY_TESTS: 180 s of
   # compile instead of 378 s); clang++ checks each file apart
   dir="$root/build/$cc"
   phase "configure and build with $cxx"
   # the CUDA units (g++ pass only) for sm_90 alone: CI compiles them to check them, and the
   # host code is the same for every architecture (users' builds default to sm_80 and sm_90)
-  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
+  cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
     -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers \
     -DTESSERA_BENCH_FLAGS="$bench_flags" >/dev/null
   cmake --build "$dir" -j "$jobs"

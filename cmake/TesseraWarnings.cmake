@@ -3,6 +3,20 @@ add_library(tessera_warnings INTERFACE)
 target_compile_options(tessera_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Werror>)
 
+# TESSERA_EMULATION_FLAGS: compile flags added, after the build type's, to the programs that
+# run CUDA device code on the host (the CUDA emulation: test_kernels_emulated,
+# test_cuda_emulation, test_comm_nccl_emulated, the gpu_emulated.* tests, train_llama_emulated).
+# CI's g++ pass compiles everything else at -Og and gives these -O1: an emulated kernel runs
+# every CUDA thread's code as host code, so these programs run about twice as long at -Og
+# (test_cuda_llama_emulated: 33.9 s at -O1, 62.0 s at -Og), where the other tests lose about
+# 15% (docs/performance.md, "CI"). Empty for users' builds.
+set(TESSERA_EMULATION_FLAGS "" CACHE STRING "Compile flags added to the programs that run the CUDA emulation (CI: -O1)")
+function(tessera_emulation_flags target)
+  foreach(_flag IN LISTS TESSERA_EMULATION_FLAGS)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:${_flag}>)
+  endforeach()
+endfunction()
+
 # tessera_add_subdirectories(<dir>): adds every immediate subfolder of <dir> that holds a
 # CMakeLists.txt, so that each area of the project owns its own folder and list file.
 function(tessera_add_subdirectories dir)

@@ -36,7 +36,8 @@ if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
   fi
 fi
 echo "== tessera: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS chooses}"
-# The clang++ and sanitizer builds compile at -O1 (CMake's Release default is -O3): half the compile time of
+# The clang++, ThreadSanitizer and fuzzing builds compile at -O1 (CMake's Release default is
+# -O3; ASan + UBSan's at -O0, below): half the compile time of
 # the test files at -O3 for about 15% more test time (docs/performance.md, "CI"). Build with
 # the default flags for timings; CI measures nothing. The g++ pass, which builds and runs
 # every program, compiles at -Og (a third less compile time than -O1 -- tests/comm/

@@ -66,20 +66,24 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
 }
 
 namespace tessera::cuda::emulation {
-/// A vector load of N bytes from p, which must be N-byte aligned (as the GPU requires).
+/// Throws unless p is N-byte aligned, as the GPU requires of an N-byte vector access (`what`:
+/// "load from" or "store to").
+template <std::size_t N>
+inline void check_vector_alignment(const void* p, const char* what) {
+  if (reinterpret_cast<std::uintptr_t>(p) % N != 0)
+    throw std::logic_error("emulation: a " + std::to_string(N) + "-byte vector " + what + " an address not " +
+                           std::to_string(N) + "-byte aligned");
+}
+/// A vector load of N bytes from p, which must be N-byte aligned.
 template <std::size_t N>
 inline void aligned_load(void* dst, const void* p) {
-  if (reinterpret_cast<std::uintptr_t>(p) % N != 0)
-    throw std::logic_error("emulation: a " + std::to_string(N) + "-byte vector load from an address not " +
-                           std::to_string(N) + "-byte aligned");
+  check_vector_alignment<N>(p, "load from");
   std::memcpy(dst, p, N);
 }
-/// A vector store of N bytes from src to p, which must be N-byte aligned (as the GPU requires).
+/// A vector store of N bytes from src to p, which must be N-byte aligned.
 template <std::size_t N>
 inline void aligned_store(void* p, const void* src) {
-  if (reinterpret_cast<std::uintptr_t>(p) % N != 0)
-    throw std::logic_error("emulation: a " + std::to_string(N) + "-byte vector store to an address not " +
-                           std::to_string(N) + "-byte aligned");
+  check_vector_alignment<N>(p, "store to");
   std::memcpy(p, src, N);
 }
 /// ldmatrix.sync.aligned.m8n8.x4.shared.b16 of the calling warp: lane l gives the address of

@@ -28,6 +28,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #if !defined(TESSERA_EMULATION_SANITIZED)
@@ -141,7 +142,9 @@ inline barrier& warp() { return *current->warps[thread_rank / 32]; }
 /// Makes the calling host thread (or fiber) CUDA thread t of block (x, y, z).
 inline void enter(block& b, unsigned t, dim3 block_index, dim3 block_dim, dim3 grid) {
   thread_rank = t;
-  threadIdx = {t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y)};
+  threadIdx = block_dim.y == 1 && block_dim.z == 1
+                  ? dim3{t, 0, 0}
+                  : dim3{t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y)};
   blockIdx = block_index;
   blockDim = block_dim;
   gridDim = grid;
@@ -182,68 +185,116 @@ struct pooled_stack {
   void deallocate(ctx::stack_context& s) noexcept { pool->deallocate(s); }
 };
 
+/// One CUDA thread of a block run as fibers.
 struct fiber_slot {
-  ctx::fiber self;  // resumes the thread
-  ctx::fiber back;  // resumes the scheduler
+  ctx::fiber self;  // resumes the thread (empty while it runs)
+  dim3 index;       // its threadIdx, computed once
   bool done = false;
   const std::uint64_t* waits = nullptr;  // the generation of the barrier it waits at, and its value then
   std::uint64_t at = 0;
   bool runnable() const { return !done && (waits == nullptr || *waits != at); }
 };
+
+/// A block's threads as fibers, and the host context that runs them (`main`). A thread that
+/// waits at a barrier or ends switches straight to the next runnable thread, in round-robin
+/// order from its own index (the order a scheduler looping over the threads would give), and
+/// back to `main` only when none is runnable: one switch a wait instead of two through a
+/// scheduler, which with the divisions of threadIdx done at every resume were 40% of
+/// test_cuda_llama_emulated's samples at -Og (docs/performance.md, "CI").
+struct fiber_block {
+  std::vector<fiber_slot> slots;
+  ctx::fiber main;  // resumes launch(): nothing is runnable, or a thread threw
+  std::exception_ptr failure;
+  /// The first runnable thread after t (t itself last), or nullptr.
+  fiber_slot* next_after(std::size_t t) {
+    for (std::size_t u = t + 1; u < slots.size(); ++u)
+      if (slots[u].runnable()) return &slots[u];
+    for (std::size_t u = 0; u <= t; ++u)
+      if (slots[u].runnable()) return &slots[u];
+    return nullptr;
+  }
+};
+inline thread_local fiber_block* scheduler = nullptr;
 inline thread_local fiber_slot* running = nullptr;
+
+/// Makes `s` the CUDA thread the host thread runs (its threadIdx; the block's are set).
+inline void enter_slot(fiber_block& f, fiber_slot& s) {
+  thread_rank = static_cast<unsigned>(&s - f.slots.data());
+  threadIdx = s.index;
+  running = &s;
+}
+
+/// Suspends the running thread, storing its continuation in its slot, and resumes `to` (a
+/// thread's continuation, or main).
+inline void switch_to(fiber_slot* me, ctx::fiber& to) {
+  std::move(to).resume_with([me](ctx::fiber&& from) {
+    me->self = std::move(from);
+    return ctx::fiber{};
+  });
+}
+
 inline void wait_until_changed(const std::uint64_t& generation, std::uint64_t g) {
   fiber_slot* me = running;
+  fiber_block& f = *scheduler;
   me->waits = &generation;
   me->at = g;
-  while (generation == g) me->back = std::move(me->back).resume();
+  while (generation == g) {
+    if (fiber_slot* next = f.next_after(static_cast<std::size_t>(me - f.slots.data()))) {
+      enter_slot(f, *next);
+      switch_to(me, next->self);
+    } else {
+      running = nullptr;
+      switch_to(me, f.main);  // every other thread ended or waits: launch() reports the hang
+    }
+  }
   me->waits = nullptr;
 }
 
-/// Runs one block's threads as fibers, in turn, each until it ends or waits at a barrier, and
-/// again once that barrier has released it, until all have ended; throws what a thread threw,
-/// or when every thread left waits at a barrier that will not release (some never reach it).
+/// Runs one block's threads as fibers, each until it ends or waits at a barrier, and again
+/// once that barrier has released it, until all have ended; throws what a thread threw, or
+/// when every thread left waits at a barrier that will not release (some never reach it).
 template <class Kernel>
 void run_fibers(block& b, int threads, dim3 index, dim3 block_dim, dim3 grid, Kernel& kernel) {
   static stack_pool pool;  // under the launch lock
-  std::vector<fiber_slot> slots(static_cast<std::size_t>(threads));
-  std::exception_ptr failure;
+  fiber_block f;
+  f.slots.resize(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
-    fiber_slot& s = slots[static_cast<std::size_t>(t)];
-    s.self = ctx::fiber(std::allocator_arg, pooled_stack{&pool}, [&s, &kernel, &failure](ctx::fiber&& back) {
-      s.back = std::move(back);
+    fiber_slot& s = f.slots[static_cast<std::size_t>(t)];
+    const auto u = static_cast<unsigned>(t);
+    s.index = {u % block_dim.x, u / block_dim.x % block_dim.y, u / (block_dim.x * block_dim.y)};
+    s.self = ctx::fiber(std::allocator_arg, pooled_stack{&pool}, [&f, &s, &kernel](ctx::fiber&&) {
       try {
         kernel();
       } catch (const ctx::detail::forced_unwind&) {
-        throw;  // the scheduler abandons this fiber: let Boost unwind it
+        throw;  // launch() abandons this fiber: let Boost unwind it
       } catch (...) {
-        failure = std::current_exception();
+        f.failure = std::current_exception();
       }
       s.done = true;
-      return std::move(s.back);
+      fiber_slot* next = f.failure ? nullptr : f.next_after(static_cast<std::size_t>(&s - f.slots.data()));
+      if (next == nullptr) {
+        running = nullptr;
+        return std::move(f.main);
+      }
+      enter_slot(f, *next);
+      return std::move(next->self);
     });
   }
-  for (;;) {
-    bool live = false, ran = false;
-    for (int t = 0; t < threads && !failure; ++t) {
-      fiber_slot& s = slots[static_cast<std::size_t>(t)];
-      if (!s.runnable()) {
-        live = live || !s.done;
-        continue;
-      }
-      enter(b, static_cast<unsigned>(t), index, block_dim, grid);
-      running = &s;
-      s.self = std::move(s.self).resume();
-      running = nullptr;
-      ran = true;
-      live = live || !s.done;
-    }
-    if (failure) std::rethrow_exception(failure);  // the slots' destructors unwind the others
-    if (!live) return;
-    if (!ran)
+  fiber_block* outer = std::exchange(scheduler, &f);
+  enter(b, 0, index, block_dim, grid);
+  enter_slot(f, f.slots.front());
+  std::move(f.slots.front().self).resume_with([&f](ctx::fiber&& from) {
+    f.main = std::move(from);
+    return ctx::fiber{};
+  });
+  scheduler = outer;
+  running = nullptr;
+  if (f.failure) std::rethrow_exception(f.failure);  // the slots' destructors unwind the others
+  for (const fiber_slot& s : f.slots)
+    if (!s.done)
       throw std::logic_error("emulation: block (" + std::to_string(index.x) + ", " + std::to_string(index.y) + ", " +
                              std::to_string(index.z) +
                              ") hangs: threads wait at a barrier (__syncthreads / __syncwarp) that others never reach");
-  }
 }
 }  // namespace detail
 #else

@@ -2,8 +2,15 @@
 # save ends the job without a hang, leaves the previous complete checkpoint intact and the
 # interrupted one uncommitted, and a rerun resumes from the intact one and reaches the
 # uninterrupted run's losses (test_resume_mpi.cpp, phases fault and fault_resume).
-#   cmake -DMPIEXEC=... -DNP_FLAG=-np -DEXE=test_checkpoint_mpi -DFOLDER=dir -DLIMIT=300 -P sigkill.cmake
+# The uninterrupted run's curve is STRAIGHT, the straight.txt of the `save` phase
+# (checkpoint.mpi_np4_save, a fixture of this test).
+#   cmake -DMPIEXEC=... -DNP_FLAG=-np -DEXE=test_checkpoint_mpi -DFOLDER=dir -DSTRAIGHT=file -DLIMIT=300 -P sigkill.cmake
+if(NOT EXISTS "${STRAIGHT}")
+  message(FATAL_ERROR "no uninterrupted curve at ${STRAIGHT}: run checkpoint.mpi_np4_save first (ctest does, a fixture)")
+endif()
 file(REMOVE_RECURSE "${FOLDER}")
+file(MAKE_DIRECTORY "${FOLDER}")
+file(COPY_FILE "${STRAIGHT}" "${FOLDER}/straight.txt")
 set(_mpi ${MPIEXEC} ${NP_FLAG} 4 --oversubscribe)
 string(TIMESTAMP _t0 "%s")
 execute_process(COMMAND ${_mpi} ${EXE} fault ${FOLDER} TIMEOUT ${LIMIT}

@@ -5,7 +5,8 @@
 #      through the CUDA emulation, gpu_emulated.*);
 #   2. clang++: every test program and the header check compiled by clang++'s front end
 #      only (-fsyntax-only: every template instantiated, every warning an error, no code
-#      generated; CMake's TESSERA_FRONTEND_ONLY; the headers in one unit per component,
+#      generated; CMake's TESSERA_FRONTEND_ONLY; the programs that 3. and 5. compile with
+#      clang++ in full are left to them, TESSERA_SKIP_PROGRAMS; the headers in one unit per component,
 #      TESSERA_HEADER_CHECK=grouped, since g++ checks that each stands alone), and the tests
 #      that are clang++'s own: the compile-fail tests (clang++'s diagnostics matched) and the
 #      static tests. The g++ pass builds and runs every program; clang++ builds and runs the
@@ -59,6 +60,17 @@ cuda_opt=(-DCMAKE_CUDA_FLAGS_RELEASE="-O0 -Xcicc -O0 -DNDEBUG" -DCMAKE_CUDA_ARCH
 # -fsyntax-only runs in full, and its code runs under the sanitizers at the end. Building
 # and running the programs again cost about 400 s of CI (docs/performance.md, "CI").
 frontend_only='.*'
+# The g++ pass builds and runs every program, and checks the headers with its front end only
+# (the header check's units generate no code: -fsyntax-only saves the tenth of their 224 s of
+# compiler time that emitting an empty object took).
+gcc_frontend_only='^tessera_header_check$'
+# The clang++ pass checks every program but the ones the sanitizer builds (3. and 5.)
+# compile with clang++ in full and the same warnings (-Wall -Wextra -Wpedantic -Werror): it
+# leaves them out (TESSERA_SKIP_PROGRAMS; 105 s of compiler time).
+# test_model first: the longest under ASan (122 s of the block's 202 s of tests, two at a time)
+asan_tests="model/test_model kernels/test_kernels_emulated core/test_core comm/test_comm_threads tensor/test_tensor train/test_train"
+tsan_tests="comm/test_comm_threads kernels/test_kernels_emulated"
+sanitized="^($(for t in $asan_tests $tsan_tests; do echo "${t#*/}"; done | sort -u | paste -sd '|'))\$"
 # The benchmarks at -O0 (TESSERA_BENCH_FLAGS): CI builds them to keep them compiling and
 # linking, and times none (their compile: 213 s of g++ at -O1, about 40% less at -O0).
 bench_flags=-O0
@@ -91,9 +103,9 @@ status=0
 start=$(date +%s)
 for cc in gcc clang; do
   if [ "$cc" = gcc ]; then
-    cxx=g++; once=ON; only=''; headers=each; opt=("${gcc_opt[@]}")
+    cxx=g++; once=ON; only=$gcc_frontend_only; skip=''; headers=each; opt=("${gcc_opt[@]}")
   else
-    cxx=clang++; once=OFF; only=$frontend_only; headers=grouped; opt=("${ci_opt[@]}")
+    cxx=clang++; once=OFF; only=$frontend_only; skip=$sanitized; headers=grouped; opt=("${ci_opt[@]}")
   fi
   # g++: tests/parallel's ten files as one translation unit (TESSERA_UNITY_TESTS: 180 s of
   # compile instead of 378 s); clang++ checks each file apart
@@ -102,7 +114,7 @@ for cc in gcc clang; do
   # the CUDA units (g++ pass only) for sm_90 alone: CI compiles them to check them, and the
   # host code is the same for every architecture (users' builds default to sm_80 and sm_90)
   cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
-    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers \
+    -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_SKIP_PROGRAMS="$skip" -DTESSERA_UNITY_TESTS=$once -DTESSERA_HEADER_CHECK=$headers \
     -DTESSERA_BENCH_FLAGS="$bench_flags" >/dev/null
   cmake --build "$dir" -j "$jobs"
   phase "tests ($cxx)"
@@ -112,9 +124,11 @@ phase "ThreadSanitizer (threads backend, emulated CUDA kernels)"
 tsan="$root/build/tsan"
 cmake -S "$root" -B "$tsan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" -DTESSERA_SANITIZE=thread \
   -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
-cmake --build "$tsan" -j "$jobs" --target test_comm_threads test_kernels_emulated
+# shellcheck disable=SC2046,SC2086  # one word a program
+cmake --build "$tsan" -j "$jobs" --target $(for t in $tsan_tests; do echo "${t#*/}"; done)
 run_env=(TSAN_OPTIONS=halt_on_error=1)
-run_tests ThreadSanitizer "$tsan" comm/test_comm_threads kernels/test_kernels_emulated
+# shellcheck disable=SC2086
+run_tests ThreadSanitizer "$tsan" $tsan_tests
 # ---- fuzzing (issue 22; docs/fuzzing.md) -------------------------------------------------
 # The libFuzzer harnesses of tests/fuzz (clang++, ASan + UBSan): every harness once over its
 # seed corpus and reproducers (ctest -L fuzz), then each fuzzed TESSERA_FUZZ_SECONDS (30) s,
@@ -131,7 +145,7 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 # ---- end of fuzzing ---------------------------------------------------------------------
 
 # ---- AddressSanitizer + UndefinedBehaviorSanitizer: the tests of core, comm, tensor, model, train ----
-# Only these six test binaries (core, comm, tensor, model, train, the emulated CUDA kernels) are built (clang++, -O0 -g,
+# Only these six test binaries (asan_tests, above: core, comm, tensor, model, train, the emulated CUDA kernels) are built (clang++, -O0 -g,
 # see tests/CMakeLists.txt) and run, two at a time; any ASan or UBSan report (leaks included)
 # fails the run; .ci/ubsan.supp lists the known ones. -O0 because -O1 compiled a third slower
 # for faster tests (841 s against 402 s once; docs/performance.md, "CI"); the block took 244 s
@@ -139,7 +153,6 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 phase "AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train; emulated CUDA kernels)"
 asan_start=$(date +%s)
 asan="$root/build/asan"
-asan_tests="core/test_core comm/test_comm_threads tensor/test_tensor model/test_model train/test_train kernels/test_kernels_emulated"
 cmake -S "$root" -B "$asan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
 cmake --build "$asan" -j "$jobs" --target $(for t in $asan_tests; do echo "${t#*/}"; done)

@@ -199,7 +199,7 @@ struct fiber_slot {
 /// waits at a barrier or ends switches straight to the next runnable thread, in round-robin
 /// order from its own index (the order a scheduler looping over the threads would give), and
 /// back to `main` only when none is runnable: one switch a wait instead of two through a
-/// scheduler, which with the divisions of threadIdx done at every resume were 40% of
+/// scheduler, which with the divisions of threadIdx done at every resume were half of
 /// test_cuda_llama_emulated's samples at -Og (docs/performance.md, "CI").
 struct fiber_block {
   std::vector<fiber_slot> slots;

@@ -139,12 +139,16 @@ inline unsigned char* shared_memory() { return current->shared; }
 inline unsigned lane() { return thread_rank % 32; }
 inline barrier& warp() { return *current->warps[thread_rank / 32]; }
 
+/// The threadIdx of a block's thread t (x fastest).
+inline dim3 thread_index(unsigned t, dim3 block_dim) {
+  if (block_dim.y == 1 && block_dim.z == 1) return {t, 0, 0};
+  return {t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y)};
+}
+
 /// Makes the calling host thread (or fiber) CUDA thread t of block (x, y, z).
 inline void enter(block& b, unsigned t, dim3 block_index, dim3 block_dim, dim3 grid) {
   thread_rank = t;
-  threadIdx = block_dim.y == 1 && block_dim.z == 1
-                  ? dim3{t, 0, 0}
-                  : dim3{t % block_dim.x, t / block_dim.x % block_dim.y, t / (block_dim.x * block_dim.y)};
+  threadIdx = thread_index(t, block_dim);
   blockIdx = block_index;
   blockDim = block_dim;
   gridDim = grid;
@@ -205,23 +209,26 @@ struct fiber_block {
   std::vector<fiber_slot> slots;
   ctx::fiber main;  // resumes launch(): nothing is runnable, or a thread threw
   std::exception_ptr failure;
-  /// The first runnable thread after t (t itself last), or nullptr.
-  fiber_slot* next_after(std::size_t t) {
-    for (std::size_t u = t + 1; u < slots.size(); ++u)
-      if (slots[u].runnable()) return &slots[u];
-    for (std::size_t u = 0; u <= t; ++u)
-      if (slots[u].runnable()) return &slots[u];
-    return nullptr;
-  }
+  /// What `s` hands the host thread to when it waits or ends: the first runnable thread after
+  /// it (itself last), made the running CUDA thread, or else main.
+  ctx::fiber& next_after(const fiber_slot& s);
 };
 inline thread_local fiber_block* scheduler = nullptr;
 inline thread_local fiber_slot* running = nullptr;
 
-/// Makes `s` the CUDA thread the host thread runs (its threadIdx; the block's are set).
-inline void enter_slot(fiber_block& f, fiber_slot& s) {
-  thread_rank = static_cast<unsigned>(&s - f.slots.data());
-  threadIdx = s.index;
-  running = &s;
+inline ctx::fiber& fiber_block::next_after(const fiber_slot& s) {
+  const auto t = static_cast<std::size_t>(&s - slots.data());
+  for (std::size_t k = 1; k <= slots.size(); ++k) {
+    const std::size_t u = t + k < slots.size() ? t + k : t + k - slots.size();
+    if (fiber_slot& next = slots[u]; next.runnable()) {
+      thread_rank = static_cast<unsigned>(u);
+      threadIdx = next.index;
+      running = &next;
+      return next.self;
+    }
+  }
+  running = nullptr;  // every other thread ended or waits (launch() reports a hang)
+  return main;
 }
 
 /// Suspends the running thread, storing its continuation in its slot, and resumes `to` (a
@@ -238,15 +245,7 @@ inline void wait_until_changed(const std::uint64_t& generation, std::uint64_t g)
   fiber_block& f = *scheduler;
   me->waits = &generation;
   me->at = g;
-  while (generation == g) {
-    if (fiber_slot* next = f.next_after(static_cast<std::size_t>(me - f.slots.data()))) {
-      enter_slot(f, *next);
-      switch_to(me, next->self);
-    } else {
-      running = nullptr;
-      switch_to(me, f.main);  // every other thread ended or waits: launch() reports the hang
-    }
-  }
+  while (generation == g) switch_to(me, f.next_after(*me));
   me->waits = nullptr;
 }
 
@@ -260,8 +259,7 @@ void run_fibers(block& b, int threads, dim3 index, dim3 block_dim, dim3 grid, Ke
   f.slots.resize(static_cast<std::size_t>(threads));
   for (int t = 0; t < threads; ++t) {
     fiber_slot& s = f.slots[static_cast<std::size_t>(t)];
-    const auto u = static_cast<unsigned>(t);
-    s.index = {u % block_dim.x, u / block_dim.x % block_dim.y, u / (block_dim.x * block_dim.y)};
+    s.index = thread_index(static_cast<unsigned>(t), block_dim);
     s.self = ctx::fiber(std::allocator_arg, pooled_stack{&pool}, [&f, &s, &kernel](ctx::fiber&&) {
       try {
         kernel();
@@ -271,18 +269,16 @@ void run_fibers(block& b, int threads, dim3 index, dim3 block_dim, dim3 grid, Ke
         f.failure = std::current_exception();
       }
       s.done = true;
-      fiber_slot* next = f.failure ? nullptr : f.next_after(static_cast<std::size_t>(&s - f.slots.data()));
-      if (next == nullptr) {
+      if (f.failure) {
         running = nullptr;
         return std::move(f.main);
       }
-      enter_slot(f, *next);
-      return std::move(next->self);
+      return std::move(f.next_after(s));
     });
   }
   fiber_block* outer = std::exchange(scheduler, &f);
   enter(b, 0, index, block_dim, grid);
-  enter_slot(f, f.slots.front());
+  running = &f.slots.front();
   std::move(f.slots.front().self).resume_with([&f](ctx::fiber&& from) {
     f.main = std::move(from);
     return ctx::fiber{};

@@ -1,7 +1,8 @@
 // Resume and reshard (issue 16): 20 steps straight vs 10 + save + resume 10 in fresh
 // objects (bit-identical, sync and async), and a checkpoint of debug_2d on 4 ranks loaded
 // into debug_fsdp on 3, debug_tp on 2 and debug_fsdp on 1 (the same losses to 1e-6),
-// and debug_hsdp on 4 and debug_pp on 2; a pipeline recipe's own resume.
+// and debug_hsdp on 4 and debug_pp on 2; a pipeline recipe's own resume. The recipes' meshes
+// and policies train training_check's smaller Llama (`small<R>`, below).
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -30,6 +31,10 @@ namespace fs = std::filesystem;
 
 namespace {
 using checkpoint_test::scratch;
+// The shipped recipes' meshes and policies on training_check's smaller Llama (tc::small, the
+// debug model's shape at a tenth of its size): saving, resuming and resharding move every
+// block the same way at any size, and this file's runs took 81 s on the debug model.
+using tc::small;
 
 /// Steps [from, to) of recipe R on `world` threads, on kernel backend K: from 0 it
 /// initialises the weights, else it resumes from the latest checkpoint in `folder`; saves
@@ -45,7 +50,7 @@ std::vector<double> run(int world, const std::vector<std::int32_t>& toks, std::i
     model_t pm(dm);
     pm.init_weights(from == 0 ? 9 : 1234);  // a resumed run must overwrite every weight
     train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
-    train::basic_trainer<model_t> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+    train::basic_trainer<model_t> tr(pm, loader, tc::steps, 1, tc::options<typename R::model>(), 0);
     train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
     if (from > 0) {
       const auto s = ck.resume();
@@ -71,7 +76,7 @@ std::vector<double> tail(const std::vector<double>& v, std::size_t from) { retur
 const std::vector<double>& straight_2d() {
   static const std::vector<double> v = [] {
     const auto toks = tc::tokens();
-    return run<recipes::debug_2d>(4, toks, 0, 20, "", 0);
+    return run<small<recipes::debug_2d>>(4, toks, 0, 20, "", 0);
   }();
   return v;
 }
@@ -83,9 +88,9 @@ TEST_CASE("10 steps + save + resume 10 is bit-identical to 20 steps (debug_2d, 4
   REQUIRE(straight.size() == 20);
   for (auto mode : {train::async_mode::disabled, train::async_mode::async}) {
     scratch s(mode == train::async_mode::async ? "async" : "sync");
-    const auto first = run<recipes::debug_2d>(4, toks, 0, 10, s.dir.string(), 10, mode);
+    const auto first = run<small<recipes::debug_2d>>(4, toks, 0, 10, s.dir.string(), 10, mode);
     REQUIRE(io::checkpoint::latest(s.dir).has_value());
-    const auto second = run<recipes::debug_2d>(4, toks, 10, 20, s.dir.string(), 0);
+    const auto second = run<small<recipes::debug_2d>>(4, toks, 10, 20, s.dir.string(), 0);
     for (std::size_t i = 0; i < 10; ++i) CHECK(first[i] == straight[i]);
     REQUIRE(second.size() == 10);
     for (std::size_t i = 0; i < 10; ++i) CHECK(second[i] == straight[10 + i]);  // bit-identical
@@ -98,7 +103,7 @@ TEST_CASE("10 steps + save + resume 10 is bit-identical to 20 steps (debug_2d, 4
 // same backend, and are the host runtime's files (each resumes the other's).
 TEST_CASE("a device-backend model's checkpoints: resumed bit-identically, and the same files as the host's") {
   const auto toks = tc::tokens();
-  using R = recipes::debug_2d;
+  using R = small<recipes::debug_2d>;
   const auto& straight = straight_2d();  // steps 1..8 of it (every run here schedules 20 steps)
   for (auto mode : {train::async_mode::disabled, train::async_mode::async}) {
     CAPTURE(static_cast<int>(mode));
@@ -123,7 +128,7 @@ TEST_CASE("a checkpoint of debug_2d on 4 ranks resumes in debug_fsdp on 3 and 1,
   const auto toks = tc::tokens();
   const auto& straight = straight_2d();
   scratch s("reshard");
-  run<recipes::debug_2d>(4, toks, 0, 10, s.dir.string(), 10);
+  run<small<recipes::debug_2d>>(4, toks, 0, 10, s.dir.string(), 10);
   const auto ref = tail(straight, 10);
   auto check_close = [&](const char* what, const std::vector<double>& got) {
     REQUIRE(got.size() == ref.size());
@@ -131,13 +136,13 @@ TEST_CASE("a checkpoint of debug_2d on 4 ranks resumes in debug_fsdp on 3 and 1,
     std::printf("resumed in %s: steps 11..20 deviate from the uninterrupted debug_2d run by %.2e relative\n", what, dev);
     CHECK(dev <= 1e-6);
   };
-  check_close("debug_fsdp on 3 ranks", run<recipes::debug_fsdp>(3, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_tp on 2 ranks", run<recipes::debug_tp>(2, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_fsdp on 1 rank", run<recipes::debug_fsdp>(1, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_hsdp on 4 ranks", run<recipes::debug_hsdp>(4, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_pp on 2 ranks", run<recipes::debug_pp>(2, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_3d on 8 ranks", run<recipes::debug_3d>(8, toks, 10, 20, s.dir.string(), 0));
-  check_close("debug_3d_zbv on 8 ranks", run<recipes::debug_3d_zbv>(8, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_fsdp on 3 ranks", run<small<recipes::debug_fsdp>>(3, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_tp on 2 ranks", run<small<recipes::debug_tp>>(2, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_fsdp on 1 rank", run<small<recipes::debug_fsdp>>(1, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_hsdp on 4 ranks", run<small<recipes::debug_hsdp>>(4, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_pp on 2 ranks", run<small<recipes::debug_pp>>(2, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_3d on 8 ranks", run<small<recipes::debug_3d>>(8, toks, 10, 20, s.dir.string(), 0));
+  check_close("debug_3d_zbv on 8 ranks", run<small<recipes::debug_3d_zbv>>(8, toks, 10, 20, s.dir.string(), 0));
 }
 
 namespace {
@@ -163,7 +168,7 @@ void check_staging(int world) {
     train::parallel_llama<R> pm(dm);
     pm.init_weights(9);
     train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
-    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options<typename R::model>(), 0);
     train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader,
                                                      {.folder = s.dir.string(), .mode = train::async_mode::async});
     const std::int64_t want = estimate_checkpoint_staging<R>(dm.shape(), dm.coords());
@@ -180,17 +185,17 @@ void check_staging(int world) {
 }  // namespace
 
 TEST_CASE("the async staging arena is what estimate_checkpoint_staging says, on every rank") {
-  check_staging<recipes::debug_fsdp>(3);
-  check_staging<recipes::debug_hsdp>(4);
-  check_staging<recipes::debug_2d>(4);
-  check_staging<recipes::debug_pp>(2);
-  check_staging<recipes::debug_3d>(8);
+  check_staging<small<recipes::debug_fsdp>>(3);
+  check_staging<small<recipes::debug_hsdp>>(4);
+  check_staging<small<recipes::debug_2d>>(4);
+  check_staging<small<recipes::debug_pp>>(2);
+  check_staging<small<recipes::debug_3d>>(8);
   static_assert(estimate_checkpoint_staging<recipes::debug_tp>(mesh_shape{1, {2}}) > 0);  // constexpr
 }
 
 TEST_CASE("a rank that fails during an async save: the run stops with its error, the last checkpoint stays, "
           "a rerun resumes from it (threads)") {
-  using R = recipes::debug_2d;
+  using R = small<recipes::debug_2d>;
   const auto toks = tc::tokens();
   const auto& straight = straight_2d();
   scratch s("fault");
@@ -203,7 +208,7 @@ TEST_CASE("a rank that fails during an async save: the run stops with its error,
       train::parallel_llama<R> pm(dm);
       pm.init_weights(9);
       train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
-      train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options(), 0);
+      train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options<typename R::model>(), 0);
       train::checkpoint_options o{.folder = s.dir.string(), .interval = 5, .mode = train::async_mode::async};
       o.before_write = [](std::int64_t step, int rank) {
         if (step == 10 && rank == 1) throw error("injected failure: rank 1's disk is gone");
@@ -242,10 +247,10 @@ TEST_CASE("rank 0 stops waiting as soon as another rank's write fails, naming it
 
 TEST_CASE("a pipeline recipe saves and resumes bit-identically (debug_pp, 2 threads)") {
   const auto toks = tc::tokens();
-  const auto straight = run<recipes::debug_pp>(2, toks, 0, 20, "", 0);
+  const auto straight = run<small<recipes::debug_pp>>(2, toks, 0, 20, "", 0);
   scratch s("pp");
-  run<recipes::debug_pp>(2, toks, 0, 10, s.dir.string(), 10);
-  const auto second = run<recipes::debug_pp>(2, toks, 10, 20, s.dir.string(), 0);
+  run<small<recipes::debug_pp>>(2, toks, 0, 10, s.dir.string(), 10);
+  const auto second = run<small<recipes::debug_pp>>(2, toks, 10, 20, s.dir.string(), 0);
   REQUIRE(second.size() == 10);
   for (std::size_t i = 0; i < 10; ++i) CHECK(second[i] == straight[10 + i]);
 }

@@ -218,7 +218,7 @@ namespace {
 template <class... AC>
 struct debug_cp_ring {
   static constexpr std::string_view name = "debug_cp_ring";
-  using model = debugmodel;
+  using model = training_check::smallmodel;  // the same bits at any size: the small one
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"cp">>;
   using parallelize =
       tessera::parallelize<fsdp<"dp">, context_parallel<"cp", cp_rotation<cp_rotate::ring>>, AC...>;

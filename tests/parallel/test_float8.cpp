@@ -32,6 +32,10 @@ constexpr f8_settings settings_of() {
   return Policy::desc.f8;
 }
 
+// The curves below train tc::smallmodel (the debug model's shape at a tenth of its size: what
+// they check -- the casts ran, one rank against many, the same bits -- does not depend on the
+// size), except the shipped recipes' own runs, which train the debug model.
+//
 // The curves are kept once computed (training_check.hpp's `kept`): the one-rank rowwise
 // curve was computed six times, the tensorwise one five: 193 s instead of 245 s for this
 // binary on the 2-core development machine, one run after the other.
@@ -40,29 +44,29 @@ constexpr f8_settings settings_of() {
 std::vector<double> serial_curve(const f8_linears& f, const std::vector<std::int32_t>& toks) {
   static std::map<std::tuple<std::uint16_t, f8_recipe, bool, std::vector<std::int32_t>>, std::vector<double>> memo;
   return tc::kept(memo, std::make_tuple(f.roles, f.recipe, f.weights_cast, toks), [&] {
-    llama_shard s = llama_shard::whole(debugmodel::config);
+    llama_shard s = llama_shard::whole(tc::smallmodel::config);
     s.float8 = f;
-    llama_model m(debugmodel::config, s);
+    llama_model m(tc::smallmodel::config, s);
     m.init_weights(9);
-    return tc::curve(m, toks);
+    return tc::curve<tc::smallmodel>(m, toks);
   });
 }
 
 struct fsdp_f32_tw {
   static constexpr std::string_view name = "fsdp_f32_tw";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise>>;
 };
 struct fsdp_f32_tw_ag {
   static constexpr std::string_view name = "fsdp_f32_tw_ag";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise, fp8::all_gather>>;
 };
 struct fsdp_f32_rowwise {
   static constexpr std::string_view name = "fsdp_f32_rowwise";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::rowwise>>;
 };
@@ -70,8 +74,10 @@ struct fsdp_f32_rowwise {
 
 TEST_CASE("float8: the linears a policy converts (torchao's filters)") {
   constexpr llama_config dbg = debugmodel::config, l8 = llama3_8b::config;
-  // every block linear of the debug model (all dims multiples of 16), never the output
+  // every block linear of the debug model (all dims multiples of 16), never the output; the
+  // same for the smaller model the numerics below train
   static_assert(f8_linears_of(dbg, settings_of<float8<fp8::rowwise>>()).roles == all_linears);
+  static_assert(f8_linears_of(tc::smallmodel::config, settings_of<float8<fp8::rowwise>>()).roles == all_linears);
   static_assert(!f8_linears_of(dbg, settings_of<float8<fp8::rowwise>>()).covers(param_role::output));
   static_assert(f8_linears_of(dbg, f8_settings{}).roles == 0);
   // auto_filter_small_kn: the debug model's linears are all below the thresholds
@@ -101,7 +107,7 @@ TEST_CASE("float8: the linears a policy converts (torchao's filters)") {
 
 TEST_CASE("float8: one rank trains through the Float8 casts of every recipe, close to f32") {
   const auto toks = tc::tokens();
-  const auto ref = tc::serial_curve(toks);
+  const auto ref = tc::serial_curve<tc::smallmodel>(toks);
   for (f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise, f8_recipe::rowwise_with_gw_hp}) {
     const auto got = serial_curve({.roles = all_linears, .recipe = r}, toks);
     const double dev = tc::deviation(ref, got);
@@ -156,13 +162,13 @@ TEST_CASE("float8 under FSDP: one rank's global batch, up to the per-rank scales
 namespace {
 struct fsdp_rowwise_ac {
   static constexpr std::string_view name = "fsdp_rowwise_ac";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::rowwise>, activation_checkpointing<ac::full>>;
 };
 struct pp_rowwise {
   static constexpr std::string_view name = "pp_rowwise";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"pp", 2>>;
   using parallelize = tessera::parallelize<
       pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::one_f_one_b>, microbatches<2>>,
@@ -170,7 +176,7 @@ struct pp_rowwise {
 };
 struct pp_zbv_tw {
   static constexpr std::string_view name = "pp_zbv_tw";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"pp", 2>>;
   using parallelize = tessera::parallelize<
       pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>, stages_per_rank<2>,
@@ -199,14 +205,14 @@ namespace {
 template <class... P>
 struct debug_with {
   static constexpr std::string_view name = "debug_with";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"tp", 2>>;
   using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>, P...>;
 };
 template <class... P>
 struct debug_2d_with {
   static constexpr std::string_view name = "debug_2d_with";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
   using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel>, P...>;
 };
@@ -241,7 +247,7 @@ namespace {
 template <class Scaling>
 struct cp_f8 {
   static constexpr std::string_view name = "cp_f8";
-  using model = debugmodel;
+  using model = tc::smallmodel;
   using mesh = tessera::mesh<axis<"cp">>;
   using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<cp_rotate::ring>>, float8<Scaling>>;
 };

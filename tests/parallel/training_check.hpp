@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -44,16 +45,21 @@ inline std::vector<std::int32_t> tokens() {
   return t;
 }
 
-inline train::optimizer_options options() {
+/// The optimizer of model M's curves: the trainer's defaults (the debug model's learning rate,
+/// TorchTitan's), a 2-step warmup, and M::lr where M gives one.
+template <class M = debugmodel>
+train::optimizer_options options() {
   train::optimizer_options o;
   o.warmup = 2;
+  if constexpr (requires { M::lr; }) o.lr = M::lr;
   return o;
 }
 
-template <class Model>
+/// n steps of `m` (a model of M's config) on `toks`: the losses.
+template <class M, class Model>
 std::vector<double> curve(Model& m, const std::vector<std::int32_t>& toks, std::int64_t n = steps) {
   train::batch_loader loader(toks, batch, seq_len, 3);
-  train::basic_trainer<Model> tr(m, loader, n, 1, options());
+  train::basic_trainer<Model> tr(m, loader, n, 1, options<M>());
   std::vector<double> losses;
   for (std::int64_t s = 0; s < n; ++s) losses.push_back(tr.train_step().loss);
   return losses;
@@ -72,13 +78,42 @@ std::vector<double> kept(std::map<Key, std::vector<double>>& memo, Key key, F&& 
   return memo.emplace(std::move(key), compute()).first->second;
 }
 
-/// One rank's 20-step curve (kept).
-inline std::vector<double> serial_curve(const std::vector<std::int32_t>& toks) {
+/// The debug model's shape (6 layers, the same vocabulary, every dimension a multiple of 16)
+/// at a tenth of its parameters and FLOPs: dim 64, 4 heads over 2 KV heads (GQA), FFN 192.
+/// The matrices whose checks do not depend on the model's size -- the same bits with and
+/// without activation checkpointing, Float8 under each policy against one rank -- run on it;
+/// the shipped recipes' own checks keep the debug model (test_parallel_float8 took 122 s
+/// on the debug model alone on CI's 2 cores, docs/performance.md, "CI").
+struct smallmodel {
+  static constexpr llama_config config{.name = "small", .dim = 64, .n_layers = 6, .n_heads = 4, .n_kv_heads = 2,
+                                       .vocab_size = 2048, .multiple_of = 64};
+  /// At the debug model's 8e-4 its 20-step loss fell by 0.005 (8.061 -> 8.056): curves that
+  /// hardly move compare nothing. At 5e-3 it falls by 0.39 (the debug model's by 0.44 at
+  /// 8e-4), and Float8's distances -- from f32, and a split run's from one rank -- are the
+  /// debug model's to within a factor 2 (docs/recipes.md, "Float8").
+  static constexpr double lr = 5e-3;
+};
+
+/// Recipe R with its model replaced by M (mesh and policies unchanged).
+template <class R, class M>
+struct on_model {
+  static constexpr std::string_view name = R::name;
+  using model = M;
+  using mesh = typename R::mesh;
+  using parallelize = typename R::parallelize;
+};
+/// Recipe R on smallmodel.
+template <class R>
+using small = on_model<R, smallmodel>;
+
+/// One rank's 20-step curve of model M (kept).
+template <class M = debugmodel>
+std::vector<double> serial_curve(const std::vector<std::int32_t>& toks) {
   static std::map<std::vector<std::int32_t>, std::vector<double>> memo;
   return kept(memo, toks, [&] {
-    llama_model m(debugmodel::config);
+    llama_model m(M::config);
     m.init_weights(9);
-    return curve(m, toks);
+    return curve<M>(m, toks);
   });
 }
 
@@ -88,7 +123,7 @@ std::vector<double> recipe_curve(C& c, typename R::mesh mesh, const std::vector<
   device_mesh<typename R::mesh> dm(mesh, c);
   train::parallel_llama<R> pm(dm);
   pm.init_weights(9);
-  return curve(pm, toks, n);
+  return curve<typename R::model>(pm, toks, n);
 }
 
 /// recipe_curve of n steps on `world` thread ranks: rank 0's losses (kept).

@@ -175,11 +175,21 @@ void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* in
   if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
 }
 
+/// The side of gemm_peak_flops's GEMMs: 4096 on a GPU (a few milliseconds of an H100); 512 on
+/// the host's CUDA emulation (the GPU code's host tests, tests/support/emulated_cuda), where
+/// cuBLASLt is OpenBLAS and twelve 4096-cubes took 27 s of every emulated trainer run for an
+/// MFU that only gets printed.
+#ifdef TESSERA_CUDA_EMULATION
+inline constexpr std::int64_t gemm_peak_side = 512;
+#else
+inline constexpr std::int64_t gemm_peak_side = 4096;
+#endif
+
 /// The FLOP/s of GEMMs of n x n x n with operands of type T (float: no TF32; bf16: the
 /// tensor cores) and f32 output through `b` (10 timed after 2 untimed): the MFU denominator of
 /// a device run, measured as the CPU run measures its sgemm peak.
 template <class T = float>
-double gemm_peak_flops(blas& b, std::int64_t n = 4096) {
+double gemm_peak_flops(blas& b, std::int64_t n = gemm_peak_side) {
   space_vector<T, cuda_space> A(static_cast<std::size_t>(n * n)), B(static_cast<std::size_t>(n * n));
   tensor<float, cuda_space> C({n * n});
   const auto run = [&] { b.gemm(false, false, n, n, n, 1.0f, A.data(), n, B.data(), n, 0.0f, C.data(), n); };

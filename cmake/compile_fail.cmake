@@ -1,5 +1,7 @@
 # Runs one compile-fail case: COMPILER, INCLUDE_DIR, SUPPORT_DIR (tests/support: helpers a
-# case may include) and SOURCE are given with -D.
+# case may include) and SOURCE are given with -D; PCH, where given, is the precompiled header
+# of the header the case includes first, under PCH_ROOT (tests/compile_fail/CMakeLists.txt),
+# used when it is there.
 # Passes when the compile fails and its diagnostics contain the text after `// expect: `
 # on the first line of SOURCE. Further lines at the top of the file may add:
 #   // expect-also: <text>     more text that must appear (e.g. the culprit's name)
@@ -29,8 +31,17 @@ set(_max "")
 if(_text MATCHES "\n// max-errors: ([0-9]+)")
   set(_max ${CMAKE_MATCH_1})
 endif()
+set(_pch "")
+if(DEFINED PCH AND EXISTS "${PCH}")
+  if(_family STREQUAL clang)
+    set(_pch -include-pch ${PCH})
+  else()
+    # g++ looks for <header>.gch beside each header it searches for, in the -I order
+    set(_pch -Winvalid-pch -I${PCH_ROOT})
+  endif()
+endif()
 execute_process(
-  COMMAND ${COMPILER} -std=c++20 -fsyntax-only -I${INCLUDE_DIR} -I${SUPPORT_DIR} ${SOURCE}
+  COMMAND ${COMPILER} -std=c++20 -fsyntax-only ${_pch} -I${INCLUDE_DIR} -I${SUPPORT_DIR} ${SOURCE}
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 list(GET _expects 0 _first)
 if(_rc EQUAL 0)

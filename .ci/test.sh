@@ -43,8 +43,9 @@ echo "== tessera: OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset, OpenBLAS chooses
 # the default flags for timings; CI measures nothing. The g++ pass, which builds and runs
 # every program, compiles at -Og (a third less compile time than -O1 -- tests/comm/
 # test_dist_tensor.cpp 48 s against 72 s -- for about 15% more test time: test_parallel 217
-# s of CPU against 190), except the programs that run CUDA device code through the emulation
-# (TESSERA_EMULATION_FLAGS), which run twice as long at -Og.
+# s of CPU against 190), except the two emulated GPU tests whose runs are the emulated
+# flash-attention kernels (TESSERA_EMULATION_FLAGS; they run 60% longer at -Og, the other
+# emulated programs a few seconds: cmake/TesseraWarnings.cmake).
 ci_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG")
 gcc_opt=(-DCMAKE_CXX_FLAGS_RELEASE="-Og -DNDEBUG" -DTESSERA_EMULATION_FLAGS=-O1)
 # The CUDA units: their host code at -O0 (CI runs none of it but the GPU tests' skip, and

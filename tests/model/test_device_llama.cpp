@@ -34,7 +34,11 @@ TEST_CASE("device_llama<cpu_kernels> trains as llama_model, bit for bit (losses,
     int steps;
   };
   const cpu::adamw_config opt{.lr = 3e-3f};
-  for (const run& r : {run{debugmodel::config, 2, 32, 20}, run{gqa_tied::config, 3, 24, 8}}) {
+  // Bit-identity is a property of each step's arithmetic: a kernel or a transfer that differs
+  // shows in the first step's gradient norm and parameters, and five steps take the debug
+  // model through AdamW's first bias-corrected updates (20 took 36 s of CI's ASan pass, the
+  // longest of its tests, for nothing more to see).
+  for (const run& r : {run{debugmodel::config, 2, 32, 5}, run{gqa_tied::config, 3, 24, 8}}) {
     CAPTURE(r.c.name);
     const auto host = testing::host_steps(r.c, r.B, r.T, r.steps, opt);
     const auto dev = testing::device_steps<cpu_kernels>(r.c, r.B, r.T, r.steps, opt);
@@ -45,7 +49,10 @@ TEST_CASE("device_llama<cpu_kernels> trains as llama_model, bit for bit (losses,
     CHECK(host.losses == staged.losses);
     CHECK(host.norms == staged.norms);
     CHECK(host.params == staged.params);
-    CHECK(host.losses.back() < host.losses.front());  // it trains: these are not zeros
+    // it computes: these are not zeros or NaNs (each step's batch is new random tokens, so
+    // five steps' losses need not fall)
+    for (const float l : host.losses) CHECK((std::isfinite(l) && l > 0.0f));
+    for (const float n : host.norms) CHECK((std::isfinite(n) && n > 0.0f));
   }
 }
 

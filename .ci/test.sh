@@ -156,6 +156,7 @@ asan_start=$(date +%s)
 asan="$root/build/asan"
 cmake -S "$root" -B "$asan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF >/dev/null
+# shellcheck disable=SC2046  # one word a program
 cmake --build "$asan" -j "$jobs" --target $(for t in $asan_tests; do echo "${t#*/}"; done)
 run_env=(TESSERA_NUM_THREADS=2 ASAN_OPTIONS=halt_on_error=1:detect_leaks=1
          UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions="$root/.ci/ubsan.supp")

@@ -189,10 +189,12 @@ int main(int argc, char** argv) {
     std::printf("# The Llama on one GPU: %s (sm_%d%d)\n\n", prop.name, prop.major, prop.minor);
     std::printf("Llama 3 8B-shaped stack of %lld layers (%.2fB parameters; all 32 need %.0f GiB at 16 bytes per "
                 "parameter), f32 state, batch %lld x %lld tokens, no checkpointing; median of 5 steps after 2 warm-up. "
-                "Backends: cuda (f32 GEMMs, no TF32), cuda-bf16 (bf16 GEMM operands, f32 accumulation).\n\n",
+                "Backends: cuda (f32 GEMMs, no TF32), cuda-bf16 (bf16 GEMM operands, f32 accumulation; the attention "
+                "backward's dq %s, TESSERA_DQ_PATH).\n\n",
                 static_cast<long long>(c.n_layers), static_cast<double>(param_count(c)) / 1e9,
                 16.0 * static_cast<double>(param_count(llama3_8b::config)) / (1 << 30), static_cast<long long>(B),
-                static_cast<long long>(T));
+                static_cast<long long>(T),
+                cuda::default_dq_path() == cuda::dq_path::fused ? "inside the dk/dv kernel" : "from its own kernel");
     std::printf("| backend | step (s) | tokens/s | TFLOP/s (TorchTitan's count) | measured GEMM peak of its operands "
                 "(TFLOP/s) | MFU vs that peak | MFU vs dense bf16 peak (%.0f TFLOP/s) | peak GPU memory (GiB) |\n"
                 "|---|---|---|---|---|---|---|---|\n",

@@ -7,8 +7,8 @@
 // merged, then both blocks' backward, accumulating; 160 tokens a rank, so that thread blocks
 // skip whole tiles). The tensor-core backward both ways: dq added inside the dk/dv kernel in
 // turns (what cuda_bf16_kernels runs; run twice, its dq must be the same bits: the order of
-// its sums is fixed) and from its own kernel (cuda::dq_path::separate). Without a GPU the test
-// prints why and exits 77 (skipped).
+// its sums is fixed) and from its own kernel (cuda::dq_path::separate); TESSERA_DQ_PATH's
+// values, which choose between them. Without a GPU the test prints why and exits 77 (skipped).
 //
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
 //   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
@@ -146,6 +146,28 @@ void ring_attention(const char* name, tolerances tol) {
     }
   }
 }
+/// TESSERA_DQ_PATH's values (cuda::dq_path_named, what cuda::default_dq_path reads once): the
+/// two paths, unset or empty for the fused one, and anything else refused with a message that
+/// names the variable and both values.
+void dq_path_names() {
+  const auto expect = [](const char* what, bool ok) {
+    std::printf("%-40s %s\n", what, ok ? "PASS" : "FAIL");
+    failures += ok ? 0 : 1;
+  };
+  expect("TESSERA_DQ_PATH unset: fused", cuda::dq_path_named(nullptr) == cuda::dq_path::fused);
+  expect("TESSERA_DQ_PATH='': fused", cuda::dq_path_named("") == cuda::dq_path::fused);
+  expect("TESSERA_DQ_PATH=fused", cuda::dq_path_named("fused") == cuda::dq_path::fused);
+  expect("TESSERA_DQ_PATH=separate", cuda::dq_path_named("separate") == cuda::dq_path::separate);
+  std::string message;
+  try {
+    (void)cuda::dq_path_named("Separate");
+  } catch (const error& e) {
+    message = e.what();
+  }
+  expect("TESSERA_DQ_PATH=Separate: refused", message.find("TESSERA_DQ_PATH is 'Separate'") != std::string::npos &&
+                                                  message.find("'fused'") != std::string::npos &&
+                                                  message.find("'separate'") != std::string::npos);
+}
 }  // namespace
 
 int main() {
@@ -155,6 +177,7 @@ int main() {
   std::printf("device 0: %s (sm_%d%d); tensor-core attention %s\n", prop.name, prop.major, prop.minor,
               cuda::tc_attention_supported(64) ? "runs" : "not supported here (the bf16 rows run the f32 kernels)");
   try {
+    dq_path_names();
     attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
     attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);

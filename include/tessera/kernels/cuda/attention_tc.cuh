@@ -48,13 +48,19 @@
 // other in launch order, so a block that waits for a turn no earlier block passed is an
 // error there (on a GPU, a hang).
 // Not yet: wgmma and TMA (Hopper's own instructions) -- measured against FlashAttention-2
-// and cuDNN in docs/performance.md, "On GPUs". The fused dq has not run on a GPU yet.
+// and cuDNN in docs/performance.md, "On GPUs". The fused dq has not run on a GPU yet: the
+// environment variable TESSERA_DQ_PATH=separate makes dq_k the default (default_dq_path),
+// and a block of the fused kernel that waits 10 s for its turn stops the kernel with a
+// message that says so (wait_turn, attention_tc_tiles.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
@@ -74,6 +80,23 @@ namespace tessera::cuda {
 /// S and dP makes 7; deterministic); `separate` launches dq_k beside dkv_k (every row of dq
 /// written by one warp). Both give the same results up to the order of dq's f32 sums.
 enum class dq_path { fused, separate };
+
+/// The dq_path named by `value` (TESSERA_DQ_PATH's): "fused", "separate", or nullptr or
+/// empty for the default, fused; anything else is refused with what to give.
+inline dq_path dq_path_named(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "fused") return dq_path::fused;
+  if (v == "separate") return dq_path::separate;
+  throw error("TESSERA_DQ_PATH is '" + std::string(v) +
+              "': give 'fused' (dq inside the dk/dv kernel, the default) or 'separate' (dq from its own kernel)");
+}
+/// The path the *_bf16 backwards take when not given one (cuda_bf16_kernels' attention): the
+/// environment variable TESSERA_DQ_PATH, read once -- a switch for a GPU on which the fused
+/// path fails (its blocks wait for turns: wait_turn, attention_tc_tiles.cuh) without a rebuild.
+inline dq_path default_dq_path() {
+  static const dq_path p = dq_path_named(std::getenv("TESSERA_DQ_PATH"));
+  return p;
+}
 
 namespace detail::tc {
 
@@ -174,11 +197,12 @@ inline void attention_forward_bf16(float* out, float* lse, const float* q, const
 }
 
 /// attention_backward with bf16 operands on the tensor cores; `D` is scratch of B * NH * T
-/// floats; `path`: how dq is computed (dq_path; a dq not 8-byte aligned takes `separate`).
+/// floats; `path`: how dq is computed (dq_path; default_dq_path() when not given; a dq not
+/// 8-byte aligned takes `separate`).
 inline void attention_backward_bf16(float* dq, float* dk, float* dv, const float* dout, const float* q,
                                     const float* k, const float* v, const float* out, const float* lse, float* D,
                                     std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
-                                    cudaStream_t s = nullptr, dq_path path = dq_path::fused) {
+                                    cudaStream_t s = nullptr, dq_path path = default_dq_path()) {
   if (!tc_attention_supported(HD)) return attention_backward(dq, dk, dv, dout, q, k, v, out, lse, D, B, T, NH, NKV, HD, s);
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_backward_bf16: bad sizes (NH must be a multiple of NKV)");
@@ -211,7 +235,7 @@ inline void attention_block_backward_bf16(float* dq, float* dk, float* dv, const
                                           const float* k, const float* v, const float* lse, const float* D,
                                           const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
                                           std::int64_t NH, std::int64_t NKV, std::int64_t HD,
-                                          cudaStream_t s = nullptr, dq_path path = dq_path::fused) {
+                                          cudaStream_t s = nullptr, dq_path path = default_dq_path()) {
   if (!tc_attention_supported(HD))
     return attention_block_backward(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD, s);
   check(B > 0 && qs.n > 0 && ks.n > 0 && NKV > 0 && NH % NKV == 0,

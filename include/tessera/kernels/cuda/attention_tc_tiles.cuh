@@ -17,6 +17,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 
 #include <tessera/kernels/cuda/attention_masks.cuh>
@@ -266,14 +267,37 @@ __host__ __device__ inline std::int64_t dq_turns(std::int64_t Tq) { return stage
 /// *turn = v once every thread of the block has written. A block must only wait for a turn a
 /// block launched before it passes: the GPU starts blocks in launch order, but gives no room
 /// to a block while the blocks it waits for cannot start. The emulation runs blocks one after
-/// the other in launch order, so a turn not passed when it is awaited is an error there.
+/// the other in launch order, so a turn not passed when it is awaited is an error there. On
+/// a GPU a wait longer than turn_wait_ns (a whole backward takes milliseconds) stops the
+/// kernel with a message (printf, then __trap: the launch fails and cuda_check reports it)
+/// instead of hanging the job: the turns' assumption failed on that GPU, and TESSERA_DQ_PATH=
+/// separate (attention_tc.cuh) runs the backward without them.
+inline constexpr unsigned long long turn_wait_ns = 10'000'000'000ULL;
+#ifndef TESSERA_CUDA_EMULATION
+/// wait_turn's way out, out of line: the kernels' registers do not hold its printf's.
+__device__ __noinline__ inline void turn_timed_out(int v, int seen) {
+  printf("tessera: the fused attention backward's block (%u, %u, %u) waited 10 s for dq turn %d (at %d): "
+         "this GPU did not run the blocks it waits for; run with TESSERA_DQ_PATH=separate\n",
+         blockIdx.x, blockIdx.y, blockIdx.z, v, seen);
+  __trap();
+}
+#endif
 __device__ inline void wait_turn(const int* turn, int v) {
   if (threadIdx.x == 0) {
 #ifdef TESSERA_CUDA_EMULATION
     if (*turn != v)
       throw std::logic_error("emulation: a block waits for a turn no block launched before it passed (on a GPU: a hang)");
 #else
-    while (*reinterpret_cast<const volatile int*>(turn) != v) __nanosleep(64);
+    const auto now = [] {
+      unsigned long long t;
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+      return t;
+    };
+    const unsigned long long t0 = now();
+    while (*reinterpret_cast<const volatile int*>(turn) != v) {
+      __nanosleep(64);
+      if (now() - t0 > turn_wait_ns) turn_timed_out(v, *reinterpret_cast<const volatile int*>(turn));
+    }
     __threadfence();
 #endif
   }

@@ -3,6 +3,17 @@
 # Used both by the build tree and by the installed package config. None is required:
 # a component whose dependency is missing is simply absent (TESSERA_HAS_<C> is OFF).
 
+# The optional components, each with what provides it (configure's summary names it when
+# missing): one list for the targets, the summary, the header check and the package test.
+set(TESSERA_COMPONENTS mpi nccl cuda openblas sentencepiece tomlplusplus benchmark)
+set(TESSERA_COMPONENT_HINT_mpi "libopenmpi-dev")
+set(TESSERA_COMPONENT_HINT_nccl "NCCL and the CUDA toolkit")
+set(TESSERA_COMPONENT_HINT_cuda "the CUDA toolkit")
+set(TESSERA_COMPONENT_HINT_openblas "libopenblas-dev")
+set(TESSERA_COMPONENT_HINT_sentencepiece "libsentencepiece-dev")
+set(TESSERA_COMPONENT_HINT_tomlplusplus "libtomlplusplus-dev")
+set(TESSERA_COMPONENT_HINT_benchmark "libbenchmark-dev")
+
 macro(tessera_find_components)
   find_package(MPI QUIET COMPONENTS CXX)
   set(TESSERA_HAS_MPI ${MPI_CXX_FOUND})

@@ -42,6 +42,8 @@ using namespace tessera;
 namespace k = tessera::cuda::detail;
 namespace emu = tessera::cuda::emulation;
 
+// A namespace of its own: CI compiles this program as one translation unit (TESSERA_UNITY_TESTS).
+namespace pointwise_emulated_tests {
 namespace {
 std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
   std::mt19937 g(seed);
@@ -410,3 +412,4 @@ TEST_CASE("the emulation refuses a launch it should not run: too many threads, t
                        doctest::Contains("more than an H100 gives"), std::invalid_argument);
   CHECK_THROWS_AS(emu::launch({1, 1, 1}, 100, 0, [] {}), std::invalid_argument);  // not whole warps
 }
+}  // namespace pointwise_emulated_tests

@@ -17,6 +17,8 @@
 
 using namespace tessera;
 
+// A namespace of its own: CI compiles this program as one translation unit (TESSERA_UNITY_TESTS).
+namespace ring_attention_tests {
 namespace {
 struct sizes {
   std::int64_t B = 2, T = 32, NH = 4, NKV = 2, HD = 8;
@@ -275,3 +277,4 @@ TEST_CASE("ring attention: block pairs of the head-tail split are full, partial 
   CHECK(parallel::cp_seq_problem(10, 2, cp_balance_kind::head_tail, 1).find("seq_len (10) is not divisible by 2 x cp (4)") !=
         std::string::npos);
 }
+}  // namespace ring_attention_tests

@@ -11,6 +11,8 @@
 #include <tessera/train/hf_checkpoint.hpp>
 #include <tessera/train/safetensors.hpp>
 
+// A namespace of its own: CI compiles this program as one translation unit (TESSERA_UNITY_TESTS).
+namespace model_checkpoint_tests {
 namespace {
 using namespace tessera;
 namespace st = tessera::train::safetensors;
@@ -195,3 +197,4 @@ TEST_CASE("HF checkpoint: shape and name mismatches are errors naming the tensor
   CHECK_THROWS_AS(train::save_hf_checkpoint(a.config(), params_of(a), scratch("no/such/dir/x.safetensors")),
                   tessera::error);
 }
+}  // namespace model_checkpoint_tests

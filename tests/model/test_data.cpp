@@ -13,6 +13,8 @@
 #include <tessera/train/lr_schedule.hpp>
 #include <tessera/train/tokenizer.hpp>
 
+// A namespace of its own: CI compiles this program as one translation unit (TESSERA_UNITY_TESTS).
+namespace model_data_tests {
 namespace {
 using namespace tessera;
 namespace fs = std::filesystem;
@@ -166,3 +168,4 @@ TEST_CASE("LR schedule: TorchTitan's warmup then constant, linear or cosine deca
   CHECK(s.at(13) == 1.0);
   CHECK_THROWS_AS(train::parse_lr_decay("step"), tessera::error);
 }
+}  // namespace model_data_tests

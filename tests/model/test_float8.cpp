@@ -15,6 +15,8 @@
 
 using namespace tessera;
 
+// A namespace of its own: CI compiles this program as one translation unit (TESSERA_UNITY_TESTS).
+namespace model_float8_tests {
 namespace {
 // dims multiples of 16: D 64, Hq 64, Hk 32, F 192
 constexpr llama_config tiny{.name = "f8_tiny", .dim = 64, .n_layers = 3, .n_heads = 4, .n_kv_heads = 2,
@@ -92,3 +94,4 @@ TEST_CASE("float8 model: activation checkpointing recomputes the same casts (bit
     }
   }
 }
+}  // namespace model_float8_tests

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <tessera/core/config.hpp>
+#include <tessera/core/diagnostic.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/fixed_string.hpp>
 
@@ -139,6 +140,19 @@ constexpr bool names_unique(const std::array<std::string_view, N>& names) {
 }
 }  // namespace detail
 
+namespace diagnostic {
+/// `Mesh()` or `{}` of a mesh with dynamic axes (their names: the template argument).
+template <class DynamicAxes>
+constexpr bool mesh_dynamic_axes_unbound() {
+  static_assert(always_false<DynamicAxes>,
+                "tessera::mesh: a mesh with a dynamic axis (axis<\"name\"> of no size; the dynamic axes are the "
+                "template argument above) has no value without the world size: bind it, Mesh(world_size), or "
+                "Mesh(world_size, {{\"axis\", size}}) when several axes are dynamic; `{}` is the value of a mesh "
+                "whose axes all have sizes");
+  return false;
+}
+}  // namespace diagnostic
+
 /// A device mesh: `mesh<axis<"dp">, axis<"tp", 4>>`. The type carries names and static
 /// sizes; an object binds the dynamic sizes for one run (checked against the world size).
 template <class... Axes>
@@ -187,6 +201,19 @@ class mesh {
 
   /// A mesh of static axes only.
   constexpr mesh() noexcept requires(is_always_static()) : shape_(static_shape) {}
+  /// A mesh with a dynamic axis has no value until it is bound to the world size: `{}` or
+  /// `Mesh()` of one fails to compile, naming its dynamic axes and how to bind them.
+  mesh() requires(!is_always_static()) : shape_(static_shape) {
+    static constexpr std::array<std::string_view, ((Axes::size == dyn) + ...)> dynamic = [] {
+      std::array<std::string_view, ((Axes::size == dyn) + ...)> d{};
+      std::size_t k = 0;
+      for (int a = 0; a < ndim; ++a)
+        if (static_shape[a] == dyn) d[k++] = names[static_cast<std::size_t>(a)];
+      return d;
+    }();
+    (void)diagnostic::mesh_dynamic_axes_unbound<
+        diagnostic::text_t<diagnostic::joined<diagnostic::joined_size(dynamic)>(dynamic)>>();
+  }
 
   /// Binds the mesh to `world` ranks. `sizes` gives dynamic axes by name; at most one
   /// dynamic axis may be left out and is inferred. The product must equal `world`.

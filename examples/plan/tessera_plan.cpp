@@ -33,6 +33,7 @@
 #include <memory>
 #include <fstream>
 
+#include <tessera/core/host_memory.hpp>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/layout/parse.hpp>
 #include <tessera/layout/print.hpp>
@@ -117,17 +118,6 @@ namespace {
 using plan_tool::human_bytes;
 using plan_tool::picture;
 using plan_tool::print_plan;
-
-/// MemAvailable of /proc/meminfo in bytes (0 when unknown).
-std::int64_t available_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  std::int64_t kb = 0;
-  std::string unit;
-  while (f >> key >> kb >> unit)
-    if (key == "MemAvailable:") return kb * 1024;
-  return 0;
-}
 
 }  // namespace
 
@@ -307,7 +297,7 @@ int main(int argc, char** argv) {
       const std::int64_t per_rank = plan_tool::bytes_per_rank(q, cs);
       std::int64_t here = world_size(m);
       if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && backend == "mpi") here = std::atoll(local);
-      const std::int64_t avail = available_memory();
+      const std::int64_t avail = host_available_memory();
       if (avail > 0 && per_rank * here > avail)
         die("--shape " + flags["--shape"] + ": running it needs about " + human_bytes(static_cast<double>(per_rank * here)) +
             " on this machine (" + std::to_string(here) + " ranks here, " + human_bytes(static_cast<double>(per_rank)) +

@@ -36,6 +36,7 @@
 #include <tessera/train/config.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/hf_checkpoint.hpp>
+#include <tessera/train/memory_check.hpp>
 #include <tessera/train/metrics.hpp>
 #include <tessera/train/sgemm_peak.hpp>
 #include <tessera/train/tokenizer.hpp>
@@ -353,6 +354,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
                     " MPI processes; under mpirun the rank count is mpirun's -np");
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
+      if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
+        train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = batch;
@@ -384,6 +387,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
     }
     const auto mesh = train_llama_cli::bind_mesh<R>(ranks);
     const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
+    if (o.device == "cpu")  // before anything large is allocated; every rank is a thread of this process
+      train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, ranks);
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
     auto in = inputs_of(o, tokens);

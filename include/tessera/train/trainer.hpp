@@ -28,6 +28,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/host_memory.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
@@ -35,6 +36,7 @@
 #include <tessera/tensor/memory.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/lr_schedule.hpp>
+#include <tessera/train/memory_check.hpp>
 #include <tessera/train/metrics.hpp>
 #include <tessera/train/sgemm_peak.hpp>
 
@@ -78,7 +80,7 @@ class basic_trainer {
   basic_trainer(Model& model, batch_loader& loader, std::int64_t steps, std::int64_t accum,
                 optimizer_options opt, double peak_flops = measure_peak)
       : model_(model), loader_(loader), steps_(steps), accum_(accum), opt_(opt),
-        peak_flops_(peak_flops), m_(model.params().layout()), v_(model.params().layout()) {
+        peak_flops_(peak_flops), m_(checked_layout(model, loader)), v_(model.params().layout()) {
     check(steps > 0, "trainer: --steps must be positive");
     check(accum > 0, "trainer: gradient accumulation steps must be positive");
     check(opt.max_norm >= 0, "trainer: --max-norm must be >= 0 (0 turns clipping off)");
@@ -166,6 +168,25 @@ class basic_trainer {
   }
 
  private:
+  /// The arenas' layout, once a parallel model on host memory is known to fit: refuses a
+  /// global batch x seq_len whose step needs more memory than this host has available
+  /// (train/memory_check.hpp), before the optimizer states and the activations are
+  /// allocated. The model's arenas exist already: what this process holds is counted as
+  /// available, since the estimate counts it too.
+  static auto checked_layout(Model& model, const batch_loader& loader) {
+    if constexpr (space::host_accessible && requires { typename Model::traits; Model::cfg; Model::ps; }) {
+      if (std::int64_t avail = host_available_memory(); avail > 0) {
+        avail += memory_tracker<host_space>::current_bytes();
+        auto& world = model.mesh().world();
+        const std::string problem =
+            host_memory_problem(Model::cfg, Model::ps, Model::traits::name(), model.mesh().shape(), loader.batch(),
+                                loader.seq_len(), ranks_on_this_host(world.backend(), world.size()), avail);
+        if (!problem.empty()) throw error(problem);
+      }
+    }
+    return model.params().layout();
+  }
+
   Model& model_;
   batch_loader& loader_;
   std::int64_t steps_, accum_;

@@ -1,0 +1,134 @@
+// tessera/train/memory_check.hpp: refuses, before anything large is allocated, a training
+// run whose step needs more host memory than this host has available.
+//
+//   train::check_host_memory<my_recipe>(dm.shape(), global_batch, seq_len, ranks_here);
+//
+// throws tessera::error with one message, e.g.
+//   "seq_len 100000 x global batch 8: one training step of recipe debug_fsdp needs about
+//    95.8 GiB on this host (2 ranks here, 47.9 GiB each, of which activations 47.9 GiB), but
+//    22.9 GiB is available; give a smaller seq_len or global batch, more hosts, or a recipe
+//    with activation checkpointing"
+// The parts of the estimate that make 5% or more of it are named, largest first, and the fix
+// follows the largest. The need is the memory estimator's peak (train/memory_estimator.hpp) of the largest rank
+// (rank 0's coordinates, and under PP the first rank of every stage) times the ranks that
+// run on this host; the available bytes are host_available_memory() (core/host_memory.hpp)
+// unless given. Unknown available memory (0) checks nothing. Host memory only: a device
+// backend's memory (CUDA) is not checked here. basic_trainer calls it for a parallel_llama
+// on host memory (train/trainer.hpp); train_llama calls it before building the model.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include <tessera/core/error.hpp>
+#include <tessera/core/host_memory.hpp>
+#include <tessera/layout/mesh.hpp>
+#include <tessera/model/llama_config.hpp>
+#include <tessera/parallel/policies.hpp>
+#include <tessera/train/memory_estimator.hpp>
+#include <tessera/train/recipe.hpp>
+
+namespace tessera::train {
+
+/// Ranks of a job that share this host, for a job whose communicator is of `backend`
+/// (any_communicator::backend()): all `world_size` ranks on the threads backend (they are
+/// threads of this process); otherwise the MPI launcher's count of ranks on this node
+/// (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS of MPICH, SLURM_NTASKS_PER_NODE), else 1.
+inline std::int64_t ranks_on_this_host(std::string_view backend, std::int64_t world_size) {
+  if (backend == "threads") return world_size;
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
+    if (const char* s = std::getenv(v))
+      if (const long long n = std::atoll(s); n > 0) return std::min<std::int64_t>(n, world_size);
+  return 1;
+}
+
+namespace detail {
+
+inline std::string gib(std::int64_t b) {
+  char buf[32];
+  const double g = static_cast<double>(b) / (std::int64_t{1} << 30);
+  std::snprintf(buf, sizeof buf, g >= 1024 ? "%.1f TiB" : g >= 0.1 ? "%.1f GiB" : "%.2f GiB", g >= 1024 ? g / 1024 : g);
+  return buf;
+}
+
+/// The estimate of the rank that needs most: rank 0's coordinates (it holds the largest
+/// block of every uneven split) and, under PP, the first rank of every stage.
+inline memory_estimate largest_rank_estimate(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                                             std::int64_t global_batch, std::int64_t seq_len) {
+  memory_estimate best = estimate_memory(cfg, p, m, global_batch, seq_len);
+  if (p.pp >= 0)
+    for (std::int64_t s = 1; s < m[p.pp]; ++s) {
+      coords_t c{};
+      c[static_cast<std::size_t>(p.pp)] = s;
+      const memory_estimate e = estimate_memory(cfg, p, m, global_batch, seq_len, c);
+      if (e.peak() > best.peak()) best = e;
+    }
+  return best;
+}
+
+}  // namespace detail
+
+/// The problem, in one message naming the fix, when one training step of `recipe` (config
+/// `cfg`, policies `p`) on a mesh of `shape` with `global_batch` sequences of `seq_len`
+/// tokens needs more than `available` bytes for the `ranks_here` ranks on this host; ""
+/// when it fits or when `available` is 0 (unknown).
+inline std::string host_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view recipe,
+                                       const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                       std::int64_t ranks_here, std::int64_t available) {
+  if (available <= 0) return {};
+  const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
+  const std::int64_t here = std::max<std::int64_t>(ranks_here, 1), each = e.peak();
+  if (each <= available / here) return {};
+  // the components, largest first: what to shrink
+  std::array<std::pair<std::int64_t, const char*>, 8> parts{{{e.activations, "activations"},
+                                                             {e.parameters, "parameters"},
+                                                             {e.gradients, "gradients"},
+                                                             {e.optimizer, "optimizer states"},
+                                                             {e.gathered, "gathered parameters"},
+                                                             {e.grad_buffers, "gradient buffers"},
+                                                             {e.context, "context parallel's K/V blocks"},
+                                                             {e.staging, "communication staging"}}};
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string msg = "seq_len " + std::to_string(seq_len) + " x global batch " + std::to_string(global_batch) +
+                    ": one training step of recipe " + std::string(recipe) + " needs about " + detail::gib(each * here) +
+                    " on this host (" + std::to_string(here) + (here == 1 ? " rank here" : " ranks here") + ", " +
+                    detail::gib(each) + " each, of which ";
+  for (std::size_t i = 0; i < 3 && (i == 0 || parts[i].first * 20 >= each); ++i)  // the parts of 5% or more
+    msg += std::string(i ? ", " : "") + parts[i].second + " " + detail::gib(parts[i].first);
+  msg += "), but " + detail::gib(available) + " is available; ";
+  const std::string_view largest = parts[0].second;
+  if (largest == "activations" || largest == "context parallel's K/V blocks")
+    msg += std::string("give a smaller seq_len or global batch, more hosts") +
+           (p.ac.any() ? "" : ", or a recipe with activation checkpointing");
+  else
+    msg += "shard the model over more ranks (FSDP, TP or PP axes) on more hosts, or run fewer ranks on this host";
+  return msg;
+}
+
+/// The same for recipe R.
+template <class Recipe>
+std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                std::int64_t ranks_here, std::int64_t available) {
+  using R = recipe_traits<Recipe>;
+  return host_memory_problem(R::config, R::spec, R::name(), shape, global_batch, seq_len, ranks_here, available);
+}
+
+/// Throws tessera::error with host_memory_problem's message when one training step of
+/// recipe R does not fit in the host memory available (host_available_memory() by default)
+/// to the `ranks_here` ranks of the job on this host (ranks_on_this_host). Checks nothing
+/// when the available memory is unknown (0).
+template <class Recipe>
+void check_host_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                       std::int64_t ranks_here, std::int64_t available = host_available_memory()) {
+  if (const std::string problem = host_memory_problem<Recipe>(shape, global_batch, seq_len, ranks_here, available);
+      !problem.empty())
+    throw error(problem);
+}
+
+}  // namespace tessera::train

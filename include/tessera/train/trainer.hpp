@@ -11,7 +11,9 @@
 // scheduled learning rate; AdamW over the whole parameter arena (a parallel model's arena is
 // this rank's stored blocks, so the optimizer states are sharded as the parameters are). A
 // NaN or infinite loss stops the run with an error naming the step. Under data parallel
-// every rank reads the same global batch and the model keeps its rows.
+// every rank reads the same global batch and the model keeps its rows. A parallel model on
+// host memory is first checked to fit (train/memory_check.hpp): a step that needs more than
+// this host has available is refused before the optimizer states are allocated.
 //
 // Metrics: tokens_per_s counts the global batch's tokens (all micro-batches) over the
 // step's time; mfu is tokens_per_s x flops_per_token / the peak of the hardware the job

@@ -129,6 +129,7 @@ for cc in gcc clang; do
 done
 phase "ThreadSanitizer (threads backend, emulated CUDA kernels)"
 tsan="$root/build/tsan"
+# shellcheck disable=SC2086  # one word a program
 cmake -S "$root" -B "$tsan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release "${ci_opt[@]}" -DTESSERA_SANITIZE=thread \
   -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF -DTESSERA_PROGRAMS="$(programs $tsan_tests)" >/dev/null
 cmake --build "$tsan" -j "$jobs" --target tessera_programs
@@ -159,6 +160,7 @@ TESSERA_FUZZ_SEED=${TESSERA_FUZZ_SEED:-1} bash "$root/tests/fuzz/run_fuzzers.sh"
 phase "AddressSanitizer + UndefinedBehaviorSanitizer (tests of core, comm, tensor, model, train; emulated CUDA kernels)"
 asan_start=$(date +%s)
 asan="$root/build/asan"
+# shellcheck disable=SC2086  # one word a program
 cmake -S "$root" -B "$asan" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Release \
   -DTESSERA_SANITIZE=address,undefined -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF -DTESSERA_BUILD_CUDA_UNITS=OFF \
   -DTESSERA_PROGRAMS="$(programs $asan_tests)" >/dev/null

@@ -34,8 +34,8 @@ def parse(md):
         line, lineno = lines[i], i + 1
         m = OPEN.fullmatch(line)
         if m is None:
-            if MARKER_LIKE.match(line.strip()):
-                mm = MARKER.fullmatch(line.strip())
+            if MARKER_LIKE.match(line):  # at the start of a line, as fences are
+                mm = MARKER.fullmatch(line.rstrip())
                 if mm is None:
                     raise MarkerError(f"{md}:{lineno}: malformed marker (expected "
                                       "'<!-- tessera-output -->' or '<!-- tessera-output varies: REGEX -->')")

@@ -89,6 +89,10 @@ class Markers(unittest.TestCase):
         self.assertEqual((rc, outs), (0, []), err)
         self.assertTrue(out.strip().endswith(" - - -"), out)
 
+    def test_indented_marker_is_text(self):  # as an indented fence is: e.g. an example in a code block
+        rc, out, err, outs, _ = self.extract(self.CPP + "\n    <!-- tessera-output -->\n    ```\n    hi\n    ```\n")
+        self.assertEqual((rc, outs), (0, []), err)
+
     def assert_error(self, text, line, words):
         rc, _, err, _, md = self.extract(text)
         self.assertEqual(rc, 1, err)

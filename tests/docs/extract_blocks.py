@@ -7,14 +7,17 @@ A plain block (``` or ```text, any info string but cpp) directly after the line
 written to OUTDIR/doc_<stem>_<n>.out and the test compares it with the program's output
 (check_output.py). `<!-- tessera-output varies: REGEX -->` also writes the regular
 expression to OUTDIR/doc_<stem>_<n>.varies: what it matches, in the expected and in the
-actual lines, is masked before the comparison. A marker in the wrong place is an error
-naming the file and line (exit status 1)."""
+actual lines, is masked before the comparison. `<!-- tessera-output last-digit -->` (before
+`varies:` when both are given) writes OUTDIR/doc_<stem>_<n>.last-digit: the block's decimal
+numbers may differ from the program's by one in their last printed digit (f32 sums in
+another order: another CPU's BLAS kernels). A marker in the wrong place is an error naming
+the file and line (exit status 1)."""
 import pathlib
 import re
 import sys
 
 # `varies: ` and ` -->` with one space each: the regular expression is what lies between.
-MARKER = re.compile(r"<!-- tessera-output(?: varies: (?P<varies>.*?))? -->")
+MARKER = re.compile(r"<!-- tessera-output(?P<last> last-digit)?(?: varies: (?P<varies>.*?))? -->")
 MARKER_LIKE = re.compile(r"<!--\s*tessera-output")
 OPEN = re.compile(r"```(?P<info>[^`\s]*)[^`]*")
 CLOSE = re.compile(r"```\s*")
@@ -38,7 +41,8 @@ def parse(md):
                 mm = MARKER.fullmatch(line.rstrip())
                 if mm is None:
                     raise MarkerError(f"{md}:{lineno}: malformed marker (expected "
-                                      "'<!-- tessera-output -->' or '<!-- tessera-output varies: REGEX -->')")
+                                      "'<!-- tessera-output -->', '<!-- tessera-output varies: REGEX -->' or "
+                                      "'<!-- tessera-output last-digit varies: REGEX -->')")
                 if pending is not None:
                     raise MarkerError(f"{md}:{pending[0]}: a tessera-output marker not followed by a ``` block")
                 varies = mm.group("varies")
@@ -49,7 +53,7 @@ def parse(md):
                         raise MarkerError(f"{md}:{lineno}: bad 'varies' regular expression: {e}")
                     if varies == "":
                         raise MarkerError(f"{md}:{lineno}: empty 'varies' regular expression")
-                pending = (lineno, varies)
+                pending = (lineno, varies, mm.group("last") is not None)
             elif pending is not None and line.strip() != "":
                 raise MarkerError(f"{md}:{pending[0]}: a tessera-output marker not followed by a ``` block")
             i += 1
@@ -67,7 +71,8 @@ def parse(md):
             if pending is not None:
                 raise MarkerError(f"{md}:{pending[0]}: a tessera-output marker before a ```cpp block "
                                   "(it marks the plain block that shows the output of the ```cpp block above)")
-            blocks.append({"text": "\n".join(body) + "\n", "line": lineno, "output": None, "varies": None})
+            blocks.append({"text": "\n".join(body) + "\n", "line": lineno, "output": None, "varies": None,
+                           "last_digit": False})
         elif pending is not None:
             if not blocks:
                 raise MarkerError(f"{md}:{pending[0]}: a tessera-output marker with no ```cpp block above it")
@@ -77,6 +82,7 @@ def parse(md):
             blocks[-1]["output"] = "\n".join(body) + "\n" if body else ""
             blocks[-1]["output_line"] = lineno
             blocks[-1]["varies"] = pending[1]
+            blocks[-1]["last_digit"] = pending[2]
             pending = None
     if pending is not None:
         raise MarkerError(f"{md}:{pending[0]}: a tessera-output marker not followed by a ``` block")
@@ -105,6 +111,11 @@ def main(argv):
             write_if_changed(out, b["text"])
             expected = outdir / f"doc_{stem}_{n}.out"
             varies = outdir / f"doc_{stem}_{n}.varies"
+            last_digit = outdir / f"doc_{stem}_{n}.last-digit"
+            if b["last_digit"]:
+                write_if_changed(last_digit, "")
+            else:
+                last_digit.unlink(missing_ok=True)
             if b["output"] is None:
                 expected.unlink(missing_ok=True)
                 varies.unlink(missing_ok=True)

@@ -1,6 +1,6 @@
 """Checks the docs' output checking itself (ctest docs.output_check_selftest): a wrong
 expected output fails with a unified diff naming the docs file and block, the `...` line
-and the `varies` mask match only what they should, and misplaced tessera-output markers
+the `varies` mask and `last-digit` match only what they should, and misplaced tessera-output markers
 fail extraction with the file and line."""
 import pathlib
 import subprocess
@@ -14,7 +14,7 @@ EXTRACT = HERE / "extract_blocks.py"
 
 
 class CheckOutput(unittest.TestCase):
-    def run_check(self, expected, stdout, varies=None, exit_code=0):
+    def run_check(self, expected, stdout, varies=None, exit_code=0, last_digit=False):
         with tempfile.TemporaryDirectory() as d:
             exp = pathlib.Path(d) / "doc_x_1.out"
             exp.write_text(expected, encoding="utf-8")
@@ -23,6 +23,8 @@ class CheckOutput(unittest.TestCase):
                 v = pathlib.Path(d) / "doc_x_1.varies"
                 v.write_text(varies + "\n", encoding="utf-8")
                 args += ["--varies", str(v)]
+            if last_digit:
+                args.append("--last-digit")
             prog = f"import sys; sys.stdout.write({stdout!r}); sys.exit({exit_code})"
             r = subprocess.run(args + ["--", sys.executable, "-c", prog], stdout=subprocess.PIPE, text=True)
             return r.returncode, r.stdout
@@ -65,6 +67,19 @@ class CheckOutput(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("+loss: 8.1190  tps: <varies>", out)
 
+    def test_last_digit(self):
+        line = "step:   1  loss:   8.1191  grad_norm:   1.0428  lr: 2.67e-04  memory:   0.16GiB\n"
+        near = "step:   1  loss:   8.1190  grad_norm:   1.0429  lr: 2.67e-04  memory:   0.16GiB\n"
+        self.assertEqual(self.run_check(line, line, last_digit=True)[0], 0)
+        self.assertEqual(self.run_check(line, near, last_digit=True)[0], 0)
+        self.assertEqual(self.run_check(line, near)[0], 1)  # exact unless the marker says last-digit
+        for far in ("step:   1  loss:   8.1189  grad_norm:   1.0428  lr: 2.67e-04  memory:   0.16GiB\n",  # two units
+                    "step:   2  loss:   8.1191  grad_norm:   1.0428  lr: 2.67e-04  memory:   0.16GiB\n",  # an integer
+                    "step:   1  loss:   8.11910  grad_norm:   1.0428  lr: 2.67e-04  memory:   0.16GiB\n",  # digits
+                    "step:   1  loss:   8.1191  grad_norm:   1.0428  lr: 2.67e-05  memory:   0.16GiB\n",  # exponent
+                    "step:   1  loss:   8.1191  grad_norm:   1.0428  lr: 2.67e-04  memory:   0.16MiB\n"):  # text
+            self.assertEqual(self.run_check(line, far, last_digit=True)[0], 1, far)
+
 
 class Markers(unittest.TestCase):
     def extract(self, text):
@@ -83,6 +98,18 @@ class Markers(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertEqual(outs, ["doc_page_1.out"])
         self.assertTrue(out.strip().endswith(f"doc_page_1.out {md.parent.name}/page.md:8"), out)
+
+    def test_last_digit_marker(self):
+        text = self.CPP + "<!-- tessera-output last-digit varies: x -->\n```\nhi\n```\n"
+        with tempfile.TemporaryDirectory() as d:
+            md = pathlib.Path(d) / "page.md"
+            md.write_text(text, encoding="utf-8")
+            r = subprocess.run([sys.executable, str(EXTRACT), str(pathlib.Path(d) / "blocks"), str(md)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            blocks = pathlib.Path(d) / "blocks"
+            self.assertTrue((blocks / "doc_page_1.last-digit").exists())
+            self.assertEqual((blocks / "doc_page_1.varies").read_text(encoding="utf-8"), "x\n")
 
     def test_unmarked_block_is_not_checked(self):
         rc, out, err, outs, _ = self.extract(self.CPP + "\n```\nhi\n```\n")

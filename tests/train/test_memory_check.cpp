@@ -4,6 +4,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include <tessera/core/error.hpp>
@@ -77,4 +79,61 @@ TEST_CASE("ranks_on_this_host: every thread rank; MPI: the launcher's local coun
   CHECK(train::ranks_on_this_host("threads", 8) == 8);
   CHECK(train::ranks_on_this_host("mpi", 8) >= 1);
   CHECK(host_available_memory() >= 0);
+}
+
+namespace {
+/// A fake /proc and /sys/fs/cgroup under a fresh temporary folder.
+struct fake_host {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("tessera_host_memory_" + std::to_string(reinterpret_cast<std::uintptr_t>(this)));
+  fake_host() {
+    std::filesystem::remove_all(root);
+    std::filesystem::create_directories(root / "proc/self");
+    put("proc/meminfo", "MemTotal:       32000000 kB\nMemFree:         1000000 kB\nMemAvailable:   20000000 kB\n");
+  }
+  ~fake_host() { std::filesystem::remove_all(root); }
+  void put(const std::string& file, const std::string& text) {
+    std::filesystem::create_directories((root / file).parent_path());
+    std::ofstream(root / file) << text;
+  }
+  std::int64_t available() { return host_available_memory((root / "proc").string(), (root / "cgroup").string()); }
+};
+constexpr std::int64_t meminfo_bytes = 20000000LL * 1024;
+}  // namespace
+
+TEST_CASE("host_available_memory: MemAvailable, or the cgroup's memory limit when smaller") {
+  {
+    fake_host h;  // no /proc/self/cgroup
+    CHECK(h.available() == meminfo_bytes);
+  }
+  {
+    fake_host h;  // cgroup v2, a job's limit of 4 GiB
+    h.put("proc/self/cgroup", "0::/job/42\n");
+    h.put("cgroup/job/42/memory.max", "4294967296\n");
+    CHECK(h.available() == 4 * GiB);
+    h.put("cgroup/job/42/memory.max", "max\n");  // no limit
+    CHECK(h.available() == meminfo_bytes);
+    h.put("cgroup/job/42/memory.max", "107374182400\n");  // a limit above MemAvailable
+    CHECK(h.available() == meminfo_bytes);
+  }
+  {
+    fake_host h;  // cgroup v1 with other controllers, the group mounted at the root (a container)
+    h.put("proc/self/cgroup", "5:cpu,cpuacct:/docker/abc\n4:memory:/docker/abc\n0::/\n");
+    h.put("cgroup/memory/memory.limit_in_bytes", "2147483648\n");
+    CHECK(h.available() == 2 * GiB);
+    h.put("cgroup/memory/docker/abc/memory.limit_in_bytes", "1073741824\n");  // the group's own path
+    CHECK(h.available() == GiB);
+    h.put("cgroup/memory/docker/abc/memory.limit_in_bytes", "9223372036854771712\n");  // v1: no limit
+    CHECK(h.available() == 2 * GiB);  // the root's
+  }
+  {
+    fake_host h;  // unreadable or malformed limits are no limit; no meminfo and a limit: the limit
+    h.put("proc/self/cgroup", "0::/a\n");
+    h.put("cgroup/a/memory.max", "lots\n");
+    CHECK(h.available() == meminfo_bytes);
+    std::filesystem::remove(h.root / "proc/meminfo");
+    CHECK(h.available() == 0);
+    h.put("cgroup/a/memory.max", "4294967296\n");
+    CHECK(h.available() == 4 * GiB);
+  }
 }

@@ -204,8 +204,9 @@ class mesh {
   /// A mesh with a dynamic axis has no value until it is bound to the world size: `{}` or
   /// `Mesh()` of one fails to compile, naming its dynamic axes and how to bind them.
   mesh() requires(!is_always_static()) : shape_(static_shape) {
-    static constexpr std::array<std::string_view, ((Axes::size == dyn) + ...)> dynamic = [] {
-      std::array<std::string_view, ((Axes::size == dyn) + ...)> d{};
+    static constexpr std::size_t n_dynamic = ((Axes::size == dyn) + ...);
+    static constexpr std::array<std::string_view, n_dynamic> dynamic = [] {
+      std::array<std::string_view, n_dynamic> d{};
       std::size_t k = 0;
       for (int a = 0; a < ndim; ++a)
         if (static_shape[a] == dyn) d[k++] = names[static_cast<std::size_t>(a)];

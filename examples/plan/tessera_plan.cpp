@@ -297,11 +297,17 @@ int main(int argc, char** argv) {
       const std::int64_t per_rank = plan_tool::bytes_per_rank(q, cs);
       std::int64_t here = world_size(m);
       if (const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE"); local && backend == "mpi") here = std::atoll(local);
-      const std::int64_t avail = host_available_memory();
+      std::int64_t avail = 0;  // TESSERA_HOST_MEMORY, else what Linux says
+      try {
+        avail = host_memory_budget();
+      } catch (const error& e) {
+        die(e.what(), 1);  // the environment, not the command line: no usage
+      }
       if (avail > 0 && per_rank * here > avail)
         die("--shape " + flags["--shape"] + ": running it needs about " + human_bytes(static_cast<double>(per_rank * here)) +
             " on this machine (" + std::to_string(here) + " ranks here, " + human_bytes(static_cast<double>(per_rank)) +
-            " each), but " + human_bytes(static_cast<double>(avail)) + " is available; give a smaller --shape");
+            " each), but " + human_bytes(static_cast<double>(avail)) + " is available" +
+            (host_memory_budget_given() ? " (TESSERA_HOST_MEMORY)" : "") + "; give a smaller --shape");
     }
   }
 

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <tessera/comm/threads.hpp>
@@ -12,6 +14,7 @@
 #include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
+#include <tessera/train/trainer.hpp>
 
 #include "recipes_tiny.hpp"
 
@@ -163,4 +166,45 @@ TEST_CASE("estimate_memory: constexpr, and the parts scale as the layouts say") 
   static_assert(b.gathered == b.root_gathered + 2 * b.block_gathered);
   static_assert(b.grad_buffers == b.root_grad_buffers + b.block_grad_buffers);
   CHECK(b.to_string().find("peak") != std::string::npos);
+}
+
+TEST_CASE("basic_trainer refuses a step beyond the host's memory before it allocates the optimizer states") {
+  // TESSERA_HOST_MEMORY stands for a small host: debug_fsdp's rank needs tens of MiB
+  using R = recipes::debug_fsdp;
+  std::vector<std::int32_t> toks(4096);
+  for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<std::int32_t>(i * 7 % 2048);
+  const auto build = [&](const char* budget) {
+    ::setenv("TESSERA_HOST_MEMORY", budget, 1);
+    std::vector<std::string> why(2);
+    std::vector<std::int64_t> grew(2, -1);
+    hook_guard hook;
+    comm::run_threads(2, [&](comm::threads_communicator& c) {
+      device_mesh<R::mesh> dm(R::mesh(2), c);
+      train::parallel_llama<R> pm(dm);
+      train::batch_loader loader(toks, 4, 64, 3, true, c.rank(), 2);
+      const std::int64_t before = rank_peak;
+      try {
+        train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, 1, 1, train::optimizer_options{});
+      } catch (const error& e) {
+        why[static_cast<std::size_t>(c.rank())] = e.what();
+      }
+      grew[static_cast<std::size_t>(c.rank())] = rank_peak - before;
+    });
+    ::unsetenv("TESSERA_HOST_MEMORY");
+    return std::pair{why, grew};
+  };
+  const auto [why, grew] = build("1MiB");
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank ", r, ": ", why[static_cast<std::size_t>(r)]);
+    CHECK(why[static_cast<std::size_t>(r)].find("one training step of recipe debug_fsdp needs about ") != std::string::npos);
+    CHECK(why[static_cast<std::size_t>(r)].find("(2 ranks here, ") != std::string::npos);
+    CHECK(why[static_cast<std::size_t>(r)].find("but 1.0 MiB is available (TESSERA_HOST_MEMORY)") != std::string::npos);
+    CHECK(grew[static_cast<std::size_t>(r)] == 0);  // refused before the AdamW moments were allocated
+  }
+  // a budget that holds the step: the trainer is built, its moments allocated
+  const auto [fits, grew_fits] = build("8GiB");
+  for (int r = 0; r < 2; ++r) {
+    CHECK(fits[static_cast<std::size_t>(r)].empty());
+    CHECK(grew_fits[static_cast<std::size_t>(r)] > 0);
+  }
 }

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -42,8 +43,8 @@ TEST_CASE("check_host_memory refuses a step that does not fit, naming the sizes 
   CHECK(has(why, "but 8.0 GiB is available; give a smaller seq_len or global batch, more hosts, or a recipe with "
                  "activation checkpointing"));
   // the need is both ranks' peak
-  CHECK(has(why, train::detail::gib(2 * each) + " on this host"));
-  CHECK(has(why, train::detail::gib(each) + " each"));
+  CHECK(has(why, train::detail::size_text(2 * each) + " on this host"));
+  CHECK(has(why, train::detail::size_text(each) + " each"));
 
   // enough memory for both ranks: no error; one rank here needs half
   CHECK_NOTHROW(train::check_host_memory<R>(dp(2), 8, 100000, 2, 2 * each));
@@ -135,5 +136,56 @@ TEST_CASE("host_available_memory: MemAvailable, or the cgroup's memory limit whe
     CHECK(h.available() == 0);
     h.put("cgroup/a/memory.max", "4294967296\n");
     CHECK(h.available() == 4 * GiB);
+  }
+}
+
+namespace {
+/// TESSERA_HOST_MEMORY set for one scope (unset before and after)
+struct budget_env {
+  explicit budget_env(const char* v) { ::setenv("TESSERA_HOST_MEMORY", v, 1); }
+  ~budget_env() { ::unsetenv("TESSERA_HOST_MEMORY"); }
+};
+}  // namespace
+
+TEST_CASE("TESSERA_HOST_MEMORY: a size that replaces what Linux says; a wrong one is refused by name") {
+  CHECK(parse_byte_size("4096", "X") == 4096);
+  CHECK(parse_byte_size("4096B", "X") == 4096);
+  CHECK(parse_byte_size("512MiB", "X") == 512LL << 20);
+  CHECK(parse_byte_size("512M", "X") == 512LL << 20);
+  CHECK(parse_byte_size("1.5TiB", "X") == 3LL << 39);
+  CHECK(parse_byte_size("64G", "X") == 64 * GiB);
+  CHECK(parse_byte_size("2K", "X") == 2048);
+  CHECK(parse_byte_size("0", "X") == 0);
+  for (const char* bad : {"", "lots", "64GB", "-1G", "1.5", "64 GiB", "nan", "1e30G"}) {
+    const std::string why = failure_of<error>([&] { (void)parse_byte_size(bad, "TESSERA_HOST_MEMORY"); });
+    INFO(bad, ": ", why);
+    CHECK(has(why, std::string("TESSERA_HOST_MEMORY=") + bad + ": not a size; write a number of bytes or one with a "
+                                                                 "binary unit (512MiB, 64GiB, 1.5TiB;"));
+  }
+  ::unsetenv("TESSERA_HOST_MEMORY");
+  CHECK(!host_memory_budget_given());
+  CHECK(host_memory_budget() == host_available_memory());
+  {
+    budget_env e("3GiB");
+    CHECK(host_memory_budget_given());
+    CHECK(host_memory_budget() == 3 * GiB);
+    // the default of check_host_memory: a refusal names the variable as the budget
+    const std::string why = failure_of<error>(
+        [&] { train::check_host_memory<recipes::debug_fsdp>(dp(2), 8, 100000, 2); });
+    INFO(why);
+    CHECK(has(why, "but 3.0 GiB is available (TESSERA_HOST_MEMORY); give a smaller seq_len"));
+    // an explicit amount that is not the variable's is not named as it
+    CHECK(!has(failure_of<error>([&] { train::check_host_memory<recipes::debug_fsdp>(dp(2), 8, 100000, 2, GiB); }),
+               "TESSERA_HOST_MEMORY"));
+  }
+  {
+    budget_env e("0");  // the checks off
+    CHECK(host_memory_budget() == 0);
+    CHECK_NOTHROW(train::check_host_memory<recipes::debug_fsdp>(dp(2), 8, 100000, 2));
+  }
+  {
+    budget_env e("12 parsecs");
+    CHECK(has(failure_of<error>([&] { train::check_host_memory<recipes::debug_fsdp>(dp(2), 8, 64, 2); }),
+              "TESSERA_HOST_MEMORY=12 parsecs: not a size"));
   }
 }

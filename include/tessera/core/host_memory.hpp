@@ -11,14 +11,25 @@
 // number: no limit. The limit, not what is left of it: the group's usage counts page cache
 // the kernel would reclaim, so the figure errs towards allowing a run, never towards
 // refusing one that fits. A parent group's smaller limit is not read. 0 when nothing can be
-// read (not Linux): callers then skip their checks. tessera-plan --run and the training
-// memory check (train/memory_check.hpp) refuse runs that need more than this.
+// read (not Linux): callers then skip their checks.
+//
+//   const std::int64_t budget = tessera::host_memory_budget();  // what the checks compare with
+//
+// is TESSERA_HOST_MEMORY when set -- a size such as 64GiB, 512MiB, 1.5TiB or a count of bytes;
+// 0 turns the checks off -- and host_available_memory() otherwise: a job that shares its node
+// with others, or knows better than /proc/meminfo, states what it may use. tessera-plan --run
+// and the training memory check (train/memory_check.hpp, basic_trainer) refuse runs that need
+// more than the budget.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
+
+#include <tessera/core/error.hpp>
 
 namespace tessera {
 
@@ -82,6 +93,44 @@ inline std::int64_t host_available_memory(const std::string& proc = "/proc",
   }
   const std::int64_t limit = cgroup_memory_limit(proc, cgroup_root);
   return limit > 0 && (avail == 0 || limit < avail) ? limit : avail;
+}
+
+/// Bytes of a size written as a number and an optional binary unit (B, K or KiB, M or MiB, G
+/// or GiB, T or TiB: 1.5GiB, 512M, 4096); throws tessera::error naming `what` otherwise.
+inline std::int64_t parse_byte_size(std::string_view text, std::string_view what) {
+  const auto bad = [&] {
+    return error(std::string(what) + "=" + std::string(text) +
+                 ": not a size; write a number of bytes or one with a binary unit (512MiB, 64GiB, 1.5TiB; K, M, G, T "
+                 "for KiB, MiB, GiB, TiB)");
+  };
+  const std::string s(text);
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || !std::isfinite(v) || v < 0) throw bad();
+  std::string_view unit(end);
+  int shift = -1;
+  constexpr std::string_view units[][2] = {{"B", ""}, {"KiB", "K"}, {"MiB", "M"}, {"GiB", "G"}, {"TiB", "T"}};
+  for (int i = 0; i < 5; ++i)
+    if (unit == units[i][0] || unit == units[i][1] || (i == 0 && unit.empty())) shift = 10 * i;
+  if (shift < 0) throw bad();
+  const double bytes = std::ldexp(v, shift);
+  if (bytes >= 0x1p62 || (shift == 0 && bytes != std::floor(bytes))) throw bad();
+  return static_cast<std::int64_t>(bytes);
+}
+
+/// Whether TESSERA_HOST_MEMORY sets the budget: then it is all the job's ranks on this host
+/// may use, memory they hold already included (host_available_memory() is what is free now).
+inline bool host_memory_budget_given() {
+  const char* v = std::getenv("TESSERA_HOST_MEMORY");
+  return v != nullptr && *v != '\0';
+}
+
+/// The bytes tessera's memory checks take as this host's: TESSERA_HOST_MEMORY when set (a
+/// size, parse_byte_size; 0 turns the checks off), else host_available_memory(). Throws
+/// tessera::error when the variable is not a size.
+inline std::int64_t host_memory_budget() {
+  if (host_memory_budget_given()) return parse_byte_size(std::getenv("TESSERA_HOST_MEMORY"), "TESSERA_HOST_MEMORY");
+  return host_available_memory();
 }
 
 }  // namespace tessera

@@ -11,8 +11,8 @@
 // The parts of the estimate that make 5% or more of it are named, largest first, and the fix
 // follows the largest. The need is the memory estimator's peak (train/memory_estimator.hpp) of the largest rank
 // (rank 0's coordinates, and under PP the first rank of every stage) times the ranks that
-// run on this host; the available bytes are host_available_memory() (core/host_memory.hpp)
-// unless given. Unknown available memory (0) checks nothing. Host memory only: a device
+// run on this host; the available bytes are host_memory_budget() (core/host_memory.hpp:
+// TESSERA_HOST_MEMORY when set, else what Linux says is available) unless given. Unknown available memory (0) checks nothing. Host memory only: a device
 // backend's memory (CUDA) is not checked here. basic_trainer calls it for a parallel_llama
 // on host memory (train/trainer.hpp); train_llama calls it before building the model.
 #pragma once
@@ -50,10 +50,17 @@ inline std::int64_t ranks_on_this_host(std::string_view backend, std::int64_t wo
 
 namespace detail {
 
-inline std::string gib(std::int64_t b) {
+/// Bytes for a message: TiB, GiB to a tenth, MiB below a tenth of a GiB (a small
+/// TESSERA_HOST_MEMORY, a tiny model's rank)
+inline std::string size_text(std::int64_t b) {
   char buf[32];
   const double g = static_cast<double>(b) / (std::int64_t{1} << 30);
-  std::snprintf(buf, sizeof buf, g >= 1024 ? "%.1f TiB" : g >= 0.1 ? "%.1f GiB" : "%.2f GiB", g >= 1024 ? g / 1024 : g);
+  if (g >= 1024)
+    std::snprintf(buf, sizeof buf, "%.1f TiB", g / 1024);
+  else if (g >= 0.1)
+    std::snprintf(buf, sizeof buf, "%.1f GiB", g);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f MiB", g * 1024);
   return buf;
 }
 
@@ -70,6 +77,17 @@ inline memory_estimate largest_rank_estimate(const llama_config& cfg, const para
       if (e.peak() > best.peak()) best = e;
     }
   return best;
+}
+
+/// " (TESSERA_HOST_MEMORY)" when `available` is what that variable sets, so that a refusal
+/// names a budget the user set rather than the host's memory
+inline std::string budget_source(std::int64_t available) {
+  if (!host_memory_budget_given()) return {};
+  try {
+    return host_memory_budget() == available ? " (TESSERA_HOST_MEMORY)" : "";
+  } catch (const error&) {
+    return {};
+  }
 }
 
 }  // namespace detail
@@ -96,12 +114,12 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
                                                              {e.staging, "communication staging"}}};
   std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
   std::string msg = "seq_len " + std::to_string(seq_len) + " x global batch " + std::to_string(global_batch) +
-                    ": one training step of recipe " + std::string(recipe) + " needs about " + detail::gib(each * here) +
+                    ": one training step of recipe " + std::string(recipe) + " needs about " + detail::size_text(each * here) +
                     " on this host (" + std::to_string(here) + (here == 1 ? " rank here" : " ranks here") + ", " +
-                    detail::gib(each) + " each, of which ";
+                    detail::size_text(each) + " each, of which ";
   for (std::size_t i = 0; i < 3 && (i == 0 || parts[i].first * 20 >= each); ++i)  // the parts of 5% or more
-    msg += std::string(i ? ", " : "") + parts[i].second + " " + detail::gib(parts[i].first);
-  msg += "), but " + detail::gib(available) + " is available; ";
+    msg += std::string(i ? ", " : "") + parts[i].second + " " + detail::size_text(parts[i].first);
+  msg += "), but " + detail::size_text(available) + " is available" + detail::budget_source(available) + "; ";
   const std::string_view largest = parts[0].second;
   if (largest == "activations" || largest == "context parallel's K/V blocks")
     msg += std::string("give a smaller seq_len or global batch, more hosts") +
@@ -120,12 +138,12 @@ std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_bat
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of
-/// recipe R does not fit in the host memory available (host_available_memory() by default)
+/// recipe R does not fit in the host memory available (host_memory_budget() by default)
 /// to the `ranks_here` ranks of the job on this host (ranks_on_this_host). Checks nothing
 /// when the available memory is unknown (0).
 template <class Recipe>
 void check_host_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                       std::int64_t ranks_here, std::int64_t available = host_available_memory()) {
+                       std::int64_t ranks_here, std::int64_t available = host_memory_budget()) {
   if (const std::string problem = host_memory_problem<Recipe>(shape, global_batch, seq_len, ranks_here, available);
       !problem.empty())
     throw error(problem);

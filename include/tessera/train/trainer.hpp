@@ -174,11 +174,12 @@ class basic_trainer {
   /// global batch x seq_len whose step needs more memory than this host has available
   /// (train/memory_check.hpp), before the optimizer states and the activations are
   /// allocated. The model's arenas exist already: what this process holds is counted as
-  /// available, since the estimate counts it too.
+  /// available, since the estimate counts it too (not when TESSERA_HOST_MEMORY sets the
+  /// budget, which is all the job may hold).
   static auto checked_layout(Model& model, const batch_loader& loader) {
     if constexpr (space::host_accessible && requires { typename Model::traits; Model::cfg; Model::ps; }) {
-      if (std::int64_t avail = host_available_memory(); avail > 0) {
-        avail += memory_tracker<host_space>::current_bytes();
+      if (std::int64_t avail = host_memory_budget(); avail > 0) {
+        if (!host_memory_budget_given()) avail += memory_tracker<host_space>::current_bytes();
         auto& world = model.mesh().world();
         const std::string problem =
             host_memory_problem(Model::cfg, Model::ps, Model::traits::name(), model.mesh().shape(), loader.batch(),

@@ -16,6 +16,7 @@
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/train/recipes.hpp>
 
+#include "cuda_run.hpp"
 #include "parallel_run.hpp"
 
 namespace train_llama_cli {
@@ -25,14 +26,6 @@ template <class R>
 constexpr int recipe_half() {
   constexpr tessera::parallel_spec ps = tessera::recipe_traits<R>::spec;
   return ps.pp >= 0 || ps.cp >= 0 ? 1 : 0;
-}
-
-/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
-/// else its world rank.
-inline int local_device(int world_rank) {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
-  return world_rank;
 }
 
 #ifdef TESSERA_HAS_NCCL

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -28,10 +29,26 @@ struct cuda_inputs {
 /// Why --device cuda cannot run here ("" when a CUDA device is visible).
 std::string cuda_unavailable();
 
+/// A GPU's free memory (cudaMemGetInfo) and its name for messages ("GPU 1 (NVIDIA H200)");
+/// free_bytes 0 when `device` is not visible.
+struct gpu_memory {
+  std::int64_t free_bytes = 0;
+  std::string name;
+};
+gpu_memory cuda_memory_of(int device);
+
+/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
+/// else its world rank.
+inline int local_device(int world_rank) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
+    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
+  return world_rank;
+}
+
 /// Trains cfg on CUDA device 0 (device_llama<cuda_kernels>, or <cuda_bf16_kernels> with
 /// in.bf16, under train::basic_trainer):
 /// progress lines on stdout as the CPU run prints them; 0 on success. Throws tessera::error
-/// when there is no device or the state does not fit it.
+/// when there is no device (train_llama.cpp checks that the step fits the GPU first).
 int run_on_cuda(const cuda_inputs& in);
 
 struct run_inputs;  // parallel_run.hpp

@@ -142,9 +142,42 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
 int run_recipe(const options& o, int& argc, char**& argv);
 train::optimizer_options optimizer_of(const options& o);
 
+/// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
+/// (config cfg, policies p) that needs more memory than one of `devices` has free
+/// (train::device_memory_problem: the memory estimate of the rank that needs most).
+[[maybe_unused]] void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
+                                       const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                       const std::vector<int>& devices) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  for (const int d : devices) {
+    const auto gpu = train_llama_cli::cuda_memory_of(d);
+    if (const std::string problem =
+            train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name);
+        !problem.empty())
+      throw error(problem);
+  }
+#else
+  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices;
+#endif
+}
+
+/// The same for recipe R's ranks on `devices`.
+template <class R>
+void check_gpu_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                      const std::vector<int>& devices) {
+  using T = recipe_traits<R>;
+  check_gpu_memory(T::config, T::spec, "recipe " + std::string(T::name()), shape, global_batch, seq_len, devices);
+}
+
 /// --device cuda: the tokens as for the CPU, the run in train_llama_cuda.cu.
 int run_cuda(options& o, const llama_config& cfg) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
+  {
+    mesh_shape one;
+    one.ndim = 1, one.size[0] = 1;
+    check_gpu_memory(cfg, parallel_spec{}, "model " + std::string(cfg.name), one,
+                     o.global_batch > 0 ? o.global_batch : o.batch, o.seq_len, {0});
+  }
   const auto tokens = load_tokens(o, cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
   train_llama_cli::cuda_inputs in;
@@ -356,6 +389,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
       if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
         train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
+      else  // this process's GPU
+        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, {train_llama_cli::local_device(world.rank())});
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = batch;
@@ -387,8 +422,13 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
     }
     const auto mesh = train_llama_cli::bind_mesh<R>(ranks);
     const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
-    if (o.device == "cpu")  // before anything large is allocated; every rank is a thread of this process
+    if (o.device == "cpu") {  // before anything large is allocated; every rank is a thread of this process
       train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, ranks);
+    } else {  // rank r on GPU r
+      std::vector<int> gpus(static_cast<std::size_t>(ranks));
+      for (std::size_t r = 0; r < gpus.size(); ++r) gpus[r] = static_cast<int>(r);
+      check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, gpus);
+    }
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
     auto in = inputs_of(o, tokens);

@@ -38,6 +38,20 @@ std::string cuda_unavailable() {
          "); train on the CPU (--device cpu) or run where a GPU is visible (CUDA_VISIBLE_DEVICES)";
 }
 
+gpu_memory cuda_memory_of(int device) {
+  if (device < 0 || device >= cuda_device_count()) return {};
+  int current = 0;
+  cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  std::size_t free_bytes = 0, total_bytes = 0;
+  cudaDeviceProp prop{};
+  const cudaError_t e = cudaMemGetInfo(&free_bytes, &total_bytes);
+  cuda_check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  cuda_check(cudaSetDevice(current), "cudaSetDevice");
+  cuda_check(e, "cudaMemGetInfo");
+  return {static_cast<std::int64_t>(free_bytes), "GPU " + std::to_string(device) + " (" + prop.name + ")"};
+}
+
 namespace {
 /// run_on_cuda on backend K (cuda_kernels, or cuda_bf16_kernels for bf16 operands).
 template <class K>
@@ -46,20 +60,8 @@ int run_on(const cuda_inputs& in) {
   if (const std::string why = cuda_unavailable(); !why.empty()) throw error(why);
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-  std::size_t free_bytes = 0, total_bytes = 0;
+  std::size_t free_bytes = 0, total_bytes = 0;  // that the step fits: train_llama.cpp, before the tokens
   cuda_check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
-  const double state = 16.0 * static_cast<double>(param_count(c));  // f32 params, grads, two moments
-  if (state > static_cast<double>(free_bytes)) {
-    const auto gib = [](double bytes) {
-      char s[32];
-      std::snprintf(s, sizeof s, "%.1f", bytes / (1 << 30));
-      return std::string(s);
-    };
-    throw error(std::string(c.name) + " needs " + gib(state) +
-                " GiB of GPU memory for f32 parameters, gradients and AdamW moments alone; " + prop.name + " has " +
-                gib(static_cast<double>(free_bytes)) +
-                " GiB free (one GPU runs models up to its memory: a smaller --model, or --device cpu)");
-  }
 
   device_llama<K> model(c);
   std::vector<float> host(static_cast<std::size_t>(model.arena_size()));

@@ -58,6 +58,26 @@ def run(cmd):
     return p.stdout
 
 
+def run_fails(cmd):
+    """(exit status, stdout + stderr) of a run expected to fail"""
+    env = dict(os.environ, TESSERA_NUM_THREADS=os.environ.get("TESSERA_NUM_THREADS", "2"))
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    return p.returncode, p.stdout + p.stderr
+
+
+def check_gpu_refusal(d, emulated, extra, what):
+    """a step far beyond any GPU's memory (debugmodel, 64 x 100000 tokens: hundreds of GiB) is
+    refused before the tokens are loaded, naming the GPU, the sizes and the fix; nothing written"""
+    m = d / "refused.jsonl"
+    rc, out = run_fails([emulated, "--device", "cuda", "--batch", "64", "--seq-len", "100000", "--metrics", str(m),
+                         "--tokens", str(d / "absent.bin")] + extra)
+    check(rc == 1, f"{what}: a step beyond the GPU's memory exited with {rc}, not 1:\n{out}")
+    check("seq_len 100000 x global batch " in out and " GiB free; give a smaller seq_len or global batch" in out
+          and "(of which activations " in out and "but GPU 0 (" in out,
+          f"{what}: no refusal naming the GPU, the sizes and the fix:\n{out}")
+    check(not m.exists(), f"{what}: the refused run wrote {m}")
+
+
 def losses(path):
     return [json.loads(line)["loss"] for line in pathlib.Path(path).read_text().splitlines()]
 
@@ -188,8 +208,10 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
     # bf16 operands: within 1% of f32 over a few steps (docs/training.md)
     check(len(c) == 3 and rel(c, a) < 1e-2, f"--compute-dtype bf16's losses {c} are not within 1% of f32's {a}")
     del cpu
+    check_gpu_refusal(d, emulated, [], "--device cuda")
     if not recipes:
         return
+    check_gpu_refusal(d, emulated, ["--recipe", "debug_2d", "--ranks", "4"], "--device cuda --recipe debug_2d")
     # --recipe on GPUs: debug_2d (FSDP 2 x TP 2, sequence and loss parallel) on 4 emulated GPUs
     # over the emulated NCCL, against its 4 thread ranks on the CPU; on real GPUs, debug_fsdp
     # on as many as are visible (up to 4), and debug_2d on 4

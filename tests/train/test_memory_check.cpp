@@ -189,3 +189,34 @@ TEST_CASE("TESSERA_HOST_MEMORY: a size that replaces what Linux says; a wrong on
               "TESSERA_HOST_MEMORY=12 parsecs: not a size"));
   }
 }
+
+TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, named with the GPU and the fix") {
+  using R = recipes::debug_fsdp;
+  const std::int64_t each = estimate_memory<R>(dp(2), 64, 100000).peak();
+  const std::string why = train::device_memory_problem<R>(dp(2), 64, 100000, 80 * GiB, "GPU 1 (NVIDIA H100)");
+  INFO(why);
+  CHECK(has(why, "seq_len 100000 x global batch 64: one training step of recipe debug_fsdp needs about " +
+                     train::detail::size_text(each) + " on each GPU (of which activations "));
+  CHECK(has(why, "), but GPU 1 (NVIDIA H100) has 80.0 GiB free; give a smaller seq_len or global batch, more GPUs, or "
+                 "a recipe with activation checkpointing"));
+  // the rank's own need, not the host's: what fits one GPU passes, a byte less does not
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0").empty());
+  CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, each - 1, "GPU 0").empty());
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, 0, "GPU 0").empty());  // unknown: no check
+  // one GPU, no recipe (train_llama --device cuda): the model's own step
+  mesh_shape one = dp(1);
+  const std::string single = train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one,
+                                                          64, 100000, 80 * GiB, "GPU 0 (NVIDIA H100)");
+  CHECK(has(single, "one training step of model debugmodel needs about "));
+  CHECK(has(single, " on its GPU (of which activations "));
+  CHECK(has(single, "has 80.0 GiB free; give a smaller seq_len or global batch"));
+  CHECK(!has(single, "more GPUs"));
+  // the model itself too large for one GPU: the parameters' fix
+  const std::string big = train::device_memory_problem(llama3_8b::config, parallel_spec{}, "model llama3_8b", one, 1,
+                                                       16, 80 * GiB, "GPU 0 (NVIDIA H100)");
+  CHECK(has(big, "of which optimizer states "));
+  CHECK(has(big, "a smaller model, or a recipe that shards it over several GPUs"));
+  using R8 = recipes::llama3_8b_fsdp;
+  CHECK(has(train::device_memory_problem<R8>(dp(2), 2, 16, 40 * GiB, "GPU 0"),
+            "shard the model over more GPUs (FSDP, TP or PP axes)"));
+}

@@ -92,6 +92,33 @@ inline std::string budget_source(std::int64_t available) {
 
 }  // namespace detail
 
+namespace detail {
+/// The estimate's parts of 5% or more, largest first ("activations 47.9 GiB, ..."), and
+/// whether the largest shrinks with the sequence (activations, K/V blocks) rather than with
+/// more sharding
+inline std::pair<std::string, bool> largest_parts(const memory_estimate& e) {
+  std::array<std::pair<std::int64_t, const char*>, 8> parts{{{e.activations, "activations"},
+                                                             {e.parameters, "parameters"},
+                                                             {e.gradients, "gradients"},
+                                                             {e.optimizer, "optimizer states"},
+                                                             {e.gathered, "gathered parameters"},
+                                                             {e.grad_buffers, "gradient buffers"},
+                                                             {e.context, "context parallel's K/V blocks"},
+                                                             {e.staging, "communication staging"}}};
+  std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string text;
+  for (std::size_t i = 0; i < 3 && (i == 0 || parts[i].first * 20 >= e.peak()); ++i)
+    text += std::string(i ? ", " : "") + parts[i].second + " " + size_text(parts[i].first);
+  const std::string_view largest = parts[0].second;
+  return {text, largest == "activations" || largest == "context parallel's K/V blocks"};
+}
+
+inline std::string step_text(std::int64_t seq_len, std::int64_t global_batch, std::string_view what) {
+  return "seq_len " + std::to_string(seq_len) + " x global batch " + std::to_string(global_batch) +
+         ": one training step of " + std::string(what) + " needs about ";
+}
+}  // namespace detail
+
 /// The problem, in one message naming the fix, when one training step of `recipe` (config
 /// `cfg`, policies `p`) on a mesh of `shape` with `global_batch` sequences of `seq_len`
 /// tokens needs more than `available` bytes for the `ranks_here` ranks on this host; ""
@@ -103,29 +130,44 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
   const std::int64_t here = std::max<std::int64_t>(ranks_here, 1), each = e.peak();
   if (each <= available / here) return {};
-  // the components, largest first: what to shrink
-  std::array<std::pair<std::int64_t, const char*>, 8> parts{{{e.activations, "activations"},
-                                                             {e.parameters, "parameters"},
-                                                             {e.gradients, "gradients"},
-                                                             {e.optimizer, "optimizer states"},
-                                                             {e.gathered, "gathered parameters"},
-                                                             {e.grad_buffers, "gradient buffers"},
-                                                             {e.context, "context parallel's K/V blocks"},
-                                                             {e.staging, "communication staging"}}};
-  std::stable_sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  std::string msg = "seq_len " + std::to_string(seq_len) + " x global batch " + std::to_string(global_batch) +
-                    ": one training step of recipe " + std::string(recipe) + " needs about " + detail::size_text(each * here) +
-                    " on this host (" + std::to_string(here) + (here == 1 ? " rank here" : " ranks here") + ", " +
-                    detail::size_text(each) + " each, of which ";
-  for (std::size_t i = 0; i < 3 && (i == 0 || parts[i].first * 20 >= each); ++i)  // the parts of 5% or more
-    msg += std::string(i ? ", " : "") + parts[i].second + " " + detail::size_text(parts[i].first);
-  msg += "), but " + detail::size_text(available) + " is available" + detail::budget_source(available) + "; ";
-  const std::string_view largest = parts[0].second;
-  if (largest == "activations" || largest == "context parallel's K/V blocks")
+  const auto [parts, activations] = detail::largest_parts(e);
+  std::string msg = detail::step_text(seq_len, global_batch, "recipe " + std::string(recipe)) +
+                    detail::size_text(each * here) + " on this host (" + std::to_string(here) +
+                    (here == 1 ? " rank here" : " ranks here") + ", " + detail::size_text(each) + " each, of which " +
+                    parts + "), but " + detail::size_text(available) + " is available" +
+                    detail::budget_source(available) + "; ";
+  if (activations)
     msg += std::string("give a smaller seq_len or global batch, more hosts") +
            (p.ac.any() ? "" : ", or a recipe with activation checkpointing");
   else
     msg += "shard the model over more ranks (FSDP, TP or PP axes) on more hosts, or run fewer ranks on this host";
+  return msg;
+}
+
+/// The problem when one training step of `what` ("recipe debug_fsdp", "model llama3_8b") --
+/// config `cfg`, policies `p`, a mesh of `shape`, `global_batch` x `seq_len` tokens -- needs
+/// more memory on a GPU than the `free_bytes` that `device` (its name, for the message) has,
+/// for the rank that needs most; "" when it fits or `free_bytes` is 0 (unknown). The
+/// estimate counts tessera's arenas and activations, not the CUDA kernels' workspaces
+/// (cuBLASLt's, the attention kernel's) or the CUDA context: a step it passes may still
+/// not fit, one it refuses does not.
+inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
+                                         const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                         std::int64_t free_bytes, std::string_view device) {
+  if (free_bytes <= 0) return {};
+  const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
+  if (e.peak() <= free_bytes) return {};
+  const auto [parts, activations] = detail::largest_parts(e);
+  const bool one = world_size(shape) == 1;
+  std::string msg = detail::step_text(seq_len, global_batch, what) + detail::size_text(e.peak()) +
+                    (one ? " on its GPU" : " on each GPU") + " (of which " + parts + "), but " + std::string(device) +
+                    " has " + detail::size_text(free_bytes) + " free; ";
+  if (activations)
+    msg += std::string("give a smaller seq_len or global batch") + (one ? "" : ", more GPUs") +
+           (p.ac.any() || one ? "" : ", or a recipe with activation checkpointing");
+  else
+    msg += one ? "a smaller model, or a recipe that shards it over several GPUs"
+               : "shard the model over more GPUs (FSDP, TP or PP axes)";
   return msg;
 }
 
@@ -135,6 +177,15 @@ std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_bat
                                 std::int64_t ranks_here, std::int64_t available) {
   using R = recipe_traits<Recipe>;
   return host_memory_problem(R::config, R::spec, R::name(), shape, global_batch, seq_len, ranks_here, available);
+}
+
+/// The same for recipe R, on one GPU per rank.
+template <class Recipe>
+std::string device_memory_problem(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                  std::int64_t free_bytes, std::string_view device) {
+  using R = recipe_traits<Recipe>;
+  return device_memory_problem(R::config, R::spec, "recipe " + std::string(R::name()), shape, global_batch, seq_len,
+                               free_bytes, device);
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of

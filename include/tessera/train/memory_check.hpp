@@ -8,13 +8,16 @@
 //    95.8 GiB on this host (2 ranks here, 47.9 GiB each, of which activations 47.9 GiB), but
 //    22.9 GiB is available; give a smaller seq_len or global batch, more hosts, or a recipe
 //    with activation checkpointing"
-// The parts of the estimate that make 5% or more of it are named, largest first, and the fix
-// follows the largest. The need is the memory estimator's peak (train/memory_estimator.hpp) of the largest rank
-// (rank 0's coordinates, and under PP the first rank of every stage) times the ranks that
-// run on this host; the available bytes are host_memory_budget() (core/host_memory.hpp:
-// TESSERA_HOST_MEMORY when set, else what Linux says is available) unless given. Unknown available memory (0) checks nothing. Host memory only: a device
-// backend's memory (CUDA) is not checked here. basic_trainer calls it for a parallel_llama
-// on host memory (train/trainer.hpp); train_llama calls it before building the model.
+// The parts of the estimate that make 5% or more of it are named, largest first, and the
+// fix follows the largest. The need is the memory estimator's peak
+// (train/memory_estimator.hpp) of the largest rank (rank 0's coordinates, and under PP the
+// first rank of every stage) times the ranks that run on this host; the available bytes are
+// host_memory_budget() (core/host_memory.hpp: TESSERA_HOST_MEMORY when set, else what Linux
+// says is available) unless given. Unknown available memory (0) checks nothing.
+// basic_trainer calls it for a parallel_llama on host memory (train/trainer.hpp); train_llama
+// calls it before building the model. device_memory_problem is the same for one rank per
+// GPU, against the free memory the caller read from its GPU (cudaMemGetInfo): this header
+// needs no CUDA.
 #pragma once
 
 #include <algorithm>

@@ -1,4 +1,7 @@
-// expect: tessera::llama<Config>: dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive
+// expect: tessera model config (Config below): dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive
+// expect-gcc: Config = bad
+// expect-clang: config_is_valid<tessera::config_error::nonpositive, bad>
+// max-errors: 1
 #include <tessera/model/llama.hpp>
 struct bad {
   static constexpr tessera::llama_config config{.name = "bad", .dim = 64, .n_layers = 0, .n_heads = 4,

@@ -4,9 +4,9 @@
 // max-errors: 1
 #include <tessera/train/recipe.hpp>
 using namespace tessera;
-// TP 4: n_heads 6 fails; n_kv_heads 4 and the FFN width 256 divide (only the recipe check runs here, so the config need not be a valid llama<>).
+// TP 4: n_heads 6 fails (n_kv_heads 2 would too; n_heads is checked first, one error).
 struct cfg {
-  static constexpr llama_config config{.name = "h6", .dim = 96, .n_layers = 1, .n_heads = 6, .n_kv_heads = 4, .vocab_size = 97, .multiple_of = 32};
+  static constexpr llama_config config{.name = "h6", .dim = 96, .n_layers = 1, .n_heads = 6, .n_kv_heads = 2, .vocab_size = 97, .multiple_of = 32};
 };
 struct r {
   using model = cfg;

@@ -462,19 +462,12 @@ class basic_llama_model {
 using llama_model = basic_llama_model<>;
 
 /// A Llama model whose configuration `Config::config` is checked when the type is formed
-/// (config_problem, in config_words' words; tests/compile_fail/model_*).
+/// (config_problem, in config_words' words: config_is_valid; tests/compile_fail/model_*).
 template <class Config>
 class llama : public llama_model {
   static constexpr llama_config C = Config::config;
-  static constexpr config_error E = config_problem(C);
-  static_assert(E != config_error::nonpositive,
-                "tessera::llama<Config>: dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive");
-  static_assert(E != config_error::dim_not_divisible,
-                "tessera::llama<Config>: dim is not divisible by n_heads; head_dim = dim / n_heads must be whole");
-  static_assert(E != config_error::heads_not_divisible,
-                "tessera::llama<Config>: n_heads is not divisible by n_kv_heads; each KV head must serve the same number of query heads");
-  static_assert(E != config_error::odd_head_dim,
-                "tessera::llama<Config>: head_dim (dim / n_heads) is odd; RoPE rotates pairs and needs it even");
+  static constexpr bool valid = config_is_valid<config_problem(C), Config>();
+  static_assert(valid || !valid);  // evaluates `valid`, so forming llama<Config> runs the check
 
  public:
   static constexpr llama_config static_config = C;

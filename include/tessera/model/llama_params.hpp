@@ -69,6 +69,25 @@ constexpr std::string_view config_words(config_error e) {
   return "?";
 }
 
+/// Fires config_problem's error `E` as one static_assert, in config_words' words; the
+/// instantiation line names the culprit, the config type `Config`. llama<Config> and
+/// recipe_traits<R> form it (tests/compile_fail/model_*, recipe_model_config.cpp).
+template <config_error E, class Config>
+constexpr bool config_is_valid() {
+  static_assert(E != config_error::nonpositive,
+                "tessera model config (Config below): dim, n_layers, n_heads, n_kv_heads and vocab_size must be positive");
+  static_assert(E != config_error::dim_not_divisible,
+                "tessera model config (Config below): dim is not divisible by n_heads; head_dim = dim / n_heads must be "
+                "whole");
+  static_assert(E != config_error::heads_not_divisible,
+                "tessera model config (Config below): n_heads is not divisible by n_kv_heads; each KV head must serve "
+                "the same number of query heads");
+  static_assert(E != config_error::odd_head_dim,
+                "tessera model config (Config below): head_dim (dim / n_heads) is odd; RoPE rotates pairs and needs it "
+                "even");
+  return E == config_error::none;
+}
+
 /// Checks a configuration at run time: config_problem's words with the numbers.
 inline void check_config(const llama_config& c) {
   const config_error e = config_problem(c);

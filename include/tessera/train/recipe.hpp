@@ -29,6 +29,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_params.hpp>
 #include <tessera/parallel/context_parallel.hpp>
 #include <tessera/parallel/float8.hpp>
 #include <tessera/parallel/layouts.hpp>
@@ -57,6 +58,7 @@ template <class R, bool Ok = recipe_members_ok<R>()>
 struct recipe_parts {
   static constexpr llama_config config{.name = "?", .dim = 2, .n_layers = 1, .n_heads = 1, .n_kv_heads = 1,
                                        .vocab_size = 1};
+  using model_type = void;
   using mesh_type = mesh<axis<"?", 1>>;
   static constexpr parallel_spec spec{.mesh_ndim = 1};
   static constexpr std::array<policy_desc, 0> policies{};
@@ -64,6 +66,7 @@ struct recipe_parts {
 template <class R>
 struct recipe_parts<R, true> {
   static constexpr llama_config config = R::model::config;
+  using model_type = typename R::model;
   using mesh_type = typename R::mesh;
   static constexpr parallel_spec spec = resolve_policies(mesh_type::names, R::parallelize::policies);
   static constexpr auto policies = R::parallelize::policies;
@@ -278,7 +281,10 @@ template <class Parts>
 constexpr bool report_recipe() {
   using Mesh = typename Parts::mesh_type;
   constexpr parallel_spec S = Parts::spec;
-  if constexpr (S.error == policy_error::unknown_axis || S.error == policy_error::axis_twice) {
+  if constexpr (config_problem(Parts::config) != config_error::none) {  // the model first: the rest reads it
+    (void)config_is_valid<config_problem(Parts::config), typename Parts::model_type>();
+    return false;
+  } else if constexpr (S.error == policy_error::unknown_axis || S.error == policy_error::axis_twice) {
     constexpr const policy_desc& p = Parts::policies[static_cast<std::size_t>(S.error_policy)];
     constexpr std::string_view name = S.error_on_replicate_axis ? p.replicate_axis : p.axis;
     using axis = diagnostic::text_t<diagnostic::buffer_of<name.size()>(name)>;

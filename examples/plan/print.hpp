@@ -145,25 +145,38 @@ inline void print_plan(const char* title, const layout_spec& src, const plan_val
   if (p.n == 0) std::cout << "  (nothing to do: the layouts are equal)\n";
   std::printf("  total: %d step(s), %d collective(s), %s moved per rank, %.2f us modelled\n", p.n, p.collectives(),
               human_bytes(static_cast<double>(total_b)).c_str(), total_t);
-  // how the steps execute: consecutive all_to_alls as one exchange (plan/runs.hpp)
+  // how the steps execute: consecutive all_to_alls as one exchange (plan/runs.hpp). Two
+  // quantities, both printed: what the planner charges for the run (evaluate_plan: one
+  // all_to_all over the union group, every rank's padded block, nccl-tests' bus bytes),
+  // and what the exchange sends as the runtime makes it (exchange_traffic: the rank that
+  // sends most; point-to-point when pairs move unequal pieces, a rank keeping what stays)
   const plan_runs runs = runs_of(p);
   const auto ls = plan_layouts(src, p);
   for (int k = 0; k < runs.size(); ++k) {
     const step_run& run = runs[k];
     if (!run.fused()) continue;
+    const layout_spec& before = ls[static_cast<std::size_t>(run.begin)];
+    const layout_spec& after = ls[static_cast<std::size_t>(run.end)];
+    plan_step s = p[run.begin];
+    s.group = run.group;
+    const step_cost planned = cost_of(s, before, after, m, g, elem, cm);
     exchange_cost most;
     for (std::int64_t rank = 0; rank < world_size(m); ++rank) {
-      const exchange_cost c = exchange_traffic(ls[static_cast<std::size_t>(run.begin)], ls[static_cast<std::size_t>(run.end)],
-                                               run.group, m, g, elem, cm, coords_of(m, rank));
+      const exchange_cost c = exchange_traffic(before, after, run.group, m, g, elem, cm, coords_of(m, rank));
       if (c.bus_bytes > most.bus_bytes || (c.bus_bytes == most.bus_bytes && c.time_us > most.time_us)) most = c;
     }
     std::ostringstream group;
     for (int i = 0; i < run.group.n; ++i) group << (i ? ", " : "(") << names[static_cast<std::size_t>(run.group[i])];
     group << ")";
-    std::printf("  executed: steps %d-%d as one exchange over %s (%s): at most %s moved per rank, %.2f us modelled\n",
-                run.begin + 1, run.end, group.str().c_str(),
-                most.calls ? "one all_to_all" : "point-to-point", human_bytes(static_cast<double>(most.bus_bytes)).c_str(),
-                most.time_us);
+    std::printf("  executed: steps %d-%d as one exchange over %s, planned as one all_to_all: %s moved per rank, %.2f us modelled\n",
+                run.begin + 1, run.end, group.str().c_str(), human_bytes(static_cast<double>(planned.bus_bytes)).c_str(),
+                planned.time_us);
+    if (most.calls)
+      std::printf("            sent as one all_to_all (even pieces): %s per rank, %.2f us modelled\n",
+                  human_bytes(static_cast<double>(most.bus_bytes)).c_str(), most.time_us);
+    else
+      std::printf("            sent point-to-point (uneven pieces): the rank that sends most sends %s, %.2f us modelled\n",
+                  human_bytes(static_cast<double>(most.bus_bytes)).c_str(), most.time_us);
   }
 }
 

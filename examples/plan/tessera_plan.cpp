@@ -256,6 +256,7 @@ int main(int argc, char** argv) {
   const std::string dt = flags.count("--dtype") ? flags["--dtype"] : "f32";
   if (!dtypes.count(dt)) die("--dtype: unknown dtype '" + dt + "'; use f32, bf16, f16, f8 or f64");
   const std::int64_t elem = dtypes.at(dt);
+  if (const std::string big = plan_size_problem(m, g, elem); !big.empty()) die("--shape " + flags["--shape"] + ": " + big);
 
   for (const std::string& l : links) {
     const auto kv = split(l, '=');

@@ -274,7 +274,7 @@ TEST_CASE("ring attention: block pairs of the head-tail split are full, partial 
   const std::int64_t late[] = {6, 7}, early[] = {0, 1};
   CHECK(cpu::visibility({late, nullptr, 2}, {early, nullptr, 2}) == cpu::block_visibility::all);
   CHECK(cpu::visibility({early, nullptr, 2}, {late, nullptr, 2}) == cpu::block_visibility::none);
-  CHECK(parallel::cp_seq_problem(10, 2, cp_balance_kind::head_tail, 1).find("seq_len (10) is not divisible by 2 x cp (4)") !=
+  CHECK(parallel::cp_seq_problem(10, 2, cp_balance_kind::head_tail, 1).find("seq_len (10) is not divisible by 2 x cp (2) = 4") !=
         std::string::npos);
 }
 }  // namespace ring_attention_tests

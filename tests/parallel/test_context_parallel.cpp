@@ -49,11 +49,17 @@ TEST_CASE("context_parallel: head-tail positions, and a sequence length cp canno
   CHECK(parallel::cp_positions(6, 3, 2, cp_balancing::none) == std::vector<std::int64_t>{4, 5});
   CHECK(parallel::cp_seq_problem(12, 2, cp_balancing::head_tail, 1).empty());
   CHECK(parallel::cp_seq_problem(10, 2, cp_balancing::head_tail, 1) ==
-        "context_parallel: seq_len (10) is not divisible by 2 x cp (4); choose a seq_len that is a multiple of 4 "
+        "context_parallel: seq_len (10) is not divisible by 2 x cp (2) = 4; choose a seq_len that is a multiple of 4 "
         "(head-tail balancing cuts each sequence into 2 x cp equal chunks)");
   CHECK(parallel::cp_seq_problem(12, 2, cp_balancing::head_tail, 2) ==
-        "context_parallel: seq_len (12) is not divisible by tp x 2 x cp (4) = 8; choose a seq_len that is a multiple "
+        "context_parallel: seq_len (12) is not divisible by tp (2) x 2 x cp (2) = 8; choose a seq_len that is a multiple "
         "of 8 (head-tail balancing cuts each sequence into 2 x cp equal chunks)");
+  CHECK(parallel::cp_seq_problem(6, 4, cp_balancing::none, 2) ==
+        "context_parallel: seq_len (6) is not divisible by tp (2) x cp (4) = 8; choose a seq_len that is a multiple "
+        "of 8 (each cp rank holds an equal chunk)");
+  CHECK(parallel::cp_seq_problem(6, 4, cp_balancing::none, 1) ==
+        "context_parallel: seq_len (6) is not divisible by cp (4); choose a seq_len that is a multiple of 4 (each cp "
+        "rank holds an equal chunk)");
   // at start-up, with the numbers
   using R = tiny_recipes::cp_only<cp_rotate::ring, cp_balancing::head_tail>;
   comm::run_threads(2, [&](comm::threads_communicator& c) {
@@ -61,7 +67,7 @@ TEST_CASE("context_parallel: head-tail positions, and a sequence length cp canno
     train::parallel_llama<R> pm(dm);
     pm.init_weights(1);
     const batch b = make_batch(2, 10, 1);
-    CHECK_THROWS_WITH(pm.forward(b.in, b.tg, b.B, b.T), doctest::Contains("seq_len (10) is not divisible by 2 x cp (4)"));
+    CHECK_THROWS_WITH(pm.forward(b.in, b.tg, b.B, b.T), doctest::Contains("seq_len (10) is not divisible by 2 x cp (2) = 4"));
   });
 }
 
@@ -206,7 +212,7 @@ TEST_CASE("context_parallel: per-document head-tail positions") {
     }
   }
   CHECK(parallel::cp_seq_problem(10, 2, cp_balancing::per_document, 1) ==
-        "context_parallel: seq_len (10) is not divisible by 2 x cp (4); choose a seq_len that is a multiple of 4 "
+        "context_parallel: seq_len (10) is not divisible by 2 x cp (2) = 4; choose a seq_len that is a multiple of 4 "
         "(per-document balancing gives each cp rank 2 of 2 x cp equal shares)");
 }
 

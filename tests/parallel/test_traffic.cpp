@@ -2,9 +2,11 @@
 // bytes every rank's flight recorder saw in one trainer step.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <tessera/comm/flight_recorder.hpp>
@@ -77,6 +79,17 @@ void check_recipe(const char* what, int world, typename R::mesh mesh, std::int64
 }
 
 }  // namespace
+
+TEST_CASE("traffic by axes: a group of point-to-point sends only says so (sends count no call)") {
+  traffic_by_axes t;
+  t.add(1u << 1, 3 << 20, 0);  // cp's ring: bytes, no call
+  t.add(1u << 0, 1 << 20, 4);
+  const std::array<std::string_view, 2> names{"dp", "cp"};
+  CHECK(t.to_string(names) == "cp: 3.000 MiB in point-to-point sends; dp: 1.000 MiB in 4 calls");
+  // debug_4d's cp runs the ring: its line names the sends, not "0 calls"
+  const traffic_estimate e = estimate_traffic<recipes::debug_4d>(mesh_shape{4, {2, 2, 2, 2}}, 4, 32);
+  CHECK(e.by_axes.to_string(recipes::debug_4d::mesh::names).find("MiB in 0 calls") == std::string::npos);
+}
 
 TEST_CASE("traffic estimate: constexpr, and zero on one rank") {
   constexpr traffic_estimate one = estimate_traffic<recipes::debug_fsdp>(mesh_shape{1, {1}}, 8, 128);

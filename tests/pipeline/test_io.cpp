@@ -65,6 +65,10 @@ TEST_CASE("SVG: one box per compute action, written atomically") {
   write_file_atomic(path, svg);
   CHECK(read_file(path) == svg);
   CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
-  CHECK_THROWS_AS(write_file_atomic((dir / "no/such/folder/x.svg").string(), svg), schedule_error);
+  const std::string bad = (dir / "no/such/folder/x.svg").string();
+  CHECK_THROWS_AS(write_file_atomic(bad, svg), schedule_error);
+  // the path and the failure, without a tool's name (tessera-schedule adds its own)
+  const std::string why = "writing " + bad + ": cannot create '" + bad + ".tmp.";
+  CHECK_THROWS_WITH(write_file_atomic(bad, svg), doctest::Contains(why.c_str()));
   std::filesystem::remove_all(dir);
 }

@@ -98,3 +98,37 @@ TEST_CASE("consecutive all_to_all steps run as one exchange; its traffic per ran
   CHECK(even.bus_bytes == 1024 * 1024 * 4 * 3);  // S = 4 pieces, times (n-1)/n
   CHECK_FALSE(even_exchange(from, to, both, m22, g, coords_t{0, 0}, &per_pair));
 }
+
+TEST_CASE("a tensor whose bytes overflow int64 is refused, naming its shape and the limit") {
+  // 4e9 x 4e9 f32 is 6.4e19 bytes: the byte counts overflowed, edge costs went negative and
+  // the search looped forever (tessera-plan hung on this shape).
+  const layout_spec from = parse_layout("S(0),S(1)", names, 2), to = parse_layout("R,R", names, 2);
+  const shape_t huge{4000000000, 4000000000};
+  CHECK(max_plan_bytes(m24) == 0x7fffffffffffffff / 24 / 2);  // 8 ranks: max_plan_steps bounds the sum
+  CHECK(max_plan_bytes(mesh_shape{2, {64, 64}}) == 0x7fffffffffffffff / 4096 / 2);
+  CHECK_FALSE(plan_fits(m24, huge, 4));
+  CHECK_FALSE(plan_fits(m24, shape_t{3037000499, 3037000499}, 4));  // numel fits, bytes do not
+  CHECK(plan_fits(m24, shape_t{100000000, 100000000}, 4));
+  CHECK(make_plan(from, to, m24, huge, 4).error == plan_error::too_large);
+  CHECK(make_plans(from, std::array<layout_spec, 1>{to}, m24, huge, 4)[0].error == plan_error::too_large);
+  CHECK(evaluate_plan(from, gather_first_plan(from, to), m24, huge, 4).error == plan_error::too_large);
+  CHECK_THROWS_WITH_AS(plan_or_throw(from, to, m24, huge, 4),
+                       "tessera::plan: shape 4000000000 x 4000000000 of 4-byte elements is too large to plan on 8 "
+                       "ranks: the planner counts bytes in int64 and takes at most 192153584101141162 bytes there, "
+                       "blocks padded (tessera::max_plan_bytes); plan a smaller shape",
+                       error);
+  // a large tensor that fits plans as before
+  const plan_result big = plan_or_throw(from, to, m24, shape_t{100000000, 100000000}, 4);
+  CHECK(big.bus_bytes > 0);
+  CHECK(big.time_us > 0);
+  // the search itself ends when edge costs are not usable: it skips an edge whose time is
+  // negative or not finite instead of relaxing it for ever (a negative base latency made
+  // every collective negative and the search loop)
+  cost_model negative;
+  negative.base_us = -100;
+  int found = -1;
+  const detail::search_result s =
+      detail::search(from, &to, 1, &found, m24, shape_t{1024, 4096}, 4, negative, true);
+  CHECK(found == -1);  // only local steps were usable: R,R is not reached
+  CHECK(s.explored >= 1);
+}

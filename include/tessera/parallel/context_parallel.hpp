@@ -139,8 +139,10 @@ constexpr std::int64_t cp_tp_split(const parallel_spec& p, const mesh_shape& m) 
 inline std::string cp_seq_problem(std::int64_t T, std::int64_t cp, cp_balance_kind b, std::int64_t tp_seq) {
   const std::int64_t m = cp_seq_multiple(cp, b, tp_seq);
   if (T % m == 0) return {};
-  std::string why = b != cp_balance_kind::none ? "2 x cp (" + std::to_string(2 * cp) + ")" : "cp (" + std::to_string(cp) + ")";
-  if (tp_seq > 1) why = "tp x " + why + " = " + std::to_string(m);
+  // each factor with its value ("tp (2) x 2 x cp (2) = 8"), the product when there are two
+  std::string why = std::string(b != cp_balance_kind::none ? "2 x " : "") + "cp (" + std::to_string(cp) + ")";
+  if (tp_seq > 1) why = "tp (" + std::to_string(tp_seq) + ") x " + why;
+  if (m != cp) why += " = " + std::to_string(m);
   return "context_parallel: seq_len (" + std::to_string(T) + ") is not divisible by " + why +
          "; choose a seq_len that is a multiple of " + std::to_string(m) +
          (b == cp_balance_kind::head_tail      ? " (head-tail balancing cuts each sequence into 2 x cp equal chunks)"

@@ -121,7 +121,7 @@ inline std::string format_grid(const schedule& s) {
 /// the reason on failure.
 inline void write_file_atomic(const std::string& path, std::string_view content) {
   try {
-    write_text_atomically(path, content, "tessera-schedule");
+    write_text_atomically(path, content, "writing " + path);  // (a tool adds its own name)
   } catch (const schedule_error&) {
     throw;
   } catch (const error& e) {

@@ -184,6 +184,9 @@ struct plan {
                                       extents_type::nominal_shape(nominal_extent), sizeof(T), Cost::value);
       // (not reachable with meshes of up to 8 axes in practice; a compile error if it is)
       check(r.error != plan_error::too_many_steps, "tessera::plan_t: the plan needs more steps than tessera::max_plan_steps");
+      check(r.error != plan_error::too_large,
+            "tessera::plan_t: the extents make a tensor of more bytes than tessera::max_plan_bytes on this mesh; "
+            "use smaller (or dynamic) extents");
       return r;
     } else {
       return plan_result{};

@@ -39,6 +39,7 @@ enum class plan_error : std::uint8_t {
   shard_to_partial,   ///< an axis goes from shard to partial
   partial_op_change,  ///< an axis goes from partial(op1) to partial(op2)
   too_many_steps,     ///< the plan does not fit max_plan_steps
+  too_large,          ///< the tensor has more bytes than max_plan_bytes (int64 byte counts)
 };
 
 constexpr std::string_view describe(plan_error e) noexcept {
@@ -54,6 +55,9 @@ constexpr std::string_view describe(plan_error e) noexcept {
       return "partial(op1) -> partial(op2) on one axis is not a transition; reduce to replicate "
              "or shard first";
     case plan_error::too_many_steps: return "the plan needs more steps than tessera::max_plan_steps";
+    case plan_error::too_large:
+      return "the tensor has more bytes than tessera::max_plan_bytes on this mesh (the planner counts bytes "
+             "in int64); plan a smaller shape";
   }
   return "?";
 }
@@ -81,6 +85,49 @@ constexpr int transition_error_axis(const layout_spec& src, const layout_spec& d
   return -1;
 }
 
+namespace detail {
+/// The mesh's rank count, or 0 past int64 (axes below 1 count as 1: not checked here).
+constexpr std::int64_t ranks_or_zero(const mesh_shape& m) noexcept {
+  std::int64_t w = 1;
+  for (int a = 0; a < m.ndim; ++a) {
+    const std::int64_t s = m[a] > 0 ? m[a] : 1;
+    if (w > 0x7fffffffffffffff / s) return 0;
+    w *= s;
+  }
+  return w;
+}
+}  // namespace detail
+
+/// The most bytes a tensor may have for the planner on mesh `m` (0: none), counted with
+/// its blocks padded (plan_fits). Its byte counts are int64: a step's bus bytes are its
+/// buffer (at most the padded tensor) times 2 x (ranks - 1) before the division by the
+/// group size, and a plan sums at most max_plan_steps steps of at most twice the buffer.
+constexpr std::int64_t max_plan_bytes(const mesh_shape& m) noexcept {
+  const std::int64_t w = detail::ranks_or_zero(m);
+  return w ? 0x7fffffffffffffff / (w > max_plan_steps ? w : max_plan_steps) / 2 : 0;
+}
+
+/// True when a tensor of shape `global` with `elem_bytes`-byte elements has at most
+/// max_plan_bytes(m) bytes, its blocks padded: numel + ranks x numel / (its shortest
+/// extent), a bound on any buffer of a collective (a gather of blocks rounded up to the
+/// group); counted without overflow. Extents below 1 are not checked here.
+constexpr bool plan_fits(const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes) noexcept {
+  const std::int64_t limit = max_plan_bytes(m);
+  const std::int64_t eb = elem_bytes > 0 ? elem_bytes : 1;
+  if (eb > limit) return false;
+  const std::int64_t most = limit / eb;  // elements
+  std::int64_t n = 1, shortest = 0;
+  for (int d = 0; d < global.rank; ++d) {
+    const std::int64_t e = global[d] > 0 ? global[d] : 1;
+    if (n > most / e) return false;
+    n *= e;
+    shortest = shortest == 0 || e < shortest ? e : shortest;
+  }
+  const std::int64_t w = detail::ranks_or_zero(m);  // > 0: max_plan_bytes(m) > 0
+  const std::int64_t slab = shortest ? n / shortest : 1;
+  return slab <= (most - n) / w;
+}
+
 struct plan_result {
   plan_value plan{};
   plan_error error = plan_error::none;
@@ -97,6 +144,10 @@ constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p,
                                     const cost_model& cm = {}) noexcept {
   plan_result r;
   r.plan = p;
+  if (!plan_fits(m, global, elem_bytes)) {
+    r.error = plan_error::too_large;
+    return r;
+  }
   const plan_runs runs = runs_of(p);
   layout_spec l = src;
   for (int k = 0; k < runs.size(); ++k) {
@@ -186,6 +237,9 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
   // step (encode()d), or `run` a run of all_to_all steps, stored in res.runs and marked in
   // the step with bit 63 (offset in bits 0-31, length in bits 32-39).
   auto relax = [&](int from, double base, std::uint64_t key, double t, std::uint64_t step, const run_edge* run) {
+    // (a cost that is negative or not finite would let a path get cheaper forever: such
+    // an edge is not taken; make_plan refuses the tensors whose bytes could make one)
+    if (!(t >= 0 && t <= 1e300)) return;
     const double c = base + t;
     bool is_new = false;
     const int idx = find_or_add(key, is_new);
@@ -318,6 +372,7 @@ constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, 
                                 const cost_model& cm = {}, bool use_heuristic = true) {
   plan_result res;
   res.error = check_transition(src, dst);
+  if (res.error == plan_error::none && !plan_fits(m, global, elem_bytes)) res.error = plan_error::too_large;
   if (res.error != plan_error::none) return res;
   int found = -1;
   const detail::search_result s = detail::search(src, &dst, 1, &found, m, global, elem_bytes, cm, use_heuristic);
@@ -336,6 +391,7 @@ constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const st
   int n = 0;
   for (std::size_t i = 0; i < N; ++i) {
     out[i].error = check_transition(src, dsts[i]);
+    if (out[i].error == plan_error::none && !plan_fits(m, global, elem_bytes)) out[i].error = plan_error::too_large;
     if (out[i].error == plan_error::none) {
       legal[static_cast<std::size_t>(n)] = dsts[i];
       index[static_cast<std::size_t>(n++)] = static_cast<int>(i);
@@ -378,10 +434,24 @@ constexpr plan_value gather_first_plan(const layout_spec& src, const layout_spec
   return p;
 }
 
-/// As make_plan, but throws tessera::error naming the problem for an illegal transition.
+/// The refusal of a tensor too large to plan, naming its shape and the limit ("" when it fits).
+inline std::string plan_size_problem(const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes) {
+  if (plan_fits(m, global, elem_bytes)) return {};
+  std::string shape;
+  for (int d = 0; d < global.rank; ++d) shape += (d ? " x " : "") + std::to_string(global[d]);
+  const std::int64_t ranks = detail::ranks_or_zero(m);
+  return "shape " + shape + " of " + std::to_string(elem_bytes) + "-byte elements is too large to plan on " +
+         (ranks ? std::to_string(ranks) : std::string("so many")) +
+         " ranks: the planner counts bytes in int64 and takes at most " + std::to_string(max_plan_bytes(m)) +
+         " bytes there, blocks padded (tessera::max_plan_bytes); plan a smaller shape";
+}
+
+/// As make_plan, but throws tessera::error naming the problem for an illegal transition
+/// or a tensor too large to plan.
 inline plan_result plan_or_throw(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
                                  const shape_t& global, std::int64_t elem_bytes, const cost_model& cm = {}) {
   plan_result r = make_plan(src, dst, m, global, elem_bytes, cm);
+  if (r.error == plan_error::too_large) throw error("tessera::plan: " + plan_size_problem(m, global, elem_bytes));
   check(r.error == plan_error::none, std::string("tessera::plan: ") + std::string(describe(r.error)));
   return r;
 }

@@ -228,6 +228,24 @@ void check_trace_path(const options& o, bool create_folder) {
                 "--profiling.trace_file");
 }
 
+/// Checks before any work that the trained weights can be written at the end: the folder of
+/// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
+/// is a folder or whose folder cannot be created is refused before anything is trained.
+void check_save_weights_path(const options& o) {
+  if (o.save_weights.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(o.save_weights, ec))
+    throw error("checkpoint.save_weights: '" + o.save_weights + "' is a folder; name a file, e.g. " +
+                (fs::path(o.save_weights) / "model.safetensors").string());
+  const fs::path dir = fs::path(o.save_weights).parent_path();
+  if (dir.empty()) return;
+  std::error_code made;
+  fs::create_directories(dir, made);
+  if (!fs::is_directory(dir, ec))
+    throw error("checkpoint.save_weights: cannot create the folder '" + dir.string() + "' of '" + o.save_weights +
+                "'" + (made ? " (" + made.message() + ")" : std::string()) + "; change --save-weights");
+}
+
 int run(int argc, char** argv) {
   options o;
   train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU) or with a recipe on many.");
@@ -271,6 +289,7 @@ int run(int argc, char** argv) {
                              "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "
                              "train on --device cpu");
 #endif
+    check_save_weights_path(o);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;

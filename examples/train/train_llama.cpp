@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -228,6 +229,27 @@ void check_trace_path(const options& o, bool create_folder) {
                 "--profiling.trace_file");
 }
 
+/// The processes an MPI launcher started this one among, and its rank: OpenMPI's
+/// OMPI_COMM_WORLD_SIZE / _RANK, or PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
+/// PMI-2); {1, 0} when no launcher set them (a plain start, or srun of one task).
+struct launched {
+  long size = 1, rank = 0;
+  const char* variable = nullptr;  ///< the variable that gave `size`
+};
+launched mpi_launcher() {
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const char* v = std::getenv(size_var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1) continue;
+    const char* r = std::getenv(rank_var);
+    return {n, r ? std::atol(r) : 0, size_var};
+  }
+  return {};
+}
+
 /// Checks before any work that the trained weights can be written at the end: the folder of
 /// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
 /// is a folder or whose folder cannot be created is refused before anything is trained.
@@ -289,6 +311,15 @@ int run(int argc, char** argv) {
                              "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "
                              "train on --device cpu");
 #endif
+    // Under mpirun without --backend mpi each process would train the whole job alone and
+    // write the same files: refused (rank 0 says it, once).
+    if (const launched l = mpi_launcher(); l.size > 1 && o.backend == "threads") {
+      if (l.rank != 0) return 2;
+      throw error("started as one of " + std::to_string(l.size) + " processes by an MPI launcher (" + l.variable +
+                  "=" + std::to_string(l.size) + ") with --backend threads, so each would train the whole job alone "
+                  "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
+                  std::to_string(l.size) + " processes, or start train_llama without mpirun");
+    }
     check_save_weights_path(o);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";

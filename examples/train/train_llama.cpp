@@ -435,7 +435,15 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       if (o.ranks != 0 && o.ranks != world.size())
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");
-      const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
+      if (world.rank() != 0) {  // every process finds the same; rank 0 says it, once
+        try {
+          train_llama_cli::bind_mesh<R>(world.size(), true);
+        } catch (const error&) {
+          status = 1;
+          return;
+        }
+      }
+      const auto mesh = train_llama_cli::bind_mesh<R>(world.size(), true);
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
       if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
         train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));

@@ -128,7 +128,18 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
     if (!fs::exists(model_file))
       std::cerr << "training a " << c.vocab_size << "-piece BPE tokenizer on the corpus (once; cached as "
                 << model_file.string() << ")\n";
-    train::train_bpe_once(docs, c.vocab_size, model_file);
+    try {
+      train::train_bpe_once(docs, c.vocab_size, model_file);
+    } catch (const error& e) {  // SentencePiece's words, in train_llama's terms
+      const std::string what = e.what();
+      const auto at = what.find("Vocabulary size too high");
+      if (at == std::string::npos) throw;
+      throw error("the corpus " + (o.data.empty() ? std::string("(the fortunes)") : "'" + o.data + "'") +
+                  " is too small to train the " + std::to_string(c.vocab_size) + "-piece tokenizer of --model " +
+                  std::string(c.name) + "; give more text with --data, or an existing SentencePiece model of at "
+                  "most " + std::to_string(c.vocab_size) + " pieces with --tokenizer FILE.model (SentencePiece: " +
+                  what.substr(at) + ")");
+    }
   }
   train::tokenizer tk(model_file);
   if (tk.vocab_size() > c.vocab_size)

@@ -7,7 +7,8 @@
 //                                         OUT, or with --shard-mib a folder OUT of files of at
 //                                         most N MiB and model.safetensors.index.json
 // DIR is a checkpoint ("step-<N>") or a --checkpoint.folder (its latest complete one).
-// Exit status: 0 ok, 1 a bad checkpoint, 2 bad usage.
+// OUT's folder is created when missing. --help prints the usage (exit 0).
+// Exit status: 0 ok, 1 a bad checkpoint (or an OUT that cannot be written), 2 bad usage.
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -31,9 +32,13 @@ using tessera::error;
 
 namespace {
 
+constexpr const char* usage_text =
+    "usage: tessera-ckpt list DIR | verify DIR | export DIR OUT [--dtype f32|bf16] [--shard-mib N]\n"
+    "DIR: a checkpoint folder step-<N>, or a --checkpoint.folder (its latest complete checkpoint)\n";
+
+/// Bad usage: the usage on stderr, exit 2 (--help prints it on stdout and exits 0).
 int usage() {
-  std::cerr << "usage: tessera-ckpt list DIR | verify DIR | export DIR OUT [--dtype f32|bf16] [--shard-mib N]\n"
-               "DIR: a checkpoint folder step-<N>, or a --checkpoint.folder (its latest complete checkpoint)\n";
+  std::cerr << usage_text;
   return 2;
 }
 
@@ -99,6 +104,13 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
   const auto type = dtype == "bf16" ? tessera::io::safetensors::dtype::bf16 : tessera::io::safetensors::dtype::f32;
   auto param = [&](std::int64_t i) { return full[static_cast<std::size_t>(i)].data(); };
   if (shard_mib <= 0) {
+    if (const fs::path parent = out.parent_path(); !parent.empty()) {  // created when missing, as --shard-mib's OUT is
+      std::error_code made, ec;
+      fs::create_directories(parent, made);
+      if (!fs::is_directory(parent, ec))
+        throw error("cannot create the folder '" + parent.string() + "' of '" + out.string() + "'" +
+                    (made ? " (" + made.message() + ")" : std::string()) + "; name another OUT");
+    }
     tessera::io::save_hf_checkpoint(*c, param, out, type);
     std::printf("wrote %s (%s, %lld tensors of %s)\n", out.string().c_str(), dtype.c_str(), static_cast<long long>(n),
                 c->name.data());
@@ -150,6 +162,11 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (int a = 1; a < argc; ++a)
+    if (std::string(argv[a]) == "--help" || std::string(argv[a]) == "-h") {
+      std::cout << usage_text;
+      return 0;
+    }
   if (argc < 3) return usage();
   const std::string cmd = argv[1];
   try {
@@ -160,8 +177,16 @@ int main(int argc, char** argv) {
       double shard_mib = 0;
       for (int a = 4; a < argc; ++a) {
         const std::string f = argv[a];
-        if (f == "--dtype" && a + 1 < argc && (std::string(argv[a + 1]) == "f32" || std::string(argv[a + 1]) == "bf16")) {
+        if (f == "--dtype") {
+          if (a + 1 == argc) {
+            std::cerr << "tessera-ckpt: error: --dtype needs a value: f32 or bf16\n";
+            return 2;
+          }
           dtype = argv[++a];
+          if (dtype != "f32" && dtype != "bf16") {
+            std::cerr << "tessera-ckpt: error: --dtype '" << dtype << "' is not one of f32, bf16\n";
+            return 2;
+          }
         } else if (f == "--shard-mib" && a + 1 < argc) {
           char* end = nullptr;
           shard_mib = std::strtod(argv[++a], &end);

@@ -3,7 +3,12 @@
 // every collective -- follows from it at compile time. This one is 3-D parallel on 8
 // in-process ranks: HSDP (2 replicas x 2 shards) x tensor parallel over 2 with sequence and
 // loss parallel, on a small Llama of our own. See docs/recipes.md.
+//
+//   my_recipe        prints the recipe's summary and trains 10 steps on 8 thread ranks
+//
+// It takes no arguments: --help prints the usage (exit 0), anything else is refused (exit 2).
 #include <cstdio>
+#include <string>
 #include <random>
 #include <vector>
 
@@ -28,7 +33,18 @@ struct my_recipe {
 };
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    const std::string a = argv[1];
+    if (a == "--help" || a == "-h") {
+      std::printf("usage: my_recipe (no arguments): prints the recipe's summary and trains 10 steps on 8 thread "
+                  "ranks; edit examples/recipe/my_recipe.cpp to change the run (docs/recipes.md)\n");
+      return 0;
+    }
+    std::fprintf(stderr, "my_recipe: error: unexpected argument '%s'; my_recipe takes none (--help says what it "
+                 "does; edit examples/recipe/my_recipe.cpp to change the run)\n", a.c_str());
+    return 2;
+  }
   using model_t = train::parallel_llama<my_recipe>;
   std::printf("%s", model_t::summary().c_str());
   std::vector<std::int32_t> tokens;

@@ -40,7 +40,7 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
     if constexpr (recipe_half<R>() == H) {
       if (ran || R::name != name) return;
       if (mpi) {
-        const auto mesh = bind_mesh<R>(mpi->size());
+        const auto mesh = bind_mesh<R>(mpi->size(), true);
         auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
         run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
       } else {

@@ -80,15 +80,24 @@ void gather_and_write_trace(C& c, trace::recorder& t, const std::string& path) {
   t.write(path, others);
 }
 
-/// Checks that `ranks` fits recipe R's mesh, in the words a user needs.
+/// Checks that `ranks` fits recipe R's mesh, in the words a user needs: how the rank count
+/// is chosen differs by backend (--ranks on threads; mpirun's -np under --backend mpi).
 template <class R>
-typename R::mesh bind_mesh(std::int64_t ranks) {
+typename R::mesh bind_mesh(std::int64_t ranks, bool mpi = false) {
   using M = typename R::mesh;
   try {
     return M(ranks);
   } catch (const error& e) {
+    std::string fix = "change --ranks";
+    if (mpi) {
+      fix = "under --backend mpi the ranks are mpirun's processes: start ";
+      if constexpr (M::is_always_static())
+        fix += "mpirun -np " + std::to_string(tessera::world_size(M::static_shape));
+      else
+        fix += "mpirun -np N with an N the mesh fits";
+    }
     throw error("recipe " + std::string(R::name) + " cannot run on " + std::to_string(ranks) + " ranks: " + e.what() +
-                "; change --ranks");
+                "; " + fix);
   }
 }
 

@@ -24,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -127,7 +128,18 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
     if (!fs::exists(model_file))
       std::cerr << "training a " << c.vocab_size << "-piece BPE tokenizer on the corpus (once; cached as "
                 << model_file.string() << ")\n";
-    train::train_bpe_once(docs, c.vocab_size, model_file);
+    try {
+      train::train_bpe_once(docs, c.vocab_size, model_file);
+    } catch (const error& e) {  // SentencePiece's words, in train_llama's terms
+      const std::string what = e.what();
+      const auto at = what.find("Vocabulary size too high");
+      if (at == std::string::npos) throw;
+      throw error("the corpus " + (o.data.empty() ? std::string("(the fortunes)") : "'" + o.data + "'") +
+                  " is too small to train the " + std::to_string(c.vocab_size) + "-piece tokenizer of --model " +
+                  std::string(c.name) + "; give more text with --data, or an existing SentencePiece model of at "
+                  "most " + std::to_string(c.vocab_size) + " pieces with --tokenizer FILE.model (SentencePiece: " +
+                  what.substr(at) + ")");
+    }
   }
   train::tokenizer tk(model_file);
   if (tk.vocab_size() > c.vocab_size)
@@ -228,6 +240,45 @@ void check_trace_path(const options& o, bool create_folder) {
                 "--profiling.trace_file");
 }
 
+/// The processes an MPI launcher started this one among, and its rank: OpenMPI's
+/// OMPI_COMM_WORLD_SIZE / _RANK, or PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
+/// PMI-2); {1, 0} when no launcher set them (a plain start, or srun of one task).
+struct launched {
+  long size = 1, rank = 0;
+  const char* variable = nullptr;  ///< the variable that gave `size`
+};
+launched mpi_launcher() {
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const char* v = std::getenv(size_var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1) continue;
+    const char* r = std::getenv(rank_var);
+    return {n, r ? std::atol(r) : 0, size_var};
+  }
+  return {};
+}
+
+/// Checks before any work that the trained weights can be written at the end: the folder of
+/// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
+/// is a folder or whose folder cannot be created is refused before anything is trained.
+void check_save_weights_path(const options& o) {
+  if (o.save_weights.empty()) return;
+  std::error_code ec;
+  if (fs::is_directory(o.save_weights, ec))
+    throw error("checkpoint.save_weights: '" + o.save_weights + "' is a folder; name a file, e.g. " +
+                (fs::path(o.save_weights) / "model.safetensors").string());
+  const fs::path dir = fs::path(o.save_weights).parent_path();
+  if (dir.empty()) return;
+  std::error_code made;
+  fs::create_directories(dir, made);
+  if (!fs::is_directory(dir, ec))
+    throw error("checkpoint.save_weights: cannot create the folder '" + dir.string() + "' of '" + o.save_weights +
+                "'" + (made ? " (" + made.message() + ")" : std::string()) + "; change --save-weights");
+}
+
 int run(int argc, char** argv) {
   options o;
   train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU) or with a recipe on many.");
@@ -271,6 +322,16 @@ int run(int argc, char** argv) {
                              "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "
                              "train on --device cpu");
 #endif
+    // Under mpirun without --backend mpi each process would train the whole job alone and
+    // write the same files: refused (rank 0 says it, once).
+    if (const launched l = mpi_launcher(); l.size > 1 && o.backend == "threads") {
+      if (l.rank != 0) return 2;
+      throw error("started as one of " + std::to_string(l.size) + " processes by an MPI launcher (" + l.variable +
+                  "=" + std::to_string(l.size) + ") with --backend threads, so each would train the whole job alone "
+                  "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
+                  std::to_string(l.size) + " processes, or start train_llama without mpirun");
+    }
+    check_save_weights_path(o);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;
@@ -385,7 +446,15 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       if (o.ranks != 0 && o.ranks != world.size())
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");
-      const auto mesh = train_llama_cli::bind_mesh<R>(world.size());
+      if (world.rank() != 0) {  // every process finds the same; rank 0 says it, once
+        try {
+          train_llama_cli::bind_mesh<R>(world.size(), true);
+        } catch (const error&) {
+          status = 1;
+          return;
+        }
+      }
+      const auto mesh = train_llama_cli::bind_mesh<R>(world.size(), true);
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
       if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
         train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));

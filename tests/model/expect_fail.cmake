@@ -1,7 +1,8 @@
 # Runs EXE with ARGS (separated by |) and passes when it exits non-zero with output matching EXPECT.
 # PREPARE_TOKENS, when set, is a file to fill first with 10 int32 tokens 0..9. EXPECT_RC, when
 # set, is the exit status required (2: command-line misuse). EXPECT_ABSENT, when set, is a
-# file the failed run must not have written (removed first).
+# file the failed run must not have written (removed first). EXPECT_ONCE, when set, requires
+# EXPECT to match once only (a message of several processes said by one).
 if(PREPARE_TOKENS)
   execute_process(COMMAND ${PYTHON} -c
     "import struct,sys; open(sys.argv[1],'wb').write(struct.pack('<10i',*range(10)))" ${PREPARE_TOKENS})
@@ -22,6 +23,16 @@ if(NOT "${EXPECT_RC}" STREQUAL "" AND NOT rc EQUAL EXPECT_RC)
 endif()
 if(NOT "${out}${err}" MATCHES "${EXPECT}")
   message(FATAL_ERROR "exit ${rc}, but the output does not match '${EXPECT}':\n${out}${err}")
+endif()
+if(EXPECT_ONCE)
+  # counted with ';' (a list separator, literal in a regex) spelled otherwise
+  string(REPLACE ";" "_SEMI_" _all "${out}${err}")
+  string(REPLACE ";" "_SEMI_" _expect "${EXPECT}")
+  string(REGEX MATCHALL "${_expect}" _matches "${_all}")
+  list(LENGTH _matches _n)
+  if(NOT _n EQUAL 1)
+    message(FATAL_ERROR "exit ${rc}, but '${EXPECT}' is said ${_n} times, not once:\n${out}${err}")
+  endif()
 endif()
 if(EXPECT_ABSENT AND EXISTS ${EXPECT_ABSENT})
   message(FATAL_ERROR "the failed run wrote ${EXPECT_ABSENT}")

@@ -235,8 +235,9 @@ class checkpointer {
       throw error("checkpoint: '" + mpath + "' was saved with a global batch of " + meta.state.at("loader.batch") +
                   " x seq_len " + meta.state.at("loader.seq_len") + "; this run reads " +
                   std::to_string(loader_.batch()) + " x " + std::to_string(loader_.seq_len()) +
-                  ": the data position does not carry over; keep the global batch (--batch x data-parallel ranks) "
-                  "and --seq-len");
+                  ": the data position does not carry over; resume with --training.global_batch_size " +
+                  meta.state.at("loader.batch") + " (on any number of data-parallel ranks) and --seq-len " +
+                  meta.state.at("loader.seq_len"));
     if (meta.state.at("loader.seed") != std::to_string(loader_.seed()) ||
         get("loader.shuffle") != (loader_.shuffled() ? 1 : 0))
       throw error("checkpoint: '" + mpath + "' was saved reading the data in the order of seed " +

@@ -224,18 +224,33 @@ void from_config(options& o, const train::run_config& c) {
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
 }
 
+/// Where an output file named on the command line stands before any work: writable at the
+/// end (its folder exists, created first when `create_folder`), a folder instead of a file,
+/// or without a folder (and, when creating it failed, why).
+struct output_file_state {
+  enum { ok, is_folder, no_folder } state = ok;
+  std::string folder, why;
+};
+output_file_state prepare_output_file(const std::string& path, bool create_folder) {
+  std::error_code ec;
+  if (path.empty()) return {};
+  if (fs::is_directory(path, ec)) return {output_file_state::is_folder, {}, {}};
+  const fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) return {};
+  std::error_code made;
+  if (create_folder) fs::create_directories(dir, made);
+  if (fs::is_directory(dir, ec)) return {};
+  return {output_file_state::no_folder, dir.string(), made ? made.message() : std::string()};
+}
+
 /// Checks before any work that the trace can be written at the end: its folder exists
 /// (the default profiling.save_traces_folder is created, as TorchTitan does).
 void check_trace_path(const options& o, bool create_folder) {
-  if (o.trace.empty()) return;
-  std::error_code ec;
-  if (fs::is_directory(o.trace, ec))
+  const output_file_state f = prepare_output_file(o.trace, create_folder);
+  if (f.state == output_file_state::is_folder)
     throw error("profiling: the trace file '" + o.trace + "' is a folder; name a file, e.g. " +
                 (fs::path(o.trace) / "trace.json").string());
-  const fs::path dir = fs::path(o.trace).parent_path();
-  if (dir.empty()) return;
-  if (create_folder) fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir, ec))
+  if (f.state == output_file_state::no_folder)
     throw error("profiling: the folder of the trace file '" + o.trace + "' does not exist; create it or change "
                 "--profiling.trace_file");
 }
@@ -265,18 +280,13 @@ launched mpi_launcher() {
 /// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
 /// is a folder or whose folder cannot be created is refused before anything is trained.
 void check_save_weights_path(const options& o) {
-  if (o.save_weights.empty()) return;
-  std::error_code ec;
-  if (fs::is_directory(o.save_weights, ec))
+  const output_file_state f = prepare_output_file(o.save_weights, true);
+  if (f.state == output_file_state::is_folder)
     throw error("checkpoint.save_weights: '" + o.save_weights + "' is a folder; name a file, e.g. " +
                 (fs::path(o.save_weights) / "model.safetensors").string());
-  const fs::path dir = fs::path(o.save_weights).parent_path();
-  if (dir.empty()) return;
-  std::error_code made;
-  fs::create_directories(dir, made);
-  if (!fs::is_directory(dir, ec))
-    throw error("checkpoint.save_weights: cannot create the folder '" + dir.string() + "' of '" + o.save_weights +
-                "'" + (made ? " (" + made.message() + ")" : std::string()) + "; change --save-weights");
+  if (f.state == output_file_state::no_folder)
+    throw error("checkpoint.save_weights: cannot create the folder '" + f.folder + "' of '" + o.save_weights + "'" +
+                (f.why.empty() ? std::string() : " (" + f.why + ")") + "; change --save-weights");
 }
 
 int run(int argc, char** argv) {

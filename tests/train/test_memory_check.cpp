@@ -164,7 +164,9 @@ TEST_CASE("TESSERA_HOST_MEMORY: a size that replaces what Linux says; a wrong on
   }
   ::unsetenv("TESSERA_HOST_MEMORY");
   CHECK(!host_memory_budget_given());
-  CHECK(host_memory_budget() == host_available_memory());
+  // unset: what Linux says (MemAvailable moves between two reads while other programs run,
+  // so the two are not compared for equality)
+  if (host_available_memory() > 0) CHECK(host_memory_budget() > 0);
   {
     budget_env e("3GiB");
     CHECK(host_memory_budget_given());

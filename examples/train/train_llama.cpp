@@ -45,6 +45,7 @@
 
 #include "cuda_run.hpp"
 #include "parallel_run.hpp"
+#include "startup_checks.hpp"
 #ifdef TESSERA_HAS_MPI
 #include <tessera/comm/mpi.hpp>
 #endif
@@ -52,6 +53,11 @@
 namespace {
 namespace fs = std::filesystem;
 using namespace tessera;
+using train_llama_cli::check_gpu_memory;
+using train_llama_cli::launched;
+using train_llama_cli::mpi_launcher;
+using train_llama_cli::output_file_state;
+using train_llama_cli::prepare_output_file;
 
 struct options {
   std::string model = "debugmodel";
@@ -154,33 +160,6 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
 int run_recipe(const options& o, int& argc, char**& argv);
 train::optimizer_options optimizer_of(const options& o);
 
-/// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
-/// (config cfg, policies p) that needs more memory than one of `devices` has free
-/// (train::device_memory_problem: the memory estimate of the rank that needs most).
-[[maybe_unused]] void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
-                                       const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                       const std::vector<int>& devices) {
-#ifdef TESSERA_HAS_CUDA_TRAINER
-  for (const int d : devices) {
-    const auto gpu = train_llama_cli::cuda_memory_of(d);
-    if (const std::string problem =
-            train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name);
-        !problem.empty())
-      throw error(problem);
-  }
-#else
-  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices;
-#endif
-}
-
-/// The same for recipe R's ranks on `devices`.
-template <class R>
-void check_gpu_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                      const std::vector<int>& devices) {
-  using T = recipe_traits<R>;
-  check_gpu_memory(T::config, T::spec, "recipe " + std::string(T::name()), shape, global_batch, seq_len, devices);
-}
-
 /// --device cuda: the tokens as for the CPU, the run in train_llama_cuda.cu.
 int run_cuda(options& o, const llama_config& cfg) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
@@ -224,25 +203,6 @@ void from_config(options& o, const train::run_config& c) {
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
 }
 
-/// Where an output file named on the command line stands before any work: writable at the
-/// end (its folder exists, created first when `create_folder`), a folder instead of a file,
-/// or without a folder (and, when creating it failed, why).
-struct output_file_state {
-  enum { ok, is_folder, no_folder } state = ok;
-  std::string folder, why;
-};
-output_file_state prepare_output_file(const std::string& path, bool create_folder) {
-  std::error_code ec;
-  if (path.empty()) return {};
-  if (fs::is_directory(path, ec)) return {output_file_state::is_folder, {}, {}};
-  const fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) return {};
-  std::error_code made;
-  if (create_folder) fs::create_directories(dir, made);
-  if (fs::is_directory(dir, ec)) return {};
-  return {output_file_state::no_folder, dir.string(), made ? made.message() : std::string()};
-}
-
 /// Checks before any work that the trace can be written at the end: its folder exists
 /// (the default profiling.save_traces_folder is created, as TorchTitan does).
 void check_trace_path(const options& o, bool create_folder) {
@@ -253,27 +213,6 @@ void check_trace_path(const options& o, bool create_folder) {
   if (f.state == output_file_state::no_folder)
     throw error("profiling: the folder of the trace file '" + o.trace + "' does not exist; create it or change "
                 "--profiling.trace_file");
-}
-
-/// The processes an MPI launcher started this one among, and its rank: OpenMPI's
-/// OMPI_COMM_WORLD_SIZE / _RANK, or PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
-/// PMI-2); {1, 0} when no launcher set them (a plain start, or srun of one task).
-struct launched {
-  long size = 1, rank = 0;
-  const char* variable = nullptr;  ///< the variable that gave `size`
-};
-launched mpi_launcher() {
-  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
-                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
-    const char* v = std::getenv(size_var);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1) continue;
-    const char* r = std::getenv(rank_var);
-    return {n, r ? std::atol(r) : 0, size_var};
-  }
-  return {};
 }
 
 /// Checks before any work that the trained weights can be written at the end: the folder of

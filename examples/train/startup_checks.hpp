@@ -1,0 +1,91 @@
+// train_llama's start-up checks that need no options struct: an output file's folder, the
+// MPI launcher this process was started by, and whether a step fits the GPUs. Included by
+// train_llama.cpp only.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <tessera/core/error.hpp>
+#include <tessera/train/memory_check.hpp>
+#include <tessera/train/recipe.hpp>
+
+#include "cuda_run.hpp"
+
+namespace train_llama_cli {
+namespace fs = std::filesystem;
+using namespace tessera;
+
+/// Where an output file named on the command line stands before any work: writable at the
+/// end (its folder exists, created first when `create_folder`), a folder instead of a file,
+/// or without a folder (and, when creating it failed, why).
+struct output_file_state {
+  enum { ok, is_folder, no_folder } state = ok;
+  std::string folder, why;
+};
+inline output_file_state prepare_output_file(const std::string& path, bool create_folder) {
+  std::error_code ec;
+  if (path.empty()) return {};
+  if (fs::is_directory(path, ec)) return {output_file_state::is_folder, {}, {}};
+  const fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) return {};
+  std::error_code made;
+  if (create_folder) fs::create_directories(dir, made);
+  if (fs::is_directory(dir, ec)) return {};
+  return {output_file_state::no_folder, dir.string(), made ? made.message() : std::string()};
+}
+
+/// The processes an MPI launcher started this one among, and its rank: OpenMPI's
+/// OMPI_COMM_WORLD_SIZE / _RANK, or PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
+/// PMI-2); {1, 0} when no launcher set them (a plain start, or srun of one task).
+struct launched {
+  long size = 1, rank = 0;
+  const char* variable = nullptr;  ///< the variable that gave `size`
+};
+inline launched mpi_launcher() {
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+    const char* v = std::getenv(size_var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 1) continue;
+    const char* r = std::getenv(rank_var);
+    return {n, r ? std::atol(r) : 0, size_var};
+  }
+  return {};
+}
+
+/// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
+/// (config cfg, policies p) that needs more memory than one of `devices` has free
+/// (train::device_memory_problem: the memory estimate of the rank that needs most).
+[[maybe_unused]] inline void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
+                                       const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                                       const std::vector<int>& devices) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  for (const int d : devices) {
+    const auto gpu = cuda_memory_of(d);
+    if (const std::string problem =
+            train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name);
+        !problem.empty())
+      throw error(problem);
+  }
+#else
+  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices;
+#endif
+}
+
+/// The same for recipe R's ranks on `devices`.
+template <class R>
+void check_gpu_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
+                      const std::vector<int>& devices) {
+  using T = recipe_traits<R>;
+  check_gpu_memory(T::config, T::spec, "recipe " + std::string(T::name()), shape, global_batch, seq_len, devices);
+}
+
+}  // namespace train_llama_cli

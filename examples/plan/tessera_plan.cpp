@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -265,11 +266,13 @@ int main(int argc, char** argv) {
     const auto bw = split(kv[1], ':');
     char* end = nullptr;
     const double gbps = std::strtod(bw[0].c_str(), &end);
-    if (!(gbps > 0) || *end) die("--link: bandwidth must be a positive number of GB/s (got '" + bw[0] + "')");
+    if (!(gbps > 0) || !std::isfinite(gbps) || *end)
+      die("--link: bandwidth must be a finite, positive number of GB/s (got '" + bw[0] + "')");
     double hop = 0.6;
     if (bw.size() > 1) {
       hop = std::strtod(bw[1].c_str(), &end);
-      if (!(hop >= 0) || *end) die("--link: hop latency must be a number of microseconds (got '" + bw[1] + "')");
+      if (!(hop >= 0) || !std::isfinite(hop) || *end)
+        die("--link: hop latency must be a finite number of microseconds, not negative (got '" + bw[1] + "')");
     }
     cm = cm.with_axis(static_cast<int>(it - axis_names.begin()), gbps, hop);
   }

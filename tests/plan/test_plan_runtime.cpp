@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <array>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -131,4 +132,47 @@ TEST_CASE("a tensor whose bytes overflow int64 is refused, naming its shape and 
       detail::search(from, &to, 1, &found, m24, shape_t{1024, 4096}, 4, negative, true);
   CHECK(found == -1);  // only local steps were usable: R,R is not reached
   CHECK(s.explored >= 1);
+}
+
+TEST_CASE("a cost model that no link has is refused, naming the constant") {
+  // A negative base latency used to reach the search, which skipped every collective and
+  // said "the search space was exhausted"; a NaN bandwidth made every edge unusable alike.
+  const layout_spec from = parse_layout("S(0),S(1)", names, 2), to = parse_layout("R,R", names, 2);
+  const shape_t g{1024, 4096};
+  CHECK_FALSE(check_cost_model(cost_model{}));
+  cost_model negative;
+  negative.base_us = -100;
+  CHECK(check_cost_model(negative).field == cost_model_problem::base_us);
+  CHECK(make_plan(from, to, m24, g, 4, negative).error == plan_error::bad_cost_model);
+  CHECK(make_plans(from, std::array<layout_spec, 1>{to}, m24, g, 4, negative)[0].error == plan_error::bad_cost_model);
+  CHECK(evaluate_plan(from, gather_first_plan(from, to), m24, g, 4, negative).error == plan_error::bad_cost_model);
+  CHECK_THROWS_WITH_AS(plan_or_throw(from, to, m24, g, 4, negative),
+                       "tessera::plan: cost_model::base_us is -100.000000 but must be a finite number of "
+                       "microseconds, not negative; every constant of the cost model is a link's latency or "
+                       "bandwidth (plan/cost_model.hpp)",
+                       error);
+  // each constant, with its axis or collective
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const cost_model no_bandwidth = cost_model{}.with_axis(1, 0.0, 0.6);
+  CHECK(check_cost_model(no_bandwidth).field == cost_model_problem::GBps);
+  CHECK(check_cost_model(no_bandwidth).index == 1);
+  CHECK(cost_model_text(no_bandwidth, 2).find("cost_model::GBps[1] is 0.000000 but must be a finite number of GB/s "
+                                              "above 0") == 0);
+  CHECK(cost_model_text(cost_model{}.with_axis(0, nan, 0.6), 2).find("cost_model::GBps[0] is nan") == 0);
+  CHECK(cost_model_text(cost_model{}.with_axis(0, 10, inf), 2).find("cost_model::hop_us[0] is inf") == 0);
+  // only the mesh's axes are links: a third axis's constants do not matter on two axes
+  CHECK_FALSE(check_cost_model(cost_model{}.with_axis(2, 0.0, -1.0), 2));
+  CHECK(check_cost_model(cost_model{}.with_axis(2, 0.0, -1.0), 3).index == 2);
+  cost_model scale;
+  scale.coll_scale[static_cast<std::size_t>(coll_kind::all_reduce)] = -1;
+  CHECK(cost_model_text(scale).find("cost_model::coll_scale[all_reduce] is -1.000000 but must be a finite number "
+                                    "above 0") == 0);
+  // a negative correction is a correction; a negative latency is not
+  cost_model faster_reduce;
+  faster_reduce.coll_base_us[static_cast<std::size_t>(coll_kind::reduce_scatter)] = -2;
+  CHECK_FALSE(check_cost_model(faster_reduce));
+  CHECK(make_plan(from, to, m24, g, 4, faster_reduce).error == plan_error::none);
+  faster_reduce.coll_base_us[static_cast<std::size_t>(coll_kind::reduce_scatter)] = -7;
+  CHECK(cost_model_text(faster_reduce).find("cost_model::coll_base_us[reduce_scatter] is -7.000000 but must be "
+                                            "finite, and base_us plus it (that collective's latency) not negative") == 0);
 }

@@ -45,11 +45,21 @@ TEST_CASE("a malformed link profile is refused with the file, the key and the fi
     return m;
   };
   CHECK(message("[axes.pp]\nGBps = 1.0\n").find("the mesh has no axis 'pp' (its axes: dp, tp)") != std::string::npos);
-  CHECK(message("[axes.dp]\nGBps = 0\n").find("[axes.dp] GBps must be a positive number of GB/s") != std::string::npos);
+  CHECK(message("[axes.dp]\nGBps = 0\n").find("[axes.dp] GBps must be a finite number of GB/s above 0") != std::string::npos);
   CHECK(message("[axes.dp]\nspeed = 1\n").find("unknown key 'speed' (GBps, hop_us)") != std::string::npos);
   CHECK(message("[collectives.broadcast]\nscale = 1\n").find("unknown collective") != std::string::npos);
-  CHECK(message("[model]\nbase_us = 1\n[collectives.all_reduce]\nbase_us = -5\n").find("latency negative") !=
+  CHECK(message("[model]\nbase_us = 1\n[collectives.all_reduce]\nbase_us = -5\n")
+            .find("[collectives.all_reduce] base_us must be finite, and base_us plus it (that collective's latency) not "
+                  "negative") != std::string::npos);
+  // nan and inf are TOML numbers: each constant is checked as the planner checks it
+  CHECK(message("[axes.tp]\nhop_us = nan\n").find("[axes.tp] hop_us must be a finite number of microseconds") !=
         std::string::npos);
+  CHECK(message("[axes.dp]\nGBps = inf\n").find("[axes.dp] GBps must be a finite number of GB/s above 0") !=
+        std::string::npos);
+  CHECK(message("[collectives.exchange]\nscale = -1\n").find("[collectives.exchange] scale must be a finite number "
+                                                             "above 0") != std::string::npos);
+  CHECK(message("[model]\nbase_us = -1\n").find("[model] base_us must be a finite number of microseconds, not "
+                                                "negative") != std::string::npos);
   CHECK(message("model = 3\n").find("'model' must be a table") != std::string::npos);
   CHECK(message("[axes.dp\n").find("not a TOML file") != std::string::npos);
 }

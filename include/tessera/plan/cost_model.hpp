@@ -27,6 +27,9 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
 
 #include <tessera/core/config.hpp>
 #include <tessera/layout/local_shape.hpp>
@@ -37,6 +40,9 @@ namespace tessera {
 /// The collectives whose cost the model tells apart (index into cost_model::coll_*).
 enum class coll_kind : std::uint8_t { all_gather, reduce_scatter, all_reduce, all_to_all, exchange };
 inline constexpr int coll_kinds = 5;
+/// The collectives' names, as link profiles and messages spell them.
+inline constexpr std::string_view coll_kind_names[coll_kinds] = {"all_gather", "reduce_scatter", "all_reduce",
+                                                                 "all_to_all", "exchange"};
 
 constexpr coll_kind coll_kind_of(step_kind k) noexcept {
   switch (k) {
@@ -76,6 +82,83 @@ struct cost_model {
     return c;
   }
 };
+
+/// The first constant of a cost model that no link has (`field == none` when all are
+/// usable): every constant finite; GBps and coll_scale above 0; base_us and hop_us not
+/// negative; base_us + coll_base_us[c] not negative (a correction may be negative, a
+/// latency may not). Only the first `axes` axes' links are checked (a mesh's axes).
+struct cost_model_problem {
+  enum which : std::uint8_t { none, base_us, GBps, hop_us, coll_scale, coll_base_us } field = none;
+  int index = -1;  ///< the axis (GBps, hop_us) or coll_kind (coll_scale, coll_base_us)
+  constexpr explicit operator bool() const noexcept { return field != none; }
+};
+
+namespace detail {
+constexpr bool finite(double v) noexcept {
+  return v >= -std::numeric_limits<double>::max() && v <= std::numeric_limits<double>::max();
+}
+}  // namespace detail
+
+constexpr cost_model_problem check_cost_model(const cost_model& cm, int axes = max_mesh_axes) noexcept {
+  using P = cost_model_problem;
+  if (!detail::finite(cm.base_us) || cm.base_us < 0) return {P::base_us, -1};
+  for (int a = 0; a < axes && a < max_mesh_axes; ++a) {
+    const auto i = static_cast<std::size_t>(a);
+    if (!detail::finite(cm.GBps[i]) || !(cm.GBps[i] > 0)) return {P::GBps, a};
+    if (!detail::finite(cm.hop_us[i]) || cm.hop_us[i] < 0) return {P::hop_us, a};
+  }
+  for (int c = 0; c < coll_kinds; ++c) {
+    const auto i = static_cast<std::size_t>(c);
+    if (!detail::finite(cm.coll_scale[i]) || !(cm.coll_scale[i] > 0)) return {P::coll_scale, c};
+    if (!detail::finite(cm.coll_base_us[i]) || cm.base_us + cm.coll_base_us[i] < 0) return {P::coll_base_us, c};
+  }
+  return {};
+}
+
+/// The constant's name, "GBps[1]" or "coll_scale[all_reduce]" ("" for none).
+inline std::string cost_field_name(const cost_model_problem& p) {
+  using P = cost_model_problem;
+  switch (p.field) {
+    case P::none: return {};
+    case P::base_us: return "base_us";
+    case P::GBps: return "GBps[" + std::to_string(p.index) + "]";
+    case P::hop_us: return "hop_us[" + std::to_string(p.index) + "]";
+    case P::coll_scale: return "coll_scale[" + std::string(coll_kind_names[p.index]) + "]";
+    case P::coll_base_us: return "coll_base_us[" + std::string(coll_kind_names[p.index]) + "]";
+  }
+  return {};
+}
+
+/// What must hold for the constant `p` names (see check_cost_model).
+constexpr std::string_view cost_field_rule(const cost_model_problem& p) noexcept {
+  using P = cost_model_problem;
+  switch (p.field) {
+    case P::none: return "";
+    case P::base_us: return "must be a finite number of microseconds, not negative";
+    case P::GBps: return "must be a finite number of GB/s above 0";
+    case P::hop_us: return "must be a finite number of microseconds, not negative";
+    case P::coll_scale: return "must be a finite number above 0";
+    case P::coll_base_us: return "must be finite, and base_us plus it (that collective's latency) not negative";
+  }
+  return "";
+}
+
+/// The refusal of an unusable cost model: "cost_model::GBps[1] is -3 but must be ..." ("" when
+/// it is usable). `axes`: the mesh's axis count; `names`: its axis names, when known.
+inline std::string cost_model_text(const cost_model& cm, int axes = max_mesh_axes) {
+  const cost_model_problem p = check_cost_model(cm, axes);
+  if (!p) return {};
+  const auto i = static_cast<std::size_t>(p.index < 0 ? 0 : p.index);
+  using P = cost_model_problem;
+  const double v = p.field == P::base_us ? cm.base_us
+                   : p.field == P::GBps  ? cm.GBps[i]
+                   : p.field == P::hop_us ? cm.hop_us[i]
+                   : p.field == P::coll_scale ? cm.coll_scale[i]
+                                              : cm.coll_base_us[i];
+  std::string value = v != v ? "nan" : !detail::finite(v) ? (v > 0 ? "inf" : "-inf") : std::to_string(v);
+  return "cost_model::" + cost_field_name(p) + " is " + value + " but " + std::string(cost_field_rule(p)) +
+         "; every constant of the cost model is a link's latency or bandwidth (plan/cost_model.hpp)";
+}
 
 namespace detail {
 /// Elements of the buffer S a collective over n ranks works on, from the largest input

@@ -33,9 +33,6 @@
 
 namespace tessera {
 
-inline constexpr std::string_view coll_kind_names[coll_kinds] = {"all_gather", "reduce_scatter", "all_reduce",
-                                                                  "all_to_all", "exchange"};
-
 namespace detail {
 inline double profile_number(const toml::node& n, const std::string& where) {
   if (auto v = n.value<double>()) return *v;
@@ -76,7 +73,6 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
       for (auto&& [mk, mv] : *t) {
         if (mk.str() != "base_us") throw error(where + ": unknown key '" + std::string(mk.str()) + "' (only base_us)" + hint);
         cm.base_us = detail::profile_number(mv, where + " base_us");
-        if (cm.base_us < 0) throw error(where + " base_us must not be negative" + hint);
       }
     } else if (key == "axes") {
       for (auto&& [ak, av] : *t) {
@@ -97,10 +93,8 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
           const std::string field(fk.str()), w = path + ": [axes." + axis + "] " + field;
           const double v = detail::profile_number(fv, w);
           if (field == "GBps") {
-            if (!(v > 0)) throw error(w + " must be a positive number of GB/s" + hint);
             cm.GBps[static_cast<std::size_t>(a)] = v;
           } else if (field == "hop_us") {
-            if (v < 0) throw error(w + " must not be negative" + hint);
             cm.hop_us[static_cast<std::size_t>(a)] = v;
           } else {
             throw error(path + ": [axes." + axis + "]: unknown key '" + field + "' (GBps, hop_us)" + hint);
@@ -122,7 +116,6 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
           const std::string field(fk.str()), w = path + ": [collectives." + coll + "] " + field;
           const double v = detail::profile_number(fv, w);
           if (field == "scale") {
-            if (!(v > 0)) throw error(w + " must be a positive number" + hint);
             cm.coll_scale[static_cast<std::size_t>(c)] = v;
           } else if (field == "base_us") {
             cm.coll_base_us[static_cast<std::size_t>(c)] = v;
@@ -135,10 +128,17 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
       throw error(path + ": unknown table [" + key + "] (model, axes, collectives, measured)" + hint);
     }
   }
-  for (int c = 0; c < coll_kinds; ++c)
-    if (cm.base_us + cm.coll_base_us[static_cast<std::size_t>(c)] < 0)
-      throw error(path + ": [collectives." + std::string(coll_kind_names[c]) +
-                  "] base_us makes that collective's latency negative; raise it" + hint);
+  // One check of every constant, named as the file spells it (nan and inf are TOML numbers).
+  if (const cost_model_problem p = check_cost_model(cm, static_cast<int>(names.size()))) {
+    using P = cost_model_problem;
+    const auto i = static_cast<std::size_t>(p.index < 0 ? 0 : p.index);
+    const std::string key = p.field == P::base_us ? "[model] base_us"
+                            : p.field == P::GBps  ? "[axes." + std::string(names[i]) + "] GBps"
+                            : p.field == P::hop_us ? "[axes." + std::string(names[i]) + "] hop_us"
+                            : p.field == P::coll_scale ? "[collectives." + std::string(coll_kind_names[i]) + "] scale"
+                                                       : "[collectives." + std::string(coll_kind_names[i]) + "] base_us";
+    throw error(path + ": " + key + " " + std::string(cost_field_rule(p)) + hint);
+  }
   return cm;
 }
 

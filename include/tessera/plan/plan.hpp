@@ -106,6 +106,14 @@ constexpr bool plan_extents_of_wrong_rank() {
                 "tessera::plan_t: the extents must be tessera::extents<...> of the layouts' tensor rank");
   return false;
 }
+template <class Cost, cost_model_problem::which constant, int index>
+constexpr bool plan_cost_model_invalid() {
+  static_assert(always_false<Cost>,
+                "tessera::plan_t: Cost::value is not a usable cost model: the constant above (and its axis or "
+                "collective index) is not finite, or is out of range; GBps and coll_scale must be above 0, base_us "
+                "and hop_us not negative, base_us + coll_base_us[c] not negative (tessera::check_cost_model)");
+  return false;
+}
 template <class Axis>
 constexpr bool shard_to_partial_on_axis() {
   static_assert(always_false<Axis>, "tessera::plan_t: shard -> partial on one mesh axis is not a transition (DTensor "
@@ -142,6 +150,8 @@ struct plan_checks {
       return diagnostic::plan_layouts_of_different_rank<rank_of_layout<Src>(), rank_of_layout<Dst>()>();
     else if constexpr (extents_rank<Extents>() != rank_of_layout<Src>())
       return diagnostic::plan_extents_of_wrong_rank<extents_rank<Extents>(), rank_of_layout<Src>()>();
+    else if constexpr (constexpr cost_model_problem p = check_cost_model(Cost::value, Src::mesh_type::ndim); p)
+      return diagnostic::plan_cost_model_invalid<Cost, p.field, p.index>();
     else
       return true;
   }();

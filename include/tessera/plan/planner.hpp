@@ -40,6 +40,7 @@ enum class plan_error : std::uint8_t {
   partial_op_change,  ///< an axis goes from partial(op1) to partial(op2)
   too_many_steps,     ///< the plan does not fit max_plan_steps
   too_large,          ///< the tensor has more bytes than max_plan_bytes (int64 byte counts)
+  bad_cost_model,     ///< a cost model constant is not finite or out of range (check_cost_model)
 };
 
 constexpr std::string_view describe(plan_error e) noexcept {
@@ -58,6 +59,9 @@ constexpr std::string_view describe(plan_error e) noexcept {
     case plan_error::too_large:
       return "the tensor has more bytes than tessera::max_plan_bytes on this mesh (the planner counts bytes "
              "in int64); plan a smaller shape";
+    case plan_error::bad_cost_model:
+      return "a constant of the cost model is not finite, or is negative or zero where it may not be "
+             "(tessera::cost_model_text names it)";
   }
   return "?";
 }
@@ -128,6 +132,16 @@ constexpr bool plan_fits(const mesh_shape& m, const shape_t& global, std::int64_
   return slab <= (most - n) / w;
 }
 
+namespace detail {
+/// The errors of a plan's size and cost model (none: it can be searched and costed).
+constexpr plan_error size_and_model_error(const mesh_shape& m, const shape_t& global, std::int64_t elem_bytes,
+                                          const cost_model& cm) noexcept {
+  if (!plan_fits(m, global, elem_bytes)) return plan_error::too_large;
+  if (check_cost_model(cm, m.ndim)) return plan_error::bad_cost_model;
+  return plan_error::none;
+}
+}  // namespace detail
+
 struct plan_result {
   plan_value plan{};
   plan_error error = plan_error::none;
@@ -144,10 +158,8 @@ constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p,
                                     const cost_model& cm = {}) noexcept {
   plan_result r;
   r.plan = p;
-  if (!plan_fits(m, global, elem_bytes)) {
-    r.error = plan_error::too_large;
-    return r;
-  }
+  r.error = detail::size_and_model_error(m, global, elem_bytes, cm);
+  if (r.error != plan_error::none) return r;
   const plan_runs runs = runs_of(p);
   layout_spec l = src;
   for (int k = 0; k < runs.size(); ++k) {
@@ -372,7 +384,7 @@ constexpr plan_result make_plan(const layout_spec& src, const layout_spec& dst, 
                                 const cost_model& cm = {}, bool use_heuristic = true) {
   plan_result res;
   res.error = check_transition(src, dst);
-  if (res.error == plan_error::none && !plan_fits(m, global, elem_bytes)) res.error = plan_error::too_large;
+  if (res.error == plan_error::none) res.error = detail::size_and_model_error(m, global, elem_bytes, cm);
   if (res.error != plan_error::none) return res;
   int found = -1;
   const detail::search_result s = detail::search(src, &dst, 1, &found, m, global, elem_bytes, cm, use_heuristic);
@@ -391,7 +403,7 @@ constexpr std::array<plan_result, N> make_plans(const layout_spec& src, const st
   int n = 0;
   for (std::size_t i = 0; i < N; ++i) {
     out[i].error = check_transition(src, dsts[i]);
-    if (out[i].error == plan_error::none && !plan_fits(m, global, elem_bytes)) out[i].error = plan_error::too_large;
+    if (out[i].error == plan_error::none) out[i].error = detail::size_and_model_error(m, global, elem_bytes, cm);
     if (out[i].error == plan_error::none) {
       legal[static_cast<std::size_t>(n)] = dsts[i];
       index[static_cast<std::size_t>(n++)] = static_cast<int>(i);
@@ -446,12 +458,13 @@ inline std::string plan_size_problem(const mesh_shape& m, const shape_t& global,
          " bytes there, blocks padded (tessera::max_plan_bytes); plan a smaller shape";
 }
 
-/// As make_plan, but throws tessera::error naming the problem for an illegal transition
-/// or a tensor too large to plan.
+/// As make_plan, but throws tessera::error naming the problem for an illegal transition,
+/// a tensor too large to plan or an unusable cost model.
 inline plan_result plan_or_throw(const layout_spec& src, const layout_spec& dst, const mesh_shape& m,
                                  const shape_t& global, std::int64_t elem_bytes, const cost_model& cm = {}) {
   plan_result r = make_plan(src, dst, m, global, elem_bytes, cm);
   if (r.error == plan_error::too_large) throw error("tessera::plan: " + plan_size_problem(m, global, elem_bytes));
+  if (r.error == plan_error::bad_cost_model) throw error("tessera::plan: " + cost_model_text(cm, m.ndim));
   check(r.error == plan_error::none, std::string("tessera::plan: ") + std::string(describe(r.error)));
   return r;
 }

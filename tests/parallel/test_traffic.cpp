@@ -91,6 +91,26 @@ TEST_CASE("traffic by axes: a group of point-to-point sends only says so (sends 
   CHECK(e.by_axes.to_string(recipes::debug_4d::mesh::names).find("MiB in 0 calls") == std::string::npos);
 }
 
+TEST_CASE("traffic by axes: a group of calls and sends says how much went each way") {
+  traffic_by_axes t;
+  t.add(1u, 1 << 19, 4);
+  t.add_sent(1u, 3 << 19);
+  const std::array<std::string_view, 1> names{"pp"};
+  CHECK(t.to_string(names) == "pp: 2.000 MiB (0.500 MiB in 4 calls, 1.500 MiB in point-to-point sends)");
+  CHECK(t.at(1u).sent == 3 << 19);
+  // debug_pp's pp axis carries both: the loss and norm sums (all-reduces) and the schedule's
+  // sends between stages (the line read "N calls" for all of it)
+  const traffic_estimate e = estimate_traffic<recipes::debug_pp>(mesh_shape{1, {2}}, 4, 32);
+  const axis_traffic pp = e.by_axes.at(1u);
+  CHECK(pp.calls > 0);
+  CHECK(pp.sent == e.pipeline);
+  CHECK(pp.bytes > pp.sent);
+  const std::string line = e.by_axes.to_string(recipes::debug_pp::mesh::names);
+  INFO(line);
+  CHECK(line.find(" calls, ") != std::string::npos);
+  CHECK(line.find(" MiB in point-to-point sends)") != std::string::npos);
+}
+
 TEST_CASE("traffic estimate: constexpr, and zero on one rank") {
   constexpr traffic_estimate one = estimate_traffic<recipes::debug_fsdp>(mesh_shape{1, {1}}, 8, 128);
   static_assert(one.total() == 0 && one.by_axes.calls() == 0);

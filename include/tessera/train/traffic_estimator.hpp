@@ -60,11 +60,13 @@
 
 namespace tessera {
 
-/// Bytes and collective calls per group of mesh axes (a bit mask of axes).
+/// Bytes and collective calls per group of mesh axes (a bit mask of axes); `sent` is the
+/// part of `bytes` moved by point-to-point sends, which count no call.
 struct axis_traffic {
   unsigned axes = 0;
   std::int64_t bytes = 0;
   std::int64_t calls = 0;
+  std::int64_t sent = 0;
   friend constexpr bool operator==(const axis_traffic&, const axis_traffic&) = default;
 };
 
@@ -72,20 +74,25 @@ struct traffic_by_axes {
   std::array<axis_traffic, 32> lines{};
   int n = 0;
 
-  constexpr void add(unsigned axes, std::int64_t bytes, std::int64_t calls) {
+  /// Adds `bytes` moved over the group `axes` in `calls` collective calls, of which `sent`
+  /// bytes went by point-to-point sends.
+  constexpr void add(unsigned axes, std::int64_t bytes, std::int64_t calls, std::int64_t sent = 0) {
     for (int i = 0; i < n; ++i)
       if (lines[static_cast<std::size_t>(i)].axes == axes) {
         lines[static_cast<std::size_t>(i)].bytes += bytes;
         lines[static_cast<std::size_t>(i)].calls += calls;
+        lines[static_cast<std::size_t>(i)].sent += sent;
         return;
       }
-    if (n < static_cast<int>(lines.size())) lines[static_cast<std::size_t>(n++)] = {axes, bytes, calls};
+    if (n < static_cast<int>(lines.size())) lines[static_cast<std::size_t>(n++)] = {axes, bytes, calls, sent};
   }
+  /// Adds bytes moved by point-to-point sends over the group `axes`.
+  constexpr void add_sent(unsigned axes, std::int64_t bytes) { add(axes, bytes, 0, bytes); }
   /// The line of the group `axes` (zeros when nothing ran over it).
   constexpr axis_traffic at(unsigned axes) const {
     for (int i = 0; i < n; ++i)
       if (lines[static_cast<std::size_t>(i)].axes == axes) return lines[static_cast<std::size_t>(i)];
-    return {axes, 0, 0};
+    return {axes, 0, 0, 0};
   }
   constexpr std::int64_t bytes() const {
     std::int64_t b = 0;
@@ -107,7 +114,9 @@ struct traffic_by_axes {
   }
 
   /// "dp: 1.500 MiB in 60 calls; tp: ..." with the mesh's axis names. Sends count bytes, no
-  /// call (measured_traffic): a group that only sends reads "cp: 3.000 MiB in point-to-point sends".
+  /// call (measured_traffic): a group that only sends reads "cp: 3.000 MiB in point-to-point
+  /// sends", one that does both "pp: 2.000 MiB (0.500 MiB in 4 calls, 1.500 MiB in
+  /// point-to-point sends)".
   std::string to_string(std::span<const std::string_view> names) const {
     std::string s;
     for (int i = 0; i < n; ++i) {
@@ -118,11 +127,21 @@ struct traffic_by_axes {
           if (!g.empty()) g += ',';
           g += names[a];
         }
-      char buf[128];
-      const std::string in = l.calls == 0 && l.bytes > 0 ? "point-to-point sends" : std::to_string(l.calls) + " calls";
-      std::snprintf(buf, sizeof buf, "%s%s: %.3f MiB in %s", i ? "; " : "", g.c_str(),
-                    static_cast<double>(l.bytes) / (1 << 20), in.c_str());
-      s += buf;
+      auto mib = [](std::int64_t b) {
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%.3f MiB", static_cast<double>(b) / (1 << 20));
+        return std::string(buf);
+      };
+      const std::string calls = std::to_string(l.calls) + " calls", sends = "point-to-point sends";
+      s += (i ? "; " : "") + g + ": " + mib(l.bytes);
+      if (l.sent == 0 && l.calls == 0 && l.bytes > 0)  // (a line added without saying how)
+        s += " in " + sends;
+      else if (l.sent == 0)
+        s += " in " + calls;
+      else if (l.calls == 0 && l.sent == l.bytes)
+        s += " in " + sends;
+      else
+        s += " (" + mib(l.bytes - l.sent) + " in " + calls + ", " + mib(l.sent) + " in " + sends + ")";
     }
     return n ? s : std::string("nothing");
   }
@@ -189,7 +208,7 @@ constexpr void add_plan_traffic(traffic_estimate& e, std::int64_t& purpose, cons
       const exchange_cost c = exchange_traffic(before, after, run.group, m, g, elem, cm, at);
       if (c.bus_bytes == 0 && c.calls == 0) continue;  // this rank keeps its block
       purpose += times * c.bus_bytes;
-      e.by_axes.add(moving_axes(m, run.group), times * c.bus_bytes, times * c.calls);
+      e.by_axes.add(moving_axes(m, run.group), times * c.bus_bytes, times * c.calls, c.calls ? 0 : times * c.bus_bytes);
       e.time_us += static_cast<double>(times) * c.time_us;
       continue;
     }
@@ -309,7 +328,7 @@ constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const ll
     const std::int64_t bytes = ag ? calls * kv * (n - 1)
                                   : 2 * kv * ((forwards + backwards) * (n - 1) + backwards * n);
     e.context += bytes;
-    e.by_axes.add(1u << axis, bytes, calls);
+    e.by_axes.add(1u << axis, bytes, calls, ag ? 0 : bytes);
   }
 }
 
@@ -445,7 +464,7 @@ struct pipeline_traffic_walk {
       if (a.kind == pipeline::op::SEND_F || a.kind == pipeline::op::SEND_B) {
         const std::int64_t b = d.Nr() * cfg.dim * 4;
         e.pipeline += mb * b;
-        e.by_axes.add(1u << ps.pp, mb * b, 0);
+        e.by_axes.add_sent(1u << ps.pp, mb * b);
       }
     // scalars: the loss (stage axes, then pp) per forward; the norm per style and over pp
     add_plan_traffic<typename types::template scalar_partial<ps.token_mask()>, typename types::scalar, double>(
@@ -491,7 +510,7 @@ inline traffic_by_axes measured_traffic(std::span<const comm::flight_entry> entr
     const bool p2p = comm::is_p2p(f.desc.kind);
     const std::int64_t b = comm::bus_bytes(f);
     if (p2p && b == 0) continue;
-    t.add(axes, b, p2p ? 0 : 1);
+    t.add(axes, b, p2p ? 0 : 1, p2p ? b : 0);
   }
   return t;
 }

@@ -221,10 +221,15 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
         c.all_gather(in, out, mx, dt).wait();
         break;
       }
-      T* send = dm.template scratch<T, Space>(0, mx);
+      // even blocks are sent as they are; an uneven one is padded to the largest first
+      const T* send = in;
+      if (!even) {
+        T* padded = dm.template scratch<T, Space>(0, mx);
+        Space::copy(padded, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
+        Space::fence();
+        send = padded;
+      }
       T* recv = dm.template scratch<T, Space>(1, mx * n);
-      Space::copy(send, in, static_cast<std::size_t>(b.numel()) * sizeof(T));
-      Space::fence();
       c.all_gather(send, recv, mx, dt).wait();
       for (std::size_t k = 0; k < n; ++k) copy_region<Space>(recv + k * mx, b0k[k], out, b1, b0k[k]);
       break;
@@ -240,9 +245,13 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
         break;
       }
       T* send = dm.template scratch<T, Space>(0, mx * n);
-      T* recv = dm.template scratch<T, Space>(1, mx);
       for (std::size_t k = 0; k < n; ++k) copy_region<Space>(in, b, send + k * mx, b1k[k], b1k[k]);
       Space::fence();
+      if (even) {  // this rank's piece lands in its block as it is
+        c.reduce_scatter(send, out, mx, dt, s.op).wait();
+        break;
+      }
+      T* recv = dm.template scratch<T, Space>(1, mx);
       c.reduce_scatter(send, recv, mx, dt, s.op).wait();
       Space::copy(out, recv, n_out * sizeof(T));
       break;

@@ -11,6 +11,10 @@
 //                  gives base_us alone, hop 0)
 //   coll_scale[c]   = mean over groups of slope[g][c] / slope[g][all_gather]
 //   coll_base_us[c] = mean over groups of intercept[g][c] - (base_us + hops_c(n) hop)
+//   copy_GBps       = 1 / slope of the local copy, from 1 MiB up: every rank at once
+//                     packs half of each 2 KiB-wide row of a block (what a collective
+//                     whose pieces are not contiguous does first; tensor/detail/
+//                     redistribute.hpp)
 // (exchange: the all_to_all's, which the point-to-point exchange of uneven transitions
 // is not measured apart from).
 #pragma once
@@ -37,11 +41,13 @@ namespace plan_tool {
 using namespace tessera;
 
 struct calib_point {
-  int group = 0;  ///< index into the groups list
+  int group = 0;  ///< index into the groups list; copy_group for the local copies
   coll_kind kind{};
   std::int64_t buffer_bytes = 0, bus_bytes = 0;
   double median_us = 0;
 };
+
+inline constexpr int copy_group = -1;
 
 struct calib_group {
   axis_group g;
@@ -99,6 +105,17 @@ void calibrate_on_rank(device_mesh<Mesh>& dm, const std::vector<calib_group>& gs
       }
     }
   }
+  // local copies, every rank at once: half of each row of a [rows, 1024] f32 block
+  for (std::int64_t bytes : sizes) {
+    constexpr std::size_t half = 512;
+    const std::size_t rows = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / 4 / half);
+    std::vector<float> src(rows * 2 * half, 1.0f), dst(rows * half);
+    const bench::timing t = bench::time_calls(dm.world(), times, [&] {
+      host_space::copy_2d(dst.data(), half * 4, src.data(), 2 * half * 4, half * 4, rows);
+    });
+    const auto moved = static_cast<std::int64_t>(rows * half * 4);
+    if (out) out->push_back({copy_group, coll_kind::all_gather, moved, moved, t.median_us});
+  }
 }
 
 struct line {
@@ -106,11 +123,11 @@ struct line {
 };
 /// Least squares in relative error (weights 1 / time^2): small and large buffers count
 /// alike, instead of the largest deciding the line.
-inline line fit(const std::vector<calib_point>& ps, int group, coll_kind k) {
+inline line fit(const std::vector<calib_point>& ps, int group, coll_kind k, std::int64_t min_bytes = 0) {
   double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
   int cnt = 0;
   for (const auto& p : ps)
-    if (p.group == group && p.kind == k && p.median_us > 0) {
+    if (p.group == group && p.kind == k && p.median_us > 0 && p.buffer_bytes >= min_bytes) {
       const double x = static_cast<double>(p.bus_bytes), y = p.median_us, w = 1 / (y * y);
       sw += w, sx += w * x, sy += w * y, sxx += w * x * x, sxy += w * x * y, ++cnt;
     }
@@ -169,13 +186,18 @@ inline cost_model fit_cost_model(const std::vector<calib_group>& gs, const std::
     cm.coll_scale[static_cast<std::size_t>(k)] = ng ? sc / ng : 1.0;
     cm.coll_base_us[static_cast<std::size_t>(k)] = std::max(-cm.base_us, ng ? ex / ng : 0.0) + 0.0;  // (+0.0: no -0)
   }
+  // (from 1 MiB up: the copies a redistribution's packing makes of large blocks, which leave
+  // the caches; smaller ones run several times faster on CPUs)
+  const line copy = fit(ps, copy_group, coll_kind::all_gather, std::int64_t{1} << 20);
+  if (copy.slope > 1e-9) cm.copy_GBps = 1.0 / (copy.slope * 1e3);  // (no copy points: not counted)
   cm.coll_scale[static_cast<std::size_t>(coll_kind::exchange)] = cm.coll_scale[static_cast<std::size_t>(coll_kind::all_to_all)];
   cm.coll_base_us[static_cast<std::size_t>(coll_kind::exchange)] = cm.coll_base_us[static_cast<std::size_t>(coll_kind::all_to_all)];
   return cm;
 }
 
-/// The cost model's time for a measured point.
+/// The cost model's time for a measured point (a local copy: its copy time).
 inline double model_of(const cost_model& cm, const calib_group& g, const calib_point& p) {
+  if (p.group == copy_group) return cm.copy_us(p.bus_bytes);
   const double hops = static_cast<double>((p.kind == coll_kind::all_reduce ? 2 : 1) * (g.n - 1));
   return modelled_us(cm, link_of(cm, g.g), hops, p.bus_bytes, p.kind);
 }
@@ -206,15 +228,17 @@ inline int calibrate(const mesh_shape& m, const std::vector<std::string_view>& n
               "fit/meas", "NVLink us");
   toml::array points;
   double worst = 0;
+  const calib_group local{axis_group{}, "(each rank)", 1};
   for (const calib_point& p : ps) {
-    const calib_group& g = gs[static_cast<std::size_t>(p.group)];
+    const bool copy = p.group == copy_group;
+    const calib_group& g = copy ? local : gs[static_cast<std::size_t>(p.group)];
+    const std::string what = copy ? "local copy" : std::string(coll_kind_names[static_cast<int>(p.kind)]);
     const double f = model_of(fitted, g, p), d = model_of(nvlink, g, p);
     worst = std::max(worst, std::abs(f / p.median_us - 1));
-    std::printf("  %-10s %-15s %10lld %12.1f %12.1f %11.2fx %12.1f\n", g.name.c_str(),
-                std::string(coll_kind_names[static_cast<int>(p.kind)]).c_str(), static_cast<long long>(p.buffer_bytes),
-                p.median_us, f, f / p.median_us, d);
+    std::printf("  %-10s %-15s %10lld %12.1f %12.1f %11.2fx %12.1f\n", g.name.c_str(), what.c_str(),
+                static_cast<long long>(p.buffer_bytes), p.median_us, f, f / p.median_us, d);
     points.push_back(toml::table{{"group", g.name},
-                                 {"collective", std::string(coll_kind_names[static_cast<int>(p.kind)])},
+                                 {"collective", what},
                                  {"buffer_bytes", p.buffer_bytes},
                                  {"median_us", p.median_us},
                                  {"fitted_us", f}});
@@ -223,6 +247,7 @@ inline int calibrate(const mesh_shape& m, const std::vector<std::string_view>& n
   for (int a = 0; a < m.ndim; ++a)
     std::printf(", %s %.3f GB/s %.2f us/hop", std::string(names[static_cast<std::size_t>(a)]).c_str(),
                 fitted.GBps[static_cast<std::size_t>(a)], fitted.hop_us[static_cast<std::size_t>(a)]);
+  std::printf("\n  local copies: %.3f GB/s per rank", fitted.copy_GBps);
   std::printf("\n  per collective (scale, extra us):");
   for (int k = 0; k < coll_kinds; ++k)
     std::printf(" %s %.2f %+.1f", std::string(coll_kind_names[k]).c_str(), fitted.coll_scale[static_cast<std::size_t>(k)],

@@ -99,7 +99,8 @@ struct mesh_case {
   std::vector<std::string_view> names;
 };
 
-int run_pairs(const mesh_case& mc, int R, const std::vector<shape_t>& shapes, double fraction, std::uint32_t seed) {
+int run_pairs(const mesh_case& mc, int R, const std::vector<shape_t>& shapes, double fraction, std::uint32_t seed,
+              const cost_model& cm = {}) {
   std::mt19937 rng(seed);
   int cases = 0;
   for (reduce op : {reduce::sum, reduce::avg, reduce::max, reduce::min}) {
@@ -108,7 +109,7 @@ int run_pairs(const mesh_case& mc, int R, const std::vector<shape_t>& shapes, do
       for (const auto& dst : layouts) {
         if (std::uniform_real_distribution<double>(0, 1)(rng) > fraction) continue;
         const shape_t& g = shapes[rng() % shapes.size()];
-        const plan_result p = make_plan(src, dst, mc.m, g, 4);
+        const plan_result p = make_plan(src, dst, mc.m, g, 4, cm);
         const plan_error legal = check_transition(src, dst);
         REQUIRE(p.error == legal);
         if (legal != plan_error::none) continue;
@@ -120,9 +121,9 @@ int run_pairs(const mesh_case& mc, int R, const std::vector<shape_t>& shapes, do
         const std::string bad = check_holds(st, dst, mc.m, g);
         CHECK_MESSAGE(bad.empty(), bad);
         // least cost: equal to plain Dijkstra, never above the gather-first order
-        const plan_result dj = make_plan(src, dst, mc.m, g, 4, cost_model{}, false);
+        const plan_result dj = make_plan(src, dst, mc.m, g, 4, cm, false);
         CHECK(p.time_us == doctest::Approx(dj.time_us).epsilon(1e-12));
-        const plan_result gf = evaluate_plan(src, gather_first_plan(src, dst), mc.m, g, 4);
+        const plan_result gf = evaluate_plan(src, gather_first_plan(src, dst), mc.m, g, 4, cm);
         CHECK(p.time_us <= gf.time_us + 1e-9);
         ++cases;
       }
@@ -160,4 +161,20 @@ TEST_CASE("plans reach the target layout exactly: 3-D meshes (seeded sample)") {
   n += run_pairs(b, 3, {shape_t{6, 4, 6}, shape_t{5, 3, 7}}, 0.002, 34);
   MESSAGE(n, " cases");
   CHECK(n > 2000);
+}
+
+TEST_CASE("with local copies counted (cost_model::copy_GBps), plans stay exact and least-cost") {
+  // copies as fast as the links, and ten times slower: the search, its A* bound and its
+  // deferred runs must still agree with plain Dijkstra and beat the gather-first order
+  int n = 0;
+  for (double copy : {87.7, 8.77}) {
+    cost_model cm;
+    cm.copy_GBps = copy;
+    n += run_pairs(mesh_case{mesh_shape{1, {4}}, {"x"}}, 2, {shape_t{8, 4}, shape_t{5, 7}}, 1.0, 41, cm);
+    for (const mesh_case& mc : {mesh_case{mesh_shape{2, {2, 3}}, {"dp", "tp"}}, mesh_case{mesh_shape{2, {2, 2}}, {"dp", "tp"}}})
+      n += run_pairs(mc, 2, {shape_t{12, 6}, shape_t{7, 5}, shape_t{64, 64}}, 0.5, 42, cm);
+    n += run_pairs(mesh_case{mesh_shape{3, {2, 2, 2}}, {"pp", "dp", "tp"}}, 2, {shape_t{8, 4}, shape_t{16, 16}}, 0.1, 43, cm);
+  }
+  MESSAGE(n, " cases");
+  CHECK(n > 1000);
 }

@@ -176,3 +176,66 @@ TEST_CASE("a cost model that no link has is refused, naming the constant") {
   CHECK(cost_model_text(faster_reduce).find("cost_model::coll_base_us[reduce_scatter] is -7.000000 but must be "
                                             "finite, and base_us plus it (that collective's latency) not negative") == 0);
 }
+
+TEST_CASE("local copies (cost_model::copy_GBps): what each step copies, and the plans it changes") {
+  using detail::copied_numel;
+  // all_gather onto dim 0 lands in place; onto dim 1 (dim 0 longer than 1) it unpacks
+  CHECK(copied_numel(step_kind::all_gather, 0, -1, shape_t{512, 1024}, shape_t{1024, 1024}) == 0);
+  CHECK(copied_numel(step_kind::all_gather, 1, -1, shape_t{1024, 512}, shape_t{1024, 1024}) == 1024 * 1024);
+  CHECK(copied_numel(step_kind::all_gather, 1, -1, shape_t{1, 512}, shape_t{1, 1024}) == 0);
+  // reduce_scatter packs its input when the dim it scatters is not the leading one
+  CHECK(copied_numel(step_kind::reduce_scatter, 0, -1, shape_t{1024, 1024}, shape_t{512, 1024}) == 0);
+  CHECK(copied_numel(step_kind::reduce_scatter, 1, -1, shape_t{1024, 1024}, shape_t{1024, 512}) == 1024 * 1024);
+  // all_to_all dim 1 -> 0: pieces along dim 0 of the input are contiguous, the output unpacks
+  CHECK(copied_numel(step_kind::all_to_all, 1, 0, shape_t{1024, 512}, shape_t{512, 1024}) == 512 * 1024);
+  CHECK(copied_numel(step_kind::all_to_all, 0, 1, shape_t{512, 1024}, shape_t{1024, 512}) == 512 * 1024);
+  CHECK(copied_numel(step_kind::all_reduce, -1, -1, shape_t{8, 8}, shape_t{8, 8}) == 0);
+  CHECK(copied_numel(step_kind::local_slice, 1, -1, shape_t{8, 8}, shape_t{8, 4}) == 32);
+
+  // S(1) -> R on 2 ranks: DTensor's model gathers dim 1 at once; when copies cost (10 GB/s
+  // here) the planner moves the shard to dim 0 first and gathers there in place
+  const std::array<std::string_view, 1> b{"b"};
+  const mesh_shape m2{1, {2}};
+  const shape_t g{1024, 1024};
+  const layout_spec s1 = parse_layout("S(1)", b, 2), r = parse_layout("R", b, 2);
+  const plan_result plain = make_plan(s1, r, m2, g, 4);
+  REQUIRE(plain.plan.n == 1);
+  CHECK(plain.plan[0].kind == step_kind::all_gather);
+  cost_model copies;
+  copies.copy_GBps = 10;
+  const plan_result counted = make_plan(s1, r, m2, g, 4, copies);
+  REQUIRE(counted.plan.n == 2);
+  CHECK(counted.plan[0].kind == step_kind::all_to_all);
+  CHECK(counted.plan[1].kind == step_kind::all_gather);
+  CHECK(counted.plan[1].dim == 0);
+  // its time: the two collectives and the all_to_all's unpacking of 2 MiB at 10 GB/s
+  const double comm = evaluate_plan(s1, counted.plan, m2, g, 4).time_us;
+  CHECK(counted.time_us == doctest::Approx(comm + 512.0 * 1024 * 4 / 10e3));
+  // the one-step plan costs its unpacking of the whole 4 MiB output
+  CHECK(evaluate_plan(s1, plain.plan, m2, g, 4, copies).time_us ==
+        doctest::Approx(plain.time_us + 1024.0 * 1024 * 4 / 10e3));
+  // a local slice copies its output block
+  const plan_result slice = make_plan(r, s1, m2, g, 4, copies);
+  CHECK(slice.time_us == doctest::Approx(1024.0 * 512 * 4 / 10e3));
+  CHECK(make_plan(r, s1, m2, g, 4).time_us == 0);
+  // an exchange copies what the runtime's all_to_all decides on the blocks: S(0) -> S(1)
+  // on 2 ranks packs its [4, 8] block (pieces are columns) and receives rows in place,
+  // as the single step's rule says; the 2-D swap's exchange only copies its own piece
+  // (nothing moves between ranks (0, 0): it keeps its block)
+  const layout_spec r0 = parse_layout("S(0)", b, 2), r1 = parse_layout("S(1)", b, 2);
+  axis_group gb;
+  gb.push(0);
+  CHECK(exchange_copied_numel(r0, r1, gb, m2, shape_t{8, 8}, coords_t{}) == 32);
+  CHECK(copied_numel(step_kind::all_to_all, 0, 1, shape_t{4, 8}, shape_t{8, 4}) == 32);
+  const layout_spec ab = parse_layout("S(0),S(1)", names, 2), ba = parse_layout("S(1),S(0)", names, 2);
+  axis_group both;
+  both.push(0);
+  both.push(1);
+  const mesh_shape m22{2, {2, 2}};
+  CHECK(exchange_copied_numel(ab, ba, both, m22, shape_t{8, 8}, coords_t{}) == 16);
+  // a negative or non-finite copy speed is refused by name
+  copies.copy_GBps = -1;
+  CHECK(cost_model_text(copies).find("cost_model::copy_GBps is -1.000000 but must be a finite number of GB/s, 0 "
+                                     "(copies not counted) or above") == 0);
+  CHECK(make_plan(s1, r, m2, g, 4, copies).error == plan_error::bad_cost_model);
+}

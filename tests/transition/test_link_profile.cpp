@@ -14,6 +14,7 @@ TEST_CASE("a link profile written and read back gives the same cost model") {
   cm = cm.with_axis(0, 3.25, 1.5).with_axis(1, 0.75, 4);
   cm.coll_scale = {1, 0.5, 1.75, 1.25, 2};
   cm.coll_base_us = {0, -2, 8, 3, 5};
+  cm.copy_GBps = 6.5;
   const std::vector<std::string_view> names{"dp", "tp"};
   const std::string path = "test_link_profile_roundtrip.toml";
   write_link_profile(path, link_profile_text(cm, names, "a test\nof two lines"));
@@ -27,6 +28,7 @@ TEST_CASE("a link profile written and read back gives the same cost model") {
   CHECK(back.hop_us == cm.hop_us);
   CHECK(back.coll_scale == cm.coll_scale);
   CHECK(back.coll_base_us == cm.coll_base_us);
+  CHECK(back.copy_GBps == cm.copy_GBps);
   std::remove(path.c_str());
 }
 
@@ -58,6 +60,9 @@ TEST_CASE("a malformed link profile is refused with the file, the key and the fi
         std::string::npos);
   CHECK(message("[collectives.exchange]\nscale = -1\n").find("[collectives.exchange] scale must be a finite number "
                                                              "above 0") != std::string::npos);
+  CHECK(message("[model]\ncopy_GBps = -2\n").find("[model] copy_GBps must be a finite number of GB/s, 0 (copies not "
+                                                 "counted) or above") != std::string::npos);
+  CHECK(message("[model]\nspeed = 1\n").find("unknown key 'speed' (base_us, copy_GBps)") != std::string::npos);
   CHECK(message("[model]\nbase_us = -1\n").find("[model] base_us must be a finite number of microseconds, not "
                                                 "negative") != std::string::npos);
   CHECK(message("model = 3\n").find("'model' must be a table") != std::string::npos);

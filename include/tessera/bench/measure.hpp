@@ -82,7 +82,7 @@ timing time_calls(comm::any_communicator& world, const time_options& o, Call&& c
 /// The cost model's view of a plan as the runtime executes it (plan/runs.hpp): steps one
 /// by one, a run of consecutive all_to_alls as one exchange. Bytes are the most any rank
 /// moves (nccl-tests' bus bytes, summed over the runs); time is the sum of the runs'
-/// modelled times (for an exchange, its slowest rank's).
+/// modelled times (for an exchange, its slowest rank's) and their local copies' (run_copy_us).
 struct executed {
   std::int64_t bus_bytes = 0;
   double time_us = 0;
@@ -106,12 +106,12 @@ inline executed executed_cost(const layout_spec& src, const plan_value& p, const
         if (c.time_us > most.time_us) most.time_us = c.time_us;
       }
       e.bus_bytes += most.bus_bytes;
-      e.time_us += most.time_us;
+      e.time_us += most.time_us + run_copy_us(before, p, run, m, g, elem_bytes, cm);
       e.collectives += most.bus_bytes > 0;
     } else {
       const step_cost c = cost_of(p[run.begin], before, after, m, g, elem_bytes, cm);
       e.bus_bytes += c.bus_bytes;
-      e.time_us += c.time_us;
+      e.time_us += c.time_us + run_copy_us(before, p, run, m, g, elem_bytes, cm);
       e.collectives += c.bus_bytes > 0;
     }
   }

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include <tessera/core/config.hpp>
 #include <tessera/core/extents.hpp>
@@ -62,6 +63,24 @@ constexpr box intersect(const box& a, const box& b) noexcept {
     r.size[u] = hi > lo ? hi - lo : 0;
   }
   return r;
+}
+
+/// If `region` (inside `block`) is one contiguous run of the row-major `block`, its
+/// offset in elements from the block's start; otherwise nothing. An empty region is
+/// contiguous at 0.
+constexpr std::optional<std::int64_t> contiguous_at(const box& region, const box& block) noexcept {
+  const int r = region.rank;
+  if (region.numel() == 0) return std::int64_t{0};
+  int k = r - 1;  // dims after k are covered fully; dims before k have extent 1
+  while (k > 0 && region.size[static_cast<std::size_t>(k)] == block.size[static_cast<std::size_t>(k)]) --k;
+  for (int d = 0; d < k; ++d)
+    if (region.size[static_cast<std::size_t>(d)] != 1) return std::nullopt;
+  std::int64_t off = 0;
+  for (int d = 0; d < r; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    off = off * block.size[u] + (region.offset[u] - block.offset[u]);
+  }
+  return off;
 }
 
 /// The block held by the rank at mesh coordinates `c`. Partial axes do not affect it.

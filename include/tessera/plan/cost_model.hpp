@@ -17,6 +17,19 @@
 // steps (slices, marking partial) and collectives over a group of one rank move nothing
 // and cost nothing.
 //
+// Local copies: `copy_GBps` (0, the default: not counted, as in DTensor's model) is the
+// speed of a rank's own copies, which the runtime makes where a collective's pieces are not
+// contiguous in group order (tensor/detail/redistribute.hpp): an all_gather onto a dim with
+// a dim of more than one element before it unpacks its output block, a reduce_scatter so
+// packs its input block, an all_to_all packs its input when the dim it splits is so and
+// unpacks its output when the dim it gathers is so; a local slice or partial mark copies
+// its output block. A fused run of all_to_alls is charged the lesser of what its exchange
+// copies (decided as the runtime decides, on the blocks of the rank at coordinates 0:
+// plan/runs.hpp, exchange_copied_numel) and its steps' own copies. Each adds
+// bytes / copy_GBps. Counted for the rank with the largest blocks.
+// `tessera-plan --calibrate` measures it; on CPU ranks a copy costs about what a
+// collective moving the same bytes does (docs/benchmarking.md).
+//
 // Per collective (all_gather, reduce_scatter, all_reduce, all_to_all, and the
 // point-to-point exchange of uneven all_to_alls), `coll_scale` multiplies the bandwidth
 // term and `coll_base_us` adds latency: a backend's all_reduce need not run at the speed
@@ -59,9 +72,14 @@ struct cost_model {
   std::array<double, max_mesh_axes> hop_us{0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6, 0.6};
   std::array<double, coll_kinds> coll_scale{1, 1, 1, 1, 1};
   std::array<double, coll_kinds> coll_base_us{0, 0, 0, 0, 0};
+  double copy_GBps = 0;  ///< a rank's local copies (see above); 0: not counted
 
   constexpr double scale(coll_kind c) const noexcept { return coll_scale[static_cast<std::size_t>(c)]; }
   constexpr double extra_us(coll_kind c) const noexcept { return coll_base_us[static_cast<std::size_t>(c)]; }
+  /// The time of copying `bytes` locally (0 when copies are not counted).
+  constexpr double copy_us(std::int64_t bytes) const noexcept {
+    return copy_GBps > 0 ? static_cast<double>(bytes) / (copy_GBps * 1e3) : 0.0;
+  }
   /// Lower bounds over the collectives (for the search's A* heuristic).
   constexpr double min_scale() const noexcept {
     double m = coll_scale[0];
@@ -86,9 +104,10 @@ struct cost_model {
 /// The first constant of a cost model that no link has (`field == none` when all are
 /// usable): every constant finite; GBps and coll_scale above 0; base_us and hop_us not
 /// negative; base_us + coll_base_us[c] not negative (a correction may be negative, a
-/// latency may not). Only the first `axes` axes' links are checked (a mesh's axes).
+/// latency may not); copy_GBps 0 or above. Only the first `axes` axes' links are checked
+/// (a mesh's axes).
 struct cost_model_problem {
-  enum which : std::uint8_t { none, base_us, GBps, hop_us, coll_scale, coll_base_us } field = none;
+  enum which : std::uint8_t { none, base_us, GBps, hop_us, coll_scale, coll_base_us, copy_GBps } field = none;
   int index = -1;  ///< the axis (GBps, hop_us) or coll_kind (coll_scale, coll_base_us)
   constexpr explicit operator bool() const noexcept { return field != none; }
 };
@@ -102,6 +121,7 @@ constexpr bool finite(double v) noexcept {
 constexpr cost_model_problem check_cost_model(const cost_model& cm, int axes = max_mesh_axes) noexcept {
   using P = cost_model_problem;
   if (!detail::finite(cm.base_us) || cm.base_us < 0) return {P::base_us, -1};
+  if (!detail::finite(cm.copy_GBps) || cm.copy_GBps < 0) return {P::copy_GBps, -1};
   for (int a = 0; a < axes && a < max_mesh_axes; ++a) {
     const auto i = static_cast<std::size_t>(a);
     if (!detail::finite(cm.GBps[i]) || !(cm.GBps[i] > 0)) return {P::GBps, a};
@@ -121,6 +141,7 @@ inline std::string cost_field_name(const cost_model_problem& p) {
   switch (p.field) {
     case P::none: return {};
     case P::base_us: return "base_us";
+    case P::copy_GBps: return "copy_GBps";
     case P::GBps: return "GBps[" + std::to_string(p.index) + "]";
     case P::hop_us: return "hop_us[" + std::to_string(p.index) + "]";
     case P::coll_scale: return "coll_scale[" + std::string(coll_kind_names[p.index]) + "]";
@@ -139,6 +160,7 @@ constexpr std::string_view cost_field_rule(const cost_model_problem& p) noexcept
     case P::hop_us: return "must be a finite number of microseconds, not negative";
     case P::coll_scale: return "must be a finite number above 0";
     case P::coll_base_us: return "must be finite, and base_us plus it (that collective's latency) not negative";
+    case P::copy_GBps: return "must be a finite number of GB/s, 0 (copies not counted) or above";
   }
   return "";
 }
@@ -150,7 +172,8 @@ inline std::string cost_model_text(const cost_model& cm, int axes = max_mesh_axe
   if (!p) return {};
   const auto i = static_cast<std::size_t>(p.index < 0 ? 0 : p.index);
   using P = cost_model_problem;
-  const double v = p.field == P::base_us ? cm.base_us
+  const double v = p.field == P::base_us     ? cm.base_us
+                   : p.field == P::copy_GBps ? cm.copy_GBps
                    : p.field == P::GBps  ? cm.GBps[i]
                    : p.field == P::hop_us ? cm.hop_us[i]
                    : p.field == P::coll_scale ? cm.coll_scale[i]
@@ -169,7 +192,47 @@ constexpr std::int64_t buffer_numel(step_kind k, std::int64_t in, std::int64_t o
   if (k == step_kind::all_to_all) return in > out ? in : out;
   return in;
 }
+
+/// True when every dim before `d` has extent 1 in the block of extents `ext`: pieces of
+/// it split along d are then contiguous and in order (tensor/detail/redistribute.hpp).
+constexpr bool leading_dims_one(const shape_t& ext, int d) noexcept {
+  for (int e = 0; e < d && e < ext.rank; ++e)
+    if (ext[e] != 1) return false;
+  return true;
+}
+
+/// Elements a rank copies on its own for one step (kind, dim, to_dim) from a block of
+/// extents `in` to one of extents `out`, as the runtime runs it (see copy_GBps above).
+constexpr std::int64_t copied_numel(step_kind k, int dim, int to_dim, const shape_t& in, const shape_t& out) noexcept {
+  std::int64_t n_in = 1, n_out = 1;
+  for (int d = 0; d < in.rank; ++d) n_in *= in[d];
+  for (int d = 0; d < out.rank; ++d) n_out *= out[d];
+  switch (k) {
+    case step_kind::all_gather: return leading_dims_one(out, dim) ? 0 : n_out;
+    case step_kind::reduce_scatter: return leading_dims_one(in, dim) ? 0 : n_in;
+    case step_kind::all_to_all:
+      return (leading_dims_one(in, to_dim) ? 0 : n_in) + (leading_dims_one(out, dim) ? 0 : n_out);
+    case step_kind::all_reduce: return 0;
+    default: return n_out;  // local_slice, local_partial
+  }
+}
 }  // namespace detail
+
+/// The extents of a layout's largest block (blocks padded).
+constexpr shape_t padded_extents(const layout_spec& l, const mesh_shape& m, const shape_t& global) noexcept {
+  shape_t e = global;
+  for (int d = 0; d < global.rank; ++d) e[d] = max_local_extent(l, m, global, d);
+  return e;
+}
+
+/// Elements the rank with the largest blocks copies on its own for step `s` (layouts
+/// `before` -> `after`); nothing for a collective over a group of one rank.
+constexpr std::int64_t step_copied_numel(const plan_step& s, const layout_spec& before, const layout_spec& after,
+                                         const mesh_shape& m, const shape_t& global) noexcept {
+  if (is_collective(s.kind) && group_size(m, s.group) == 1) return 0;
+  return detail::copied_numel(s.kind, s.dim, s.to_dim, padded_extents(before, m, global),
+                              padded_extents(after, m, global));
+}
 
 /// Traffic and modelled time of one step.
 struct step_cost {

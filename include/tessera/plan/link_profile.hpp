@@ -5,6 +5,7 @@
 //   # tessera link profile
 //   [model]
 //   base_us = 31.5                       # every collective
+//   copy_GBps = 12.0                     # a rank's local copies (0 or absent: not counted)
 //   [axes.dp]                            # one table per mesh axis, by name
 //   GBps = 2.9
 //   hop_us = 4.1
@@ -14,7 +15,7 @@
 //
 // Axes the profile does not name keep the default (87.7 GB/s, 0.6 us); an axis it names
 // that the mesh lacks is an error, as are unknown keys, non-numbers, a non-positive GBps
-// or scale, and a negative latency. For plans resolved at compile time, copy the numbers
+// or scale, a negative latency or copy_GBps, and nan or inf. For plans resolved at compile time, copy the numbers
 // into a type with `static constexpr tessera::cost_model value` and pass it as plan_t's
 // (or dist_tensor::redistribute's) Cost argument.
 #pragma once
@@ -71,8 +72,12 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
     if (!t) throw error(path + ": '" + key + "' must be a table ([model], [axes.NAME] or [collectives.NAME])" + hint);
     if (key == "model") {
       for (auto&& [mk, mv] : *t) {
-        if (mk.str() != "base_us") throw error(where + ": unknown key '" + std::string(mk.str()) + "' (only base_us)" + hint);
-        cm.base_us = detail::profile_number(mv, where + " base_us");
+        if (mk.str() == "base_us")
+          cm.base_us = detail::profile_number(mv, where + " base_us");
+        else if (mk.str() == "copy_GBps")
+          cm.copy_GBps = detail::profile_number(mv, where + " copy_GBps");
+        else
+          throw error(where + ": unknown key '" + std::string(mk.str()) + "' (base_us, copy_GBps)" + hint);
       }
     } else if (key == "axes") {
       for (auto&& [ak, av] : *t) {
@@ -132,7 +137,8 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
   if (const cost_model_problem p = check_cost_model(cm, static_cast<int>(names.size()))) {
     using P = cost_model_problem;
     const auto i = static_cast<std::size_t>(p.index < 0 ? 0 : p.index);
-    const std::string key = p.field == P::base_us ? "[model] base_us"
+    const std::string key = p.field == P::base_us     ? "[model] base_us"
+                            : p.field == P::copy_GBps ? "[model] copy_GBps"
                             : p.field == P::GBps  ? "[axes." + std::string(names[i]) + "] GBps"
                             : p.field == P::hop_us ? "[axes." + std::string(names[i]) + "] hop_us"
                             : p.field == P::coll_scale ? "[collectives." + std::string(coll_kind_names[i]) + "] scale"
@@ -153,7 +159,9 @@ inline std::string link_profile_text(const cost_model& cm, const std::vector<std
     colls.insert(std::string(coll_kind_names[c]),
                  toml::table{{"scale", cm.coll_scale[static_cast<std::size_t>(c)]},
                              {"base_us", cm.coll_base_us[static_cast<std::size_t>(c)]}});
-  const toml::table root{{"model", toml::table{{"base_us", cm.base_us}}}, {"axes", axes}, {"collectives", colls}};
+  toml::table model{{"base_us", cm.base_us}};
+  if (cm.copy_GBps > 0) model.insert("copy_GBps", cm.copy_GBps);
+  const toml::table root{{"model", model}, {"axes", axes}, {"collectives", colls}};
   std::ostringstream out;
   std::istringstream h(header);
   for (std::string line; std::getline(h, line);) out << "# " << line << "\n";

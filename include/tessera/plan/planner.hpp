@@ -169,7 +169,7 @@ constexpr plan_result evaluate_plan(const layout_spec& src, const plan_value& p,
     plan_step s = p[run.begin];
     s.group = run.group;  // a fused run: one all_to_all over the union group
     const step_cost c = cost_of(s, l, next, m, global, elem_bytes, cm);
-    r.time_us += c.time_us;
+    r.time_us += c.time_us + run_copy_us(l, p, run, m, global, elem_bytes, cm);
     r.bus_bytes += c.bus_bytes;
     l = next;
   }
@@ -337,7 +337,8 @@ constexpr search_result search(const layout_spec& src, const layout_spec* target
     const view v = make_view(cur_key, R, A, m, global);
     // Every single step (an all_to_all alone is a run of one step, costed as itself) ...
     for_each_step(cur_key, v, R, A, gl, m, global, cm, [&](const edge& ed) {
-      relax(top, cur_cost, ed.key, edge_time(ed, v.numel, elem_bytes, cm), ed.step, nullptr);
+      relax(top, cur_cost, ed.key, edge_time(ed, v.numel, elem_bytes, cm) + edge_copy_us(ed, v, R, A, m, global, elem_bytes, cm),
+            ed.step, nullptr);
     });
     // ... and, later, the runs of two or more all_to_alls (above).
     const double bound = run_bound(cur_key, v, A, m, elem_bytes, cm);

@@ -131,4 +131,59 @@ constexpr exchange_cost exchange_traffic(const layout_spec& before, const layout
   return c;
 }
 
+/// Elements the rank at `at` copies on its own in the exchange from `before` to `after`
+/// over group `g`, as the runtime's exchange (tensor/detail/redistribute.hpp) decides: an
+/// even one packs its block unless every piece already lies contiguous at its place in
+/// group order, and unpacks its new block likewise; an uneven one (point-to-point) packs
+/// and unpacks the pieces that are not contiguous and copies its own piece.
+constexpr std::int64_t exchange_copied_numel(const layout_spec& before, const layout_spec& after, const axis_group& g,
+                                             const mesh_shape& m, const shape_t& global, const coords_t& at) noexcept {
+  const std::int64_t n = group_size(m, g);
+  if (n <= 1) return 0;
+  const box b = local_box(before, m, global, at), b1 = local_box(after, m, global, at);
+  auto before_of = [&](std::int64_t p) { return local_box(before, m, global, group_member(m, g, at, p)); };
+  auto after_of = [&](std::int64_t q) { return local_box(after, m, global, group_member(m, g, at, q)); };
+  std::int64_t per_pair = 0;
+  if (even_exchange(before, after, g, m, global, at, &per_pair)) {
+    bool send_direct = true, recv_direct = true;
+    for (std::int64_t q = 0; q < n; ++q) {
+      const auto sent = contiguous_at(intersect(b, after_of(q)), b);
+      send_direct = send_direct && sent && *sent == q * per_pair;
+      const auto got = contiguous_at(intersect(before_of(q), b1), b1);
+      recv_direct = recv_direct && got && *got == q * per_pair;
+    }
+    return (send_direct ? 0 : b.numel()) + (recv_direct ? 0 : b1.numel());
+  }
+  std::int64_t copied = intersect(b, b1).numel();  // its own piece
+  const std::int64_t self = group_index(m, g, at);
+  for (std::int64_t q = 0; q < n; ++q) {
+    if (q == self) continue;
+    const box x = intersect(b, after_of(q)), y = intersect(before_of(q), b1);
+    if (x.numel() && !contiguous_at(x, b)) copied += x.numel();
+    if (y.numel() && !contiguous_at(y, b1)) copied += y.numel();
+  }
+  return copied;
+}
+
+/// The modelled time of the local copies of run `run` of plan `p` from layout `before`
+/// (cost_model::copy_GBps; 0 when copies are not counted), for the rank with the largest
+/// blocks (mesh coordinates 0): a single step's own copies; a fused run's, the lesser of
+/// its exchange's and its steps' own (the planner's search charges its run edges alike).
+constexpr double run_copy_us(const layout_spec& before, const plan_value& p, const step_run& run, const mesh_shape& m,
+                             const shape_t& global, std::int64_t elem_bytes, const cost_model& cm) noexcept {
+  if (!(cm.copy_GBps > 0)) return 0;
+  std::int64_t steps = 0;
+  layout_spec l = before;
+  for (int i = run.begin; i < run.end; ++i) {
+    const layout_spec next = apply(l, p[i]);
+    steps += step_copied_numel(p[i], l, next, m, global);
+    l = next;
+  }
+  if (run.fused()) {
+    const std::int64_t exchange = exchange_copied_numel(before, l, run.group, m, global, coords_t{});
+    steps = exchange < steps ? exchange : steps;
+  }
+  return cm.copy_us(steps * elem_bytes);
+}
+
 }  // namespace tessera

@@ -385,6 +385,27 @@ constexpr double edge_time(const edge& e, std::int64_t numel_in, std::int64_t el
                      coll_kind_of(kind));
 }
 
+/// Elements a rank copies on its own for a search edge out of a layout of view `v` (the
+/// formula of step_copied_numel, cost_model.hpp, on the views' padded extents).
+constexpr std::int64_t edge_copied_numel(const edge& e, const view& v, int R, int A, const mesh_shape& m,
+                                         const shape_t& g) noexcept {
+  const plan_step s = decode(e.step);
+  if (is_collective(s.kind) && e.gsize == 1) return 0;
+  const view w = make_view(e.key, R, A, m, g);
+  shape_t in = g, out = g;
+  for (int d = 0; d < R; ++d) {
+    in[d] = ceil_div(g[d], v.parts[static_cast<std::size_t>(d)]);
+    out[d] = ceil_div(g[d], w.parts[static_cast<std::size_t>(d)]);
+  }
+  return copied_numel(s.kind, s.dim, s.to_dim, in, out);
+}
+
+/// The modelled time of an edge's local copies (0 when the cost model counts none).
+constexpr double edge_copy_us(const edge& e, const view& v, int R, int A, const mesh_shape& m, const shape_t& g,
+                              std::int64_t elem_bytes, const cost_model& cm) noexcept {
+  return cm.copy_GBps > 0 ? cm.copy_us(edge_copied_numel(e, v, R, A, m, g) * elem_bytes) : 0.0;
+}
+
 }  // namespace detail
 
 }  // namespace tessera

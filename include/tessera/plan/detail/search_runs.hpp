@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <tessera/plan/detail/search.hpp>
+#include <tessera/plan/runs.hpp>
 
 namespace tessera {
 
@@ -100,7 +101,8 @@ constexpr void for_each_run(std::uint64_t k, const view& v, int R, int A, const 
   struct item {
     run_edge run;
     unsigned mask;
-    bool dead = false;  // not extended (see `done`)
+    bool dead = false;        // not extended (see `done`)
+    std::int64_t copied = 0;  // the steps' own copies (cost_model::copy_GBps), elements
   };
   std::vector<item> seen;
   seen.reserve(16);
@@ -135,10 +137,20 @@ constexpr void for_each_run(std::uint64_t k, const view& v, int R, int A, const 
       next.run.key = e.key;
       next.run.steps[static_cast<std::size_t>(next.run.n++)] = e.step;
       next.mask |= group_mask_of(e.step);
+      if (cm.copy_GBps > 0) next.copied += edge_copied_numel(e, va, R, A, m, g);
       next.dead = e.numel_out <= v.numel && done(e.key);
       seen.push_back(next);
       if (next.dead || next.run.n == 1) return;  // single steps: the caller's own edges
-      const double t = exchange(next.mask, e.numel_out);
+      // the exchange, and its copies as run_copy_us (plan/runs.hpp) charges them
+      double t = exchange(next.mask, e.numel_out);
+      if (cm.copy_GBps > 0) {
+        axis_group group;
+        for (int a = 0; a < A; ++a)
+          if (next.mask & (1u << a)) group.push(a);
+        const std::int64_t x =
+            exchange_copied_numel(unpack(k, R, A), unpack(e.key, R, A), group, m, g, coords_t{});
+        t += cm.copy_us((x < next.copied ? x : next.copied) * elem_bytes);
+      }
       if (t < limit) f(next.run, t);
     });
   }

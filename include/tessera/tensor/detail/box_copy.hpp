@@ -5,29 +5,10 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/tensor/memory.hpp>
 
 namespace tessera::detail {
-
-/// If `region` (inside `block`) is one contiguous run of the row-major `block`, its
-/// offset in elements from the block's start; otherwise nothing. An empty region is
-/// contiguous at 0.
-inline std::optional<std::int64_t> contiguous_at(const box& region, const box& block) noexcept {
-  const int r = region.rank;
-  if (region.numel() == 0) return std::int64_t{0};
-  int k = r - 1;  // dims after k are covered fully; dims before k have extent 1
-  while (k > 0 && region.size[static_cast<std::size_t>(k)] == block.size[static_cast<std::size_t>(k)]) --k;
-  for (int d = 0; d < k; ++d)
-    if (region.size[static_cast<std::size_t>(d)] != 1) return std::nullopt;
-  std::int64_t off = 0;
-  for (int d = 0; d < r; ++d) {
-    const auto u = static_cast<std::size_t>(d);
-    off = off * block.size[u] + (region.offset[u] - block.offset[u]);
-  }
-  return off;
-}
 
 /// Copies `region` (global coordinates, inside both blocks) from block `src` (row-major over
 /// box `sb`) to block `dst` (row-major over box `db`), both in memory space `Space`: the

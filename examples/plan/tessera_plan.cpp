@@ -76,7 +76,9 @@ bool quiet = false;  // ranks other than 0 under mpirun
 
 /// Command-line misuse: one message naming the value and the fix, exit code 2.
 [[noreturn]] void die(const std::string& msg, int code = 2) {
-  if (!quiet) std::cerr << "tessera-plan: " << msg << (code == 2 ? "\n\n" + std::string(usage) : std::string("\n"));
+  // (one line, as tessera-schedule says it; the whole usage would bury the message)
+  if (!quiet)
+    std::cerr << "tessera-plan: " << msg << (code == 2 ? "\n(run tessera-plan --help for the flags)\n" : "\n");
 #ifdef TESSERA_HAS_MPI
   int init = 0, fin = 0;
   MPI_Initialized(&init);

@@ -12,9 +12,9 @@
 //   coll_scale[c]   = mean over groups of slope[g][c] / slope[g][all_gather]
 //   coll_base_us[c] = mean over groups of intercept[g][c] - (base_us + hops_c(n) hop)
 //   copy_GBps       = 1 / slope of the local copy, from 1 MiB up: every rank at once
-//                     packs half of each 2 KiB-wide row of a block (what a collective
-//                     whose pieces are not contiguous does first; tensor/detail/
-//                     redistribute.hpp)
+//                     packs the first 2 KiB of each 4 KiB row of a block (what a
+//                     collective whose pieces are not contiguous does first;
+//                     tensor/detail/redistribute.hpp)
 // (exchange: the all_to_all's, which the point-to-point exchange of uneven transitions
 // is not measured apart from).
 #pragma once

@@ -279,6 +279,7 @@ int main(int argc, char** argv) {
     }
     cm = cm.with_axis(static_cast<int>(it - axis_names.begin()), gbps, hop);
   }
+  if (const std::string bad = cost_model_text(cm, m.ndim); !bad.empty()) die("--link: " + bad);
 
   layout_spec src, dst;
   try {

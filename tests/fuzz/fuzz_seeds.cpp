@@ -1,7 +1,8 @@
 // Writes the seed corpora of the harnesses with the project's own writers:
 //   fuzz_seeds <dir>   ->  <dir>/<harness>/<n>  for json, safetensors, flight, layout,
-//                          schedule_csv, token_file (hf_index and toml_config seeds are
-//                          checked in under tests/fuzz/seeds/; their folders are made).
+//                          schedule_csv, token_file (hf_index, toml_config and link_profile
+//                          seeds are checked in under tests/fuzz/seeds/; their folders are
+//                          made).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,7 +38,8 @@ int main(int argc, char** argv) {
   }
   root = argv[1];
   try {
-    for (const char* h : {"json", "safetensors", "hf_index", "token_file", "flight", "layout", "schedule_csv", "toml_config"})
+    for (const char* h : {"json", "safetensors", "hf_index", "token_file", "flight", "layout", "schedule_csv",
+                          "toml_config", "link_profile"})
       fs::create_directories(root / h);  // every harness's corpus folder, seeded here or not
     // safetensors: f32, bf16, an empty tensor, metadata (the writer's own files)
     {

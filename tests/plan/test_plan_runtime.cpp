@@ -147,8 +147,8 @@ TEST_CASE("a cost model that no link has is refused, naming the constant") {
   CHECK(make_plans(from, std::array<layout_spec, 1>{to}, m24, g, 4, negative)[0].error == plan_error::bad_cost_model);
   CHECK(evaluate_plan(from, gather_first_plan(from, to), m24, g, 4, negative).error == plan_error::bad_cost_model);
   CHECK_THROWS_WITH_AS(plan_or_throw(from, to, m24, g, 4, negative),
-                       "tessera::plan: cost_model::base_us is -100.000000 but must be a finite number of "
-                       "microseconds, not negative; every constant of the cost model is a link's latency or "
+                       "tessera::plan: cost_model::base_us is -100.000000 but must be a number of "
+                       "microseconds from 0 to 1e12; every constant of the cost model is a link's latency or "
                        "bandwidth (plan/cost_model.hpp)",
                        error);
   // each constant, with its axis or collective
@@ -156,8 +156,8 @@ TEST_CASE("a cost model that no link has is refused, naming the constant") {
   const cost_model no_bandwidth = cost_model{}.with_axis(1, 0.0, 0.6);
   CHECK(check_cost_model(no_bandwidth).field == cost_model_problem::GBps);
   CHECK(check_cost_model(no_bandwidth).index == 1);
-  CHECK(cost_model_text(no_bandwidth, 2).find("cost_model::GBps[1] is 0.000000 but must be a finite number of GB/s "
-                                              "above 0") == 0);
+  CHECK(cost_model_text(no_bandwidth, 2).find("cost_model::GBps[1] is 0.000000 but must be a number of GB/s from "
+                                              "1e-6 to 1e12") == 0);
   CHECK(cost_model_text(cost_model{}.with_axis(0, nan, 0.6), 2).find("cost_model::GBps[0] is nan") == 0);
   CHECK(cost_model_text(cost_model{}.with_axis(0, 10, inf), 2).find("cost_model::hop_us[0] is inf") == 0);
   // only the mesh's axes are links: a third axis's constants do not matter on two axes
@@ -165,8 +165,8 @@ TEST_CASE("a cost model that no link has is refused, naming the constant") {
   CHECK(check_cost_model(cost_model{}.with_axis(2, 0.0, -1.0), 3).index == 2);
   cost_model scale;
   scale.coll_scale[static_cast<std::size_t>(coll_kind::all_reduce)] = -1;
-  CHECK(cost_model_text(scale).find("cost_model::coll_scale[all_reduce] is -1.000000 but must be a finite number "
-                                    "above 0") == 0);
+  CHECK(cost_model_text(scale).find("cost_model::coll_scale[all_reduce] is -1.000000 but must be a number from "
+                                    "1e-6 to 1e6") == 0);
   // a negative correction is a correction; a negative latency is not
   cost_model faster_reduce;
   faster_reduce.coll_base_us[static_cast<std::size_t>(coll_kind::reduce_scatter)] = -2;
@@ -174,7 +174,8 @@ TEST_CASE("a cost model that no link has is refused, naming the constant") {
   CHECK(make_plan(from, to, m24, g, 4, faster_reduce).error == plan_error::none);
   faster_reduce.coll_base_us[static_cast<std::size_t>(coll_kind::reduce_scatter)] = -7;
   CHECK(cost_model_text(faster_reduce).find("cost_model::coll_base_us[reduce_scatter] is -7.000000 but must be "
-                                            "finite, and base_us plus it (that collective's latency) not negative") == 0);
+                                            "a number of microseconds from -1e12 to 1e12, and base_us plus it (that "
+                                            "collective's latency) not negative") == 0);
 }
 
 TEST_CASE("local copies (cost_model::copy_GBps): what each step copies, and the plans it changes") {
@@ -235,7 +236,14 @@ TEST_CASE("local copies (cost_model::copy_GBps): what each step copies, and the 
   CHECK(exchange_copied_numel(ab, ba, both, m22, shape_t{8, 8}, coords_t{}) == 16);
   // a negative or non-finite copy speed is refused by name
   copies.copy_GBps = -1;
-  CHECK(cost_model_text(copies).find("cost_model::copy_GBps is -1.000000 but must be a finite number of GB/s, 0 "
-                                     "(copies not counted) or above") == 0);
+  CHECK(cost_model_text(copies).find("cost_model::copy_GBps is -1.000000 but must be 0 (copies not counted) or a "
+                                     "number of GB/s from 1e-6 to 1e12") == 0);
   CHECK(make_plan(s1, r, m2, g, 4, copies).error == plan_error::bad_cost_model);
+  // tiny or huge constants are refused too: every accepted model gives finite plan times
+  copies.copy_GBps = 1e-300;
+  CHECK(check_cost_model(copies).field == cost_model_problem::copy_GBps);
+  copies.copy_GBps = 0;
+  CHECK_FALSE(check_cost_model(copies));
+  CHECK(check_cost_model(cost_model{}.with_axis(0, 1e13, 0.6), 1).field == cost_model_problem::GBps);
+  CHECK(check_cost_model(cost_model{}.with_axis(0, 1e-6, 1e12), 1).field == cost_model_problem::none);
 }

@@ -230,7 +230,7 @@ TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (iss
   const std::string comma = write("comma_value.toml", "[training]\nsteps = ,\n");
   CHECK(has(b.load_error(comma), comma + ":2:9: TOML syntax error: ',' where a value must begin (after '=')"));
   // empty arrays and a trailing comma in an array are TOML and pass the pre-check
-  CHECK_NOTHROW(train::detail::toml_precheck("a = []\nb = [1, 2, ]\nc = { }\nd = [ [], [1,], ]\n", "x.toml"));
+  CHECK_NOTHROW(tessera::detail::toml_precheck("a = []\nb = [1, 2, ]\nc = { }\nd = [ [], [1,], ]\n", "x.toml"));
   // what TOML allows still loads: non-ASCII in strings and comments, quoted keys and headers
   const std::string ok = write("utf8.toml",
                                "# \xc3\xa9t\xc3\xa9\n[job]\ndescription = \"\xcf\xa2 \\\" [x\"\n"

@@ -102,10 +102,13 @@ struct cost_model {
 };
 
 /// The first constant of a cost model that no link has (`field == none` when all are
-/// usable): every constant finite; GBps and coll_scale above 0; base_us and hop_us not
-/// negative; base_us + coll_base_us[c] not negative (a correction may be negative, a
-/// latency may not); copy_GBps 0 or above. Only the first `axes` axes' links are checked
-/// (a mesh's axes).
+/// usable). Each constant lies in a range wide enough for any machine and narrow enough
+/// that every plan's time is a finite number (a tensor of max_plan_bytes over the slowest
+/// link still is): bandwidths (GBps, and copy_GBps unless it is 0: copies not counted) from
+/// 1e-6 to 1e12 GB/s; latencies (base_us, hop_us) from 0 to 1e12 us; coll_base_us[c] from
+/// -1e12 to 1e12 us with base_us + coll_base_us[c] not negative (a correction may be
+/// negative, a latency may not); coll_scale[c] from 1e-6 to 1e6. NaN is in no range. Only
+/// the first `axes` axes' links are checked (a mesh's axes).
 struct cost_model_problem {
   enum which : std::uint8_t { none, base_us, GBps, hop_us, coll_scale, coll_base_us, copy_GBps } field = none;
   int index = -1;  ///< the axis (GBps, hop_us) or coll_kind (coll_scale, coll_base_us)
@@ -116,21 +119,23 @@ namespace detail {
 constexpr bool finite(double v) noexcept {
   return v >= -std::numeric_limits<double>::max() && v <= std::numeric_limits<double>::max();
 }
+constexpr bool in_range(double v, double lo, double hi) noexcept { return v >= lo && v <= hi; }  // (NaN: false)
 }  // namespace detail
 
 constexpr cost_model_problem check_cost_model(const cost_model& cm, int axes = max_mesh_axes) noexcept {
   using P = cost_model_problem;
-  if (!detail::finite(cm.base_us) || cm.base_us < 0) return {P::base_us, -1};
-  if (!detail::finite(cm.copy_GBps) || cm.copy_GBps < 0) return {P::copy_GBps, -1};
+  using detail::in_range;
+  if (!in_range(cm.base_us, 0, 1e12)) return {P::base_us, -1};
+  if (!(cm.copy_GBps == 0 || in_range(cm.copy_GBps, 1e-6, 1e12))) return {P::copy_GBps, -1};
   for (int a = 0; a < axes && a < max_mesh_axes; ++a) {
     const auto i = static_cast<std::size_t>(a);
-    if (!detail::finite(cm.GBps[i]) || !(cm.GBps[i] > 0)) return {P::GBps, a};
-    if (!detail::finite(cm.hop_us[i]) || cm.hop_us[i] < 0) return {P::hop_us, a};
+    if (!in_range(cm.GBps[i], 1e-6, 1e12)) return {P::GBps, a};
+    if (!in_range(cm.hop_us[i], 0, 1e12)) return {P::hop_us, a};
   }
   for (int c = 0; c < coll_kinds; ++c) {
     const auto i = static_cast<std::size_t>(c);
-    if (!detail::finite(cm.coll_scale[i]) || !(cm.coll_scale[i] > 0)) return {P::coll_scale, c};
-    if (!detail::finite(cm.coll_base_us[i]) || cm.base_us + cm.coll_base_us[i] < 0) return {P::coll_base_us, c};
+    if (!in_range(cm.coll_scale[i], 1e-6, 1e6)) return {P::coll_scale, c};
+    if (!in_range(cm.coll_base_us[i], -1e12, 1e12) || cm.base_us + cm.coll_base_us[i] < 0) return {P::coll_base_us, c};
   }
   return {};
 }
@@ -155,12 +160,14 @@ constexpr std::string_view cost_field_rule(const cost_model_problem& p) noexcept
   using P = cost_model_problem;
   switch (p.field) {
     case P::none: return "";
-    case P::base_us: return "must be a finite number of microseconds, not negative";
-    case P::GBps: return "must be a finite number of GB/s above 0";
-    case P::hop_us: return "must be a finite number of microseconds, not negative";
-    case P::coll_scale: return "must be a finite number above 0";
-    case P::coll_base_us: return "must be finite, and base_us plus it (that collective's latency) not negative";
-    case P::copy_GBps: return "must be a finite number of GB/s, 0 (copies not counted) or above";
+    case P::base_us: return "must be a number of microseconds from 0 to 1e12";
+    case P::GBps: return "must be a number of GB/s from 1e-6 to 1e12";
+    case P::hop_us: return "must be a number of microseconds from 0 to 1e12";
+    case P::coll_scale: return "must be a number from 1e-6 to 1e6";
+    case P::coll_base_us:
+      return "must be a number of microseconds from -1e12 to 1e12, and base_us plus it (that collective's latency) not "
+             "negative";
+    case P::copy_GBps: return "must be 0 (copies not counted) or a number of GB/s from 1e-6 to 1e12";
   }
   return "";
 }

@@ -15,12 +15,12 @@
 //
 // Axes the profile does not name keep the default (87.7 GB/s, 0.6 us); an axis it names
 // that the mesh lacks is an error, as are unknown keys, non-numbers, a non-positive GBps
-// or scale, a negative latency or copy_GBps, and nan or inf. For plans resolved at compile time, copy the numbers
-// into a type with `static constexpr tessera::cost_model value` and pass it as plan_t's
-// (or dist_tensor::redistribute's) Cost argument.
+// or scale, a negative latency or copy_GBps, and nan or inf; the text is parsed past
+// toml++ 3.3.0's defects (core/toml_text.hpp; fuzzed by tests/fuzz/fuzz_link_profile.cpp).
+// For plans resolved at compile time, copy the numbers into a type with `static constexpr
+// tessera::cost_model value` and pass it as plan_t's (or dist_tensor::redistribute's) Cost
+// argument.
 #pragma once
-
-#include <toml++/toml.h>
 
 #include <cstdio>
 #include <fstream>
@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/core/toml_text.hpp>
 #include <tessera/plan/cost_model.hpp>
 
 namespace tessera {
@@ -49,20 +50,11 @@ inline cost_model read_link_profile(const std::string& path, const std::vector<s
   std::stringstream text;
   text << f.rdbuf();
   toml::table root;
-#if TOML_EXCEPTIONS
-  try {
-    root = toml::parse(text.str(), path);
-  } catch (const toml::parse_error& e) {
-    throw error(path + ": not a TOML file (" + std::string(e.description()) + " at line " +
-                std::to_string(e.source().begin.line) + "); write it as tessera-plan --calibrate does");
+  try {  // (past toml++ 3.3.0's defects: core/toml_text.hpp)
+    root = parse_toml_text(text.str(), path);
+  } catch (const error& e) {
+    throw error(std::string(e.what()) + " (not a TOML file); write it as tessera-plan --calibrate does");
   }
-#else
-  auto parsed = toml::parse(text.str(), path);
-  if (!parsed)
-    throw error(path + ": not a TOML file (" + std::string(parsed.error().description()) + " at line " +
-                std::to_string(parsed.error().source().begin.line) + "); write it as tessera-plan --calibrate does");
-  root = std::move(parsed).table();
-#endif
   cost_model cm;
   const std::string hint = "; see docs/benchmarking.md (Calibrate the cost model)";
   for (auto&& [k, node] : root) {

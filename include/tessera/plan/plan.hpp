@@ -110,8 +110,8 @@ template <class Cost, cost_model_problem::which constant, int index>
 constexpr bool plan_cost_model_invalid() {
   static_assert(always_false<Cost>,
                 "tessera::plan_t: Cost::value is not a usable cost model: the constant above (and its axis or "
-                "collective index) is not finite, or is out of range; GBps and coll_scale must be above 0, base_us "
-                "and hop_us not negative, base_us + coll_base_us[c] not negative (tessera::check_cost_model)");
+                "collective index) is out of its range: bandwidths 1e-6 to 1e12 GB/s (copy_GBps 0 too), latencies 0 "
+                "to 1e12 us, coll_scale 1e-6 to 1e6, base_us + coll_base_us[c] not negative (tessera::check_cost_model)");
   return false;
 }
 template <class Axis>

@@ -60,8 +60,8 @@ constexpr std::string_view describe(plan_error e) noexcept {
       return "the tensor has more bytes than tessera::max_plan_bytes on this mesh (the planner counts bytes "
              "in int64); plan a smaller shape";
     case plan_error::bad_cost_model:
-      return "a constant of the cost model is not finite, or is negative or zero where it may not be "
-             "(tessera::cost_model_text names it)";
+      return "a constant of the cost model is out of its range (tessera::check_cost_model; "
+             "tessera::cost_model_text names it)";
   }
   return "?";
 }

@@ -25,16 +25,10 @@
 #include <string_view>
 #include <vector>
 
-#if __has_include(<toml++/toml.hpp>)
-#include <toml++/toml.hpp>
-#else
-#include <toml++/toml.h>  // toml++ 3.3 (Debian 12) names its header toml.h
-#endif
-
 #include <tessera/core/error.hpp>
+#include <tessera/core/toml_text.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/train/cli.hpp>
-#include <tessera/train/detail/toml_precheck.hpp>
 
 namespace tessera::train {
 
@@ -294,9 +288,7 @@ inline void validate(const run_config& c) {
 
 namespace detail {
 
-inline std::string toml_where(const std::string& path, const toml::source_region& r) {
-  return path + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column);
-}
+using tessera::detail::toml_where;  // (core/toml_text.hpp)
 
 inline std::string toml_type_name(const toml::node& n) {
   switch (n.type()) {
@@ -355,38 +347,7 @@ inline void load_toml(const std::string& path, option_set& options) {
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw error("cannot read config file '" + path + "'");
-  detail::toml_precheck(text.str(), path);  // toml++ 3.3.0's defects: see toml_precheck.hpp
-  // toml++ 3.3.0's error path reaches an `unreachable` in its Unicode tables when a syntax
-  // error lies near a non-ASCII character (found twice by fuzz_toml_config). So the text is
-  // parsed first with every non-ASCII character replaced by one 'x' (valid UTF-8 is checked
-  // above, and outside strings and comments there is none): a syntax error is then reported
-  // from ASCII text at the same line and column, and only text whose structure parsed is
-  // parsed again as written, on toml++'s well-trodden path for strings.
-  auto parse = [&](const std::string& t) {
-#if TOML_EXCEPTIONS
-    try {
-      return toml::parse(t, path);
-    } catch (const toml::parse_error& e) {
-      throw error(detail::toml_where(path, e.source()) + ": TOML syntax error: " + std::string(e.description()));
-    }
-#else
-    auto parsed = toml::parse(t, path);
-    if (!parsed)
-      throw error(detail::toml_where(path, parsed.error().source()) +
-                  ": TOML syntax error: " + std::string(parsed.error().description()));
-    return std::move(parsed).table();
-#endif
-  };
-  const std::string original = text.str();
-  std::string ascii;
-  ascii.reserve(original.size());
-  for (std::size_t i = 0; i < original.size(); ++i) {
-    const auto b = static_cast<unsigned char>(original[i]);
-    if (b < 0x80) ascii += original[i];
-    else if ((b & 0xC0u) != 0x80u) ascii += 'x';  // a character's first byte; continuation bytes vanish
-  }
-  toml::table root = parse(ascii);
-  if (ascii.size() != original.size()) root = parse(original);
+  toml::table root = parse_toml_text(text.str(), path);  // toml++ 3.3.0's defects: see core/toml_text.hpp
   std::vector<detail::toml_leaf> leaves;
   detail::flatten(root, "", leaves);
   std::stable_sort(leaves.begin(), leaves.end(), [](const auto& a, const auto& b) {

@@ -1,5 +1,5 @@
-// tessera/train/detail/toml_precheck.hpp: what a run configuration must pass before it is
-// handed to toml++.
+// tessera/core/detail/toml_precheck.hpp: what a TOML file (a run configuration, a link
+// profile) must pass before it is handed to toml++ (core/toml_text.hpp runs it).
 //
 // Debian 12's toml++ 3.3.0 has parser defects a config file can reach: a table header that
 // does not start with a key (`[$`, `[[[1]]]`) violates an assumption of its key parser
@@ -28,7 +28,7 @@
 
 #include <tessera/core/error.hpp>
 
-namespace tessera::train::detail {
+namespace tessera::detail {
 
 inline void toml_precheck(std::string_view s, const std::string& path) {
   std::size_t line = 1, col = 1;
@@ -152,4 +152,4 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
   }
 }
 
-}  // namespace tessera::train::detail
+}  // namespace tessera::detail

@@ -222,6 +222,8 @@ inline int calibrate(const mesh_shape& m, const std::vector<std::string_view>& n
     });
   if (quiet) return 0;
   const cost_model fitted = fit_cost_model(gs, ps, m.ndim), nvlink{};
+  if (const std::string bad = cost_model_text(fitted, m.ndim); !bad.empty())  // (a profile --links would refuse)
+    throw error("the fit gives " + bad + "; nothing written; calibrate again with more --calls");
   std::printf("calibration on %s, mesh %s: %d warm-up + %d timed calls per point, slowest rank per call\n",
               mpi ? "mpi" : "threads", mesh_flag.c_str(), times.warmup, times.calls);
   std::printf("  %-10s %-15s %10s %12s %12s %12s %12s\n", "group", "collective", "S bytes", "median us", "fitted us",

@@ -172,8 +172,8 @@ constexpr std::string_view cost_field_rule(const cost_model_problem& p) noexcept
   return "";
 }
 
-/// The refusal of an unusable cost model: "cost_model::GBps[1] is -3 but must be ..." ("" when
-/// it is usable). `axes`: the mesh's axis count; `names`: its axis names, when known.
+/// The refusal of an unusable cost model: "cost_model::GBps[1] is -3.000000 but must be ..."
+/// ("" when it is usable). `axes`: the mesh's axis count (the links checked).
 inline std::string cost_model_text(const cost_model& cm, int axes = max_mesh_axes) {
   const cost_model_problem p = check_cost_model(cm, axes);
   if (!p) return {};

@@ -65,6 +65,16 @@ constexpr box intersect(const box& a, const box& b) noexcept {
   return r;
 }
 
+/// True when every dim before `d` has extent 1 in a block of extents `ext`: the pieces of
+/// the block split along d are then contiguous and in order, so a collective reads or
+/// writes them in place (the runtime, tensor/detail/redistribute.hpp, and the cost model's
+/// copies, plan/cost_model.hpp, decide by this one rule).
+constexpr bool leading_dims_one(const shape_t& ext, int d) noexcept {
+  for (int e = 0; e < d && e < ext.rank; ++e)
+    if (ext[e] != 1) return false;
+  return true;
+}
+
 /// If `region` (inside `block`) is one contiguous run of the row-major `block`, its
 /// offset in elements from the block's start; otherwise nothing. An empty region is
 /// contiguous at 0.

@@ -40,7 +40,7 @@
 
 #include <array>
 #include <cstdint>
-#include <limits>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -116,9 +116,6 @@ struct cost_model_problem {
 };
 
 namespace detail {
-constexpr bool finite(double v) noexcept {
-  return v >= -std::numeric_limits<double>::max() && v <= std::numeric_limits<double>::max();
-}
 constexpr bool in_range(double v, double lo, double hi) noexcept { return v >= lo && v <= hi; }  // (NaN: false)
 }  // namespace detail
 
@@ -185,7 +182,7 @@ inline std::string cost_model_text(const cost_model& cm, int axes = max_mesh_axe
                    : p.field == P::hop_us ? cm.hop_us[i]
                    : p.field == P::coll_scale ? cm.coll_scale[i]
                                               : cm.coll_base_us[i];
-  std::string value = v != v ? "nan" : !detail::finite(v) ? (v > 0 ? "inf" : "-inf") : std::to_string(v);
+  const std::string value = std::isnan(v) ? "nan" : std::isinf(v) ? (v > 0 ? "inf" : "-inf") : std::to_string(v);
   return "cost_model::" + cost_field_name(p) + " is " + value + " but " + std::string(cost_field_rule(p)) +
          "; every constant of the cost model is a link's latency or bandwidth (plan/cost_model.hpp)";
 }
@@ -198,14 +195,6 @@ constexpr std::int64_t buffer_numel(step_kind k, std::int64_t in, std::int64_t o
   if (k == step_kind::reduce_scatter) return n * out;
   if (k == step_kind::all_to_all) return in > out ? in : out;
   return in;
-}
-
-/// True when every dim before `d` has extent 1 in the block of extents `ext`: pieces of
-/// it split along d are then contiguous and in order (tensor/detail/redistribute.hpp).
-constexpr bool leading_dims_one(const shape_t& ext, int d) noexcept {
-  for (int e = 0; e < d && e < ext.rank; ++e)
-    if (ext[e] != 1) return false;
-  return true;
 }
 
 /// Elements a rank copies on its own for one step (kind, dim, to_dim) from a block of

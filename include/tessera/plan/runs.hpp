@@ -46,6 +46,14 @@ struct plan_runs {
   constexpr int size() const noexcept { return n; }
 };
 
+/// The group of the axes in `mask`, in increasing order (a fused run's union group).
+constexpr axis_group axis_group_of(unsigned mask) noexcept {
+  axis_group g;
+  for (int a = 0; a < max_mesh_axes; ++a)
+    if (mask & (1u << a)) g.push(a);
+  return g;
+}
+
 /// The plan cut into runs: each all_to_all step joins the all_to_all steps right after it;
 /// every other step is a run of its own.
 constexpr plan_runs runs_of(const plan_value& p) noexcept {
@@ -58,9 +66,7 @@ constexpr plan_runs runs_of(const plan_value& p) noexcept {
     if (run.fused()) {
       unsigned mask = 0;
       for (int k = i; k < j; ++k) mask |= p[k].group.mask();
-      run.group = axis_group{};
-      for (int a = 0; a < max_mesh_axes; ++a)
-        if (mask & (1u << a)) run.group.push(a);
+      run.group = axis_group_of(mask);
     }
     r.runs[static_cast<std::size_t>(r.n++)] = run;
     i = j;
@@ -85,6 +91,28 @@ constexpr bool even_pairs(std::int64_t n, Before&& before, After&& after, std::i
   }
   *per_pair = first < 0 ? 0 : first;
   return true;
+}
+
+/// Whether an even exchange (every pair moves `per_pair` elements) runs on the blocks as
+/// they are: `send` when each piece of block `b` that rank q of the group holds afterwards
+/// (intersect(b, after(q))) lies contiguous at q x per_pair in `b`; `recv` when each piece
+/// of the new block `b1` from rank p (intersect(before(p), b1)) lies so in `b1`. Otherwise
+/// the block is packed, or unpacked. The runtime's exchange and exchange_copied_numel()
+/// decide alike through this one function.
+struct pieces_in_place {
+  bool send = true, recv = true;
+};
+template <class Before, class After>
+constexpr pieces_in_place in_place_pieces(std::int64_t n, const box& b, const box& b1, Before&& before, After&& after,
+                                          std::int64_t per_pair) {
+  pieces_in_place r;
+  for (std::int64_t q = 0; q < n; ++q) {
+    const auto sent = contiguous_at(intersect(b, after(q)), b);
+    r.send = r.send && sent && *sent == q * per_pair;
+    const auto got = contiguous_at(intersect(before(q), b1), b1);
+    r.recv = r.recv && got && *got == q * per_pair;
+  }
+  return r;
 }
 
 /// even_pairs() for the exchange from `before` to `after` over the group along `g` of the
@@ -145,14 +173,8 @@ constexpr std::int64_t exchange_copied_numel(const layout_spec& before, const la
   auto after_of = [&](std::int64_t q) { return local_box(after, m, global, group_member(m, g, at, q)); };
   std::int64_t per_pair = 0;
   if (even_exchange(before, after, g, m, global, at, &per_pair)) {
-    bool send_direct = true, recv_direct = true;
-    for (std::int64_t q = 0; q < n; ++q) {
-      const auto sent = contiguous_at(intersect(b, after_of(q)), b);
-      send_direct = send_direct && sent && *sent == q * per_pair;
-      const auto got = contiguous_at(intersect(before_of(q), b1), b1);
-      recv_direct = recv_direct && got && *got == q * per_pair;
-    }
-    return (send_direct ? 0 : b.numel()) + (recv_direct ? 0 : b1.numel());
+    const pieces_in_place direct = in_place_pieces(n, b, b1, before_of, after_of, per_pair);
+    return (direct.send ? 0 : b.numel()) + (direct.recv ? 0 : b1.numel());
   }
   std::int64_t copied = intersect(b, b1).numel();  // its own piece
   const std::int64_t self = group_index(m, g, at);

@@ -144,11 +144,8 @@ constexpr void for_each_run(std::uint64_t k, const view& v, int R, int A, const 
       // the exchange, and its copies as run_copy_us (plan/runs.hpp) charges them
       double t = exchange(next.mask, e.numel_out);
       if (cm.copy_GBps > 0) {
-        axis_group group;
-        for (int a = 0; a < A; ++a)
-          if (next.mask & (1u << a)) group.push(a);
         const std::int64_t x =
-            exchange_copied_numel(unpack(k, R, A), unpack(e.key, R, A), group, m, g, coords_t{});
+            exchange_copied_numel(unpack(k, R, A), unpack(e.key, R, A), axis_group_of(next.mask), m, g, coords_t{});
         t += cm.copy_us((x < next.copied ? x : next.copied) * elem_bytes);
       }
       if (t < limit) f(next.run, t);

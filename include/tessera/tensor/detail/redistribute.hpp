@@ -23,14 +23,6 @@
 
 namespace tessera::detail {
 
-/// True when every dimension before `d` has extent 1 in `b`: blocks split along d are then
-/// contiguous, in order, in the row-major block.
-constexpr bool outer_trivial(const box& b, int d) noexcept {
-  for (int e = 0; e < d; ++e)
-    if (b.size[static_cast<std::size_t>(e)] != 1) return false;
-  return true;
-}
-
 /// An all_to_all step (block `b` of this rank -> block `b1`; the group's before and after
 /// boxes b0k, b1k). Even exchanges (every pair moves the same number of elements) run as
 /// one all_to_all, reading the input block and writing the output block directly where
@@ -47,20 +39,13 @@ void all_to_all_step(device_mesh<Mesh>& dm, comm::any_communicator& c, const Mem
   for (std::size_t k = 0; k < n; ++k)
     if (members[k] == dm.rank()) self = k;
   std::int64_t per_pair = 0;
-  const bool even = even_pairs(
-      static_cast<std::int64_t>(n), [&](std::int64_t p) { return b0k[static_cast<std::size_t>(p)]; },
-      [&](std::int64_t q) { return b1k[static_cast<std::size_t>(q)]; }, &per_pair);
+  auto before_of = [&](std::int64_t p) { return b0k[static_cast<std::size_t>(p)]; };
+  auto after_of = [&](std::int64_t q) { return b1k[static_cast<std::size_t>(q)]; };
+  const bool even = even_pairs(static_cast<std::int64_t>(n), before_of, after_of, &per_pair);
   const auto mx = static_cast<std::size_t>(per_pair);
   if (even) {
-    bool send_direct = true, recv_direct = true;
-    for (std::size_t q = 0; q < n; ++q) {
-      const auto at = contiguous_at(intersect(b, b1k[q]), b);
-      send_direct = send_direct && at && *at == static_cast<std::int64_t>(q * mx);
-    }
-    for (std::size_t p = 0; p < n; ++p) {
-      const auto at = contiguous_at(intersect(b0k[p], b1), b1);
-      recv_direct = recv_direct && at && *at == static_cast<std::int64_t>(p * mx);
-    }
+    const pieces_in_place direct = in_place_pieces(static_cast<std::int64_t>(n), b, b1, before_of, after_of, per_pair);
+    const bool send_direct = direct.send, recv_direct = direct.recv;
     const T* send = in;
     if (!send_direct) {
       T* packed = dm.template scratch<T, Space>(0, mx * n);
@@ -217,7 +202,7 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
       for (std::size_t k = 0; k < n; ++k) maxn = std::max(maxn, b0k[k].numel());
       for (std::size_t k = 0; k < n; ++k) even = even && b0k[k].numel() == maxn;
       const auto mx = static_cast<std::size_t>(maxn);
-      if (even && outer_trivial(b1, s.dim)) {  // blocks land in place
+      if (even && leading_dims_one(b1.shape(), s.dim)) {  // blocks land in place
         c.all_gather(in, out, mx, dt).wait();
         break;
       }
@@ -240,7 +225,7 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
       for (std::size_t k = 0; k < n; ++k) maxn = std::max(maxn, b1k[k].numel());
       for (std::size_t k = 0; k < n; ++k) even = even && b1k[k].numel() == maxn;
       const auto mx = static_cast<std::size_t>(maxn);
-      if (even && outer_trivial(b, s.dim)) {  // pieces are in place in the block
+      if (even && leading_dims_one(b.shape(), s.dim)) {  // pieces are in place in the block
         c.reduce_scatter(in, out, mx, dt, s.op).wait();
         break;
       }

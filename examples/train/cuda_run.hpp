@@ -11,6 +11,7 @@
 
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/train/checkpoint.hpp>
 #include <tessera/train/trainer.hpp>
 
 namespace train_llama_cli {
@@ -24,6 +25,7 @@ struct cuda_inputs {
   tessera::train::optimizer_options opt;
   std::string init_from, save_weights, save_dtype, metrics, trace_file;
   bool bf16 = false;  // training.compute_dtype = bf16: cuda_bf16_kernels
+  tessera::train::checkpoint_options checkpoint;  // --checkpoint.* (step_loop.hpp)
 };
 
 /// Why --device cuda cannot run here ("" when a CUDA device is visible).

@@ -190,23 +190,9 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   train::jsonl_writer jsonl;
   if (lead && !in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
   train::checkpointer<model_t> ckpt(pm, tr, loader, in.checkpoint);
-  if (const auto from = ckpt.resume(); from && lead)  // collective
-    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
-                io::checkpoint::step_folder(in.checkpoint.folder, *from).string().c_str(), static_cast<long long>(*from),
-                static_cast<double>(ckpt.read_bytes()) / (1 << 20));
-  for (std::int64_t s = tr.step(); s < in.steps; ++s) {
+  for (std::int64_t s = resume_run(ckpt, tr, lead); s < in.steps; ++s) {  // (collective)
     const auto m = tr.train_step();
-    if (!in.checkpoint.folder.empty() && (ckpt.due(m.step) || m.step == in.steps)) {
-      ckpt.save(m.step);
-      if (lead)
-        std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
-                    "%.2f MiB from rank 0\n",
-                    static_cast<long long>(m.step),
-                    in.checkpoint.mode == train::async_mode::async ? "writing in the background" : "committed",
-                    ckpt.last().blocked_s, ckpt.last().staging_s,
-                    static_cast<double>(ckpt.last().staging_bytes) / (1 << 20),
-                    static_cast<double>(ckpt.last().bytes) / (1 << 20));
-    }
+    save_if_due(ckpt, m.step, in.steps, lead);
     if constexpr (!std::is_same_v<F, C>) {
       if (in.trace) {
         const auto entries = flight->entries();

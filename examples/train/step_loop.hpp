@@ -1,6 +1,7 @@
 // train_llama's single-rank loop, shared by the CPU run (train_llama.cpp) and the GPU run
-// (train_llama_cuda.cu): every step's progress line and metrics, then the trace; and the
-// naming of trace tracks, which the recipe runs use too (parallel_run.hpp).
+// (train_llama_cuda.cu): resuming from and saving distributed checkpoints (--checkpoint.*),
+// every step's progress line and metrics, then the trace; and what the recipe runs share
+// with it (parallel_run.hpp): the naming of trace tracks and the checkpoint lines.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,11 @@
 #include <string>
 
 #include <tessera/core/trace.hpp>
+#include <tessera/io/checkpoint_io.hpp>
+#include <tessera/train/checkpoint.hpp>
+#include <tessera/train/data.hpp>
 #include <tessera/train/metrics.hpp>
+#include <tessera/train/trainer.hpp>
 
 namespace train_llama_cli {
 
@@ -21,19 +26,54 @@ inline void name_tracks(tessera::trace::recorder& t, int ranks) {
   }
 }
 
-/// Runs `steps` steps of `tr`, printing each step's line and writing its metrics to `jsonl`;
+/// Loads the newest complete checkpoint in the options' folder, if any (collective), and
+/// says so on the lead rank; returns the step the run goes on from.
+template <class Model>
+std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::train::basic_trainer<Model>& tr,
+                        bool lead) {
+  const auto from = ck.resume();
+  if (from && lead)
+    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
+                tessera::io::checkpoint::step_folder(ck.options().folder, *from).string().c_str(),
+                static_cast<long long>(*from), static_cast<double>(ck.read_bytes()) / (1 << 20));
+  return tr.step();
+}
+
+/// Saves after `step` when it is a checkpoint step or the last (collective); the lead rank
+/// says what the save cost.
+template <class Model>
+void save_if_due(tessera::train::checkpointer<Model>& ck, std::int64_t step, std::int64_t steps, bool lead) {
+  if (ck.options().folder.empty() || !(ck.due(step) || step == steps)) return;
+  ck.save(step);
+  if (!lead) return;
+  std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
+              "%.2f MiB from rank 0\n",
+              static_cast<long long>(step),
+              ck.options().mode == tessera::train::async_mode::async ? "writing in the background" : "committed",
+              ck.last().blocked_s, ck.last().staging_s, static_cast<double>(ck.last().staging_bytes) / (1 << 20),
+              static_cast<double>(ck.last().bytes) / (1 << 20));
+}
+
+/// Runs the steps of `tr` left after resuming from `ckpt.folder` (when one is named), printing
+/// each step's line, writing its metrics to `jsonl` and saving the checkpoints that are due;
 /// records the run's events and writes them to `trace_file` when one is named.
-template <class Trainer>
-void run_steps(Trainer& tr, std::int64_t steps, tessera::train::jsonl_writer& jsonl, const std::string& trace_file) {
+template <class Model>
+void run_steps(Model& model, tessera::train::basic_trainer<Model>& tr, tessera::train::batch_loader& loader,
+               const tessera::train::checkpoint_options& ckpt, tessera::train::jsonl_writer& jsonl,
+               const std::string& trace_file) {
+  tessera::train::checkpointer<Model> ck(model, tr, loader, ckpt);
   tessera::trace::recorder events;
   tessera::trace::bind traced(trace_file.empty() ? nullptr : &events, 0, 0);
   name_tracks(events, 1);
-  for (std::int64_t s = 0; s < steps; ++s) {
+  for (std::int64_t s = resume_run(ck, tr, true); s < tr.steps(); ++s) {
     const auto m = tr.train_step();
+    save_if_due(ck, m.step, tr.steps(), true);  // (before the step's line, as a recipe's run says it)
     std::printf("%s\n", tessera::train::progress_line(m).c_str());
     std::fflush(stdout);
     jsonl.write(m);
   }
+  ck.finish();  // the last asynchronous save is committed before the run ends
+  if (!ckpt.folder.empty()) std::printf("checkpoints in %s\n", ckpt.folder.c_str());
   if (!trace_file.empty()) {
     events.write(trace_file);
     std::printf("wrote the trace (%zu events) to %s\n", events.size(), trace_file.c_str());

@@ -159,6 +159,7 @@ std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
 
 int run_recipe(const options& o, int& argc, char**& argv);
 train::optimizer_options optimizer_of(const options& o);
+train::checkpoint_options checkpoint_of(const options& o);
 
 /// --device cuda: the tokens as for the CPU, the run in train_llama_cuda.cu.
 int run_cuda(options& o, const llama_config& cfg) {
@@ -177,6 +178,7 @@ int run_cuda(options& o, const llama_config& cfg) {
   in.accum = o.accum, in.seed = o.seed, in.shuffle = !o.no_shuffle, in.opt = optimizer_of(o);
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.save_dtype = o.save_dtype;
   in.metrics = o.metrics, in.trace_file = o.trace, in.bf16 = o.compute_dtype == "bf16";
+  in.checkpoint = checkpoint_of(o);
   return train_llama_cli::run_on_cuda(in);
 #else
   (void)o, (void)cfg;
@@ -253,9 +255,6 @@ int run(int argc, char** argv) {
     check(o.ranks >= 0, "--ranks must be >= 0");
     check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
           "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
-    check(o.recipe.empty() ? o.ckpt_folder.empty() : true,
-          "--checkpoint.folder needs --recipe (distributed checkpoints save a recipe's sharded state; "
-          "for one rank use --recipe debug_fsdp --ranks 1)");
     check(o.compute_dtype == "f32" || o.device == "cuda",
           "training.compute_dtype (--compute-dtype) bf16 runs on GPUs (--device cuda); the CPU trains with f32 "
           "operands");
@@ -334,7 +333,7 @@ int run(int argc, char** argv) {
               peak / 1e9, cpu::blas_core().c_str(), train::usable_cores(), flops_per_token(*cfg, o.seq_len) / 1e6);
 
   train::trainer tr(model, loader, o.steps, o.accum, optimizer_of(o), peak);
-  train_llama_cli::run_steps(tr, o.steps, jsonl, o.trace);
+  train_llama_cli::run_steps(model, tr, loader, checkpoint_of(o), jsonl, o.trace);
   if (!o.save_weights.empty()) {
     train::save_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.save_weights,
                               o.save_dtype == "bf16" ? train::safetensors::dtype::bf16
@@ -362,9 +361,16 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
   in.tokens = &tokens;
   in.trace_file = o.trace;
-  in.checkpoint.folder = o.ckpt_folder, in.checkpoint.interval = o.ckpt_interval;
-  in.checkpoint.keep_latest_k = o.ckpt_keep, in.checkpoint.mode = train::parse_async_mode(o.ckpt_async);
+  in.checkpoint = checkpoint_of(o);
   return in;
+}
+
+/// --checkpoint.*: distributed checkpoints, of a recipe's ranks or of the single rank.
+train::checkpoint_options checkpoint_of(const options& o) {
+  train::checkpoint_options c;
+  c.folder = o.ckpt_folder, c.interval = o.ckpt_interval, c.keep_latest_k = o.ckpt_keep;
+  c.mode = train::parse_async_mode(o.ckpt_async);
+  return c;
 }
 
 /// --device cuda --recipe: the recipe's ranks on GPUs (train_llama_cuda.cu).

@@ -89,7 +89,7 @@ int run_on(const cuda_inputs& in) {
               in.bf16 ? "bf16" : "f32", peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
 
   train::basic_trainer<device_llama<K>> tr(model, loader, in.steps, in.accum, in.opt, peak);
-  run_steps(tr, in.steps, jsonl, in.trace_file);
+  run_steps(model, tr, loader, in.checkpoint, jsonl, in.trace_file);
   if (!in.save_weights.empty()) {
     model.store_params(host);
     train::save_hf_checkpoint(c, slot, in.save_weights,

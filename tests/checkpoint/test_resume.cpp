@@ -254,3 +254,81 @@ TEST_CASE("a pipeline recipe saves and resumes bit-identically (debug_pp, 2 thre
   REQUIRE(second.size() == 10);
   for (std::size_t i = 0; i < 10; ++i) CHECK(second[i] == straight[10 + i]);
 }
+
+namespace {
+/// Steps [from, to) of one rank's smallmodel (basic_llama_model<K>, no mesh), as run() does
+/// for a recipe: from 0 it initialises the weights, else it resumes from `folder`.
+template <class K = cpu_kernels>
+std::vector<double> run_one(const std::vector<std::int32_t>& toks, std::int64_t from, std::int64_t to,
+                            const std::string& folder, std::int64_t save_at,
+                            train::async_mode mode = train::async_mode::disabled) {
+  using model_t = basic_llama_model<K>;
+  model_t m(tc::smallmodel::config);
+  m.init_weights(from == 0 ? 9 : 1234);
+  train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+  train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+  train::checkpointer<model_t> ck(m, tr, loader, {.folder = folder, .mode = mode});
+  if (from > 0) {
+    const auto s = ck.resume();
+    REQUIRE(s.has_value());
+    CHECK(*s == from);
+    CHECK(tr.step() == from);
+  }
+  std::vector<double> losses;
+  for (std::int64_t s = from; s < to; ++s) {
+    losses.push_back(tr.train_step().loss);
+    if (s + 1 == save_at) ck.save(s + 1);
+  }
+  ck.finish();
+  return losses;
+}
+}  // namespace
+
+// A single-rank model (llama_model, device_llama: no mesh) writes the files of rank 0 of a
+// world of one, each tensor one box: they resume on one rank bit-identically, and on any
+// recipe as a recipe's checkpoint does (and a recipe's on one rank).
+TEST_CASE("a single-rank model's checkpoints: bit-identical resume, and resharded to and from debug_2d") {
+  const auto toks = tc::tokens();
+  const auto straight = run_one(toks, 0, 20, "", 0);
+  REQUIRE(straight.size() == 20);
+  CHECK(tc::deviation(straight_2d(), straight) <= 1e-6);  // (what the reshards below are held to)
+  for (auto mode : {train::async_mode::disabled, train::async_mode::async}) {
+    CAPTURE(static_cast<int>(mode));
+    scratch s(mode == train::async_mode::async ? "one_async" : "one_sync");
+    const auto first = run_one(toks, 0, 10, s.dir.string(), 10, mode);
+    const auto meta = io::checkpoint::read_metadata(io::checkpoint::step_folder(s.dir, 10));
+    CHECK(meta.tensors.size() == 3 * static_cast<std::size_t>(llama_model(tc::smallmodel::config).n_tensors()));
+    for (const auto& t : meta.tensors) {  // each tensor whole, in one box of shard-0
+      REQUIRE(t.boxes.size() == 1);
+      CHECK(t.boxes[0].where == whole_box(t.shape));
+      CHECK(t.boxes[0].file == "shard-0.safetensors");
+    }
+    const auto second = run_one(toks, 10, 20, s.dir.string(), 0);
+    const auto staged = run_one<testing::staged_kernels>(toks, 10, 20, s.dir.string(), 0);  // a device model loads it
+    REQUIRE(second.size() == 10);
+    REQUIRE(staged.size() == 10);
+    for (std::size_t i = 0; i < 10; ++i) {
+      CHECK(first[i] == straight[i]);
+      CHECK(second[i] == straight[10 + i]);  // bit-identical
+      CHECK(staged[i] == straight[10 + i]);
+    }
+  }
+  {  // a device model's save (staged through the host) resumes on the host
+    scratch s("one_staged");
+    run_one<testing::staged_kernels>(toks, 0, 4, s.dir.string(), 4, train::async_mode::async);
+    const auto on_host = run_one(toks, 4, 8, s.dir.string(), 0);
+    REQUIRE(on_host.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) CHECK(on_host[i] == straight[4 + i]);
+  }
+  CHECK(memory_tracker<staged::space>::current_bytes() == 0);
+  const auto ref = tail(straight, 10);
+  scratch one("one_to_2d"), two("2d_to_one");
+  run_one(toks, 0, 10, one.dir.string(), 10);
+  const double to_2d = tc::deviation(ref, run<small<recipes::debug_2d>>(4, toks, 10, 20, one.dir.string(), 0));
+  run<small<recipes::debug_2d>>(4, toks, 0, 10, two.dir.string(), 10);
+  const double to_one = tc::deviation(ref, run_one(toks, 10, 20, two.dir.string(), 0));
+  std::printf("one rank's checkpoint resumed in debug_2d on 4 ranks: %.2e relative; debug_2d's on one rank: %.2e\n",
+              to_2d, to_one);
+  CHECK(to_2d <= 1e-6);
+  CHECK(to_one <= 1e-6);
+}

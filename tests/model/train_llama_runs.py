@@ -12,8 +12,9 @@
   train_llama_runs.py cuda EXE EMULATED            --device cuda of EMULATED (train_llama_emulated:
                                                   the trainer's GPU path on the host's CUDA
                                                   emulation) trains as --device cpu of EXE, in
-                                                  f32 and with --compute-dtype bf16, and saves
-                                                  the weights it trained
+                                                  f32 and with --compute-dtype bf16, saves
+                                                  the weights it trained, and its checkpoints
+                                                  resume on the CPU (and the CPU's on it)
   train_llama_runs.py cuda_recipes EXE EMULATED    the same, and --recipe debug_2d on 4 emulated
                                                   GPUs over the emulated NCCL trains as on 4 CPU
                                                   thread ranks (EMULATED built with
@@ -31,6 +32,7 @@ import json
 import os
 import pathlib
 import random
+import shutil
 import struct
 import subprocess
 import sys
@@ -185,10 +187,11 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
     tok = d / "t.bin"
     tokens(tok)
     common = ["--tokens", str(tok), "--batch", "2", "--seq-len", "64", "--steps", "3", "--seed", "5"]
+    ck = lambda name: ["--checkpoint.folder", str(d / name), "--checkpoint.interval", "2"]
     cpu = run([exe, "--device", "cpu", "--metrics", str(d / "cpu.jsonl"), "--save-weights",
-               str(d / "cpu.safetensors")] + common)
+               str(d / "cpu.safetensors")] + common + ck("cpu_ck"))
     out = run([emulated, "--device", "cuda", "--metrics", str(d / "cuda.jsonl"), "--save-weights",
-               str(d / "cuda.safetensors")] + common)
+               str(d / "cuda.safetensors")] + common + ck("cuda_ck"))
     if gpus:
         print(out)
         check("CUDA emulation" not in out, f"--device cuda ran on the emulation, not a GPU:\n{out}")
@@ -202,6 +205,15 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
     check(rel(b, a) < 2 ** -8, f"--device cuda's losses {b} differ from --device cpu's {a}")
     w_cpu, w_cuda = (d / "cpu.safetensors").read_bytes(), (d / "cuda.safetensors").read_bytes()
     check(len(w_cpu) == len(w_cuda) and len(w_cuda) > 1000000, "the weights saved from the device differ in size")
+    # distributed checkpoints of the single rank (step 2 of 3): the GPU's resumes on the CPU and
+    # the CPU's on the GPU, each step 3 as the uninterrupted runs'
+    for saved, on, what in (("cuda_ck", [exe, "--device", "cpu"], "the CPU"),
+                            ("cpu_ck", [emulated, "--device", "cuda"], "the GPU")):
+        shutil.rmtree(d / saved / "step-3")
+        res = run(on + ["--metrics", str(d / "resumed.jsonl")] + common + ck(saved))
+        r = losses(d / "resumed.jsonl")
+        check("resumed from" in res and "at step 2" in res and len(r) == 1 and rel(r, a[2:]) < 2 ** -8,
+              f"{saved}'s step 2 resumed on {what}: step 3's loss {r}, the uninterrupted run's {a[2:]}:\n{res}")
     bf = run([emulated, "--device", "cuda", "--compute-dtype", "bf16", "--metrics", str(d / "bf16.jsonl")] + common)
     check("bf16 operands on the tensor cores" in bf, f"--compute-dtype bf16 did not say so:\n{bf}")
     c = losses(d / "bf16.jsonl")

@@ -50,6 +50,14 @@ struct box {
   friend constexpr bool operator==(const box&, const box&) = default;
 };
 
+/// The box of a whole tensor of shape `s` (offsets 0).
+constexpr box whole_box(const shape_t& s) noexcept {
+  box b;
+  b.rank = s.rank;
+  for (int d = 0; d < s.rank; ++d) b.size[static_cast<std::size_t>(d)] = s[d];
+  return b;
+}
+
 /// The intersection of two boxes (size 0 along a dim where they do not overlap).
 constexpr box intersect(const box& a, const box& b) noexcept {
   box r;

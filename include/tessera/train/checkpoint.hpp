@@ -20,12 +20,16 @@
 //   - load(dir) / resume(): every rank reads exactly the saved boxes that intersect its own
 //     storage boxes, checks checksums, names and shapes, and restores the trainer's step and
 //     the loader's position.
+// A single-rank model (basic_llama_model<K>: llama_model, device_llama; no mesh) writes the
+// same files as rank 0 of a world of one, each tensor whole: its checkpoints resume on any
+// recipe and mesh, and a recipe's resume on one rank.
 // A model on a device backend (parallel_llama<R, cuda_kernels>: state in GPU memory, an NCCL
 // mesh) checkpoints the same files: its blocks are copied to the host staging arena in both
 // modes (the backend's to_host), loads go through a host buffer (to_device), and the few
 // integers the ranks exchange travel through device memory, which is what NCCL moves.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -45,6 +49,8 @@
 #include <tessera/core/error.hpp>
 #include <tessera/io/checkpoint_format.hpp>
 #include <tessera/io/checkpoint_io.hpp>
+#include <tessera/layout/local_shape.hpp>
+#include <tessera/model/llama_params.hpp>
 #include <tessera/tensor/memory.hpp>
 #include <tessera/train/data.hpp>
 #include <tessera/train/trainer.hpp>
@@ -88,6 +94,7 @@ class checkpointer {
   using K = typename kernels_of<Model>::type;
   using space = typename K::space;
   static constexpr bool on_host = space::host_accessible;
+  static constexpr bool on_mesh = requires(Model& m) { m.mesh().world(); };
 
  public:
   checkpointer(Model& model, basic_trainer<Model>& trainer, batch_loader& loader, checkpoint_options opt)
@@ -109,14 +116,13 @@ class checkpointer {
     check(!opt_.folder.empty(), "checkpoint: no --checkpoint.folder given");
     const auto t0 = clock::now();
     finish();  // a new checkpoint waits for the previous one
-    auto& world = m_.mesh().world();
-    const int rank = world.rank();
-    const std::int64_t nworld = world.size();
+    const int rank = rank_of();
+    const std::int64_t nworld = world_size();
     if (writes_.empty()) writes_ = who_writes();  // collective, once: the storage boxes do not change
     const std::filesystem::path folder = opt_.folder;
     std::filesystem::path tmp;
     if (rank == 0) tmp = io::checkpoint::begin_save(folder, step);
-    world.barrier().wait();  // the folder exists before anyone writes into it
+    barrier();  // the folder exists before anyone writes into it
     tmp = io::checkpoint::temp_folder(folder, step);
     const auto t1 = clock::now();
     auto w = std::make_unique<io::checkpoint::shard_writer>();
@@ -153,7 +159,7 @@ class checkpointer {
       });
     } else {
       job();
-      world.barrier().wait();  // every rank returns with the checkpoint committed
+      barrier();  // every rank returns with the checkpoint committed
     }
     last_.blocked_s = seconds(t0, clock::now());
   }
@@ -173,17 +179,16 @@ class checkpointer {
   /// if there is one (collective); returns its step.
   std::optional<std::int64_t> resume() {
     if (opt_.folder.empty()) return std::nullopt;
-    io::checkpoint::check_writable(opt_.folder, m_.mesh().world().rank());  // every rank: all fail alike
+    io::checkpoint::check_writable(opt_.folder, rank_of());  // every rank: all fail alike
     const auto dir = io::checkpoint::latest(opt_.folder);
     std::int64_t mine = dir ? io::checkpoint::read_metadata(*dir).step : -1;
-    auto& world = m_.mesh().world();
-    std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
-    gather_i64(world, &mine, all.data(), 1);
+    std::vector<std::int64_t> all(static_cast<std::size_t>(world_size()));
+    gather_i64(&mine, all.data(), 1);
     for (std::size_t r = 0; r < all.size(); ++r)
       if (all[r] != mine)
         throw error("checkpoint: ranks see different latest checkpoints in '" + opt_.folder + "' (rank " +
                     std::to_string(r) + ": step " + std::to_string(all[r]) + ", rank " +
-                    std::to_string(world.rank()) + ": step " + std::to_string(mine) +
+                    std::to_string(rank_of()) + ": step " + std::to_string(mine) +
                     "); is the folder shared by every rank?");
     if (!dir) return std::nullopt;
     return load(*dir);
@@ -194,7 +199,7 @@ class checkpointer {
     io::checkpoint::box_reader r(dir);
     const auto& meta = r.meta();
     const std::string mpath = (dir / io::checkpoint::metadata_file).string();
-    const std::int64_t n = m_.model().n_tensors();
+    const std::int64_t n = llm().n_tensors();
     if (static_cast<std::int64_t>(meta.tensors.size()) != 3 * n)
       throw error("checkpoint: '" + mpath + "' holds " + std::to_string(meta.tensors.size()) +
                   " tensors; this model's checkpoint has " + std::to_string(3 * n) +
@@ -202,12 +207,12 @@ class checkpointer {
     float* p0 = m_.params().data();
     read_bytes_ = 0;
     for (std::int64_t i = 0; i < n; ++i) {
-      const box b = m_.storage_box(i);
+      const box b = block(i);
       if (b.numel() == 0) continue;
-      const shape_t g = m_.global_shape(i);
-      const std::string name = m_.model().name(i);
-      const std::ptrdiff_t off = m_.stored(i) - p0;
-      float* to[3] = {m_.stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
+      const shape_t g = param_global_shape(llm().entry(i));
+      const std::string name = llm().name(i);
+      const std::ptrdiff_t off = stored(i) - p0;
+      float* to[3] = {stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
       const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
       for (int k = 0; k < 3; ++k) {
         if constexpr (on_host) {
@@ -267,12 +272,41 @@ class checkpointer {
 
   static double seconds(clock::time_point a, clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
+  // What the checkpointer reads of the model: a parallel one's mesh and stored blocks, or a
+  // single-rank one's whole tensors as rank 0 of a world of one.
+  auto& llm() {
+    if constexpr (on_mesh) return m_.model();
+    else return m_;
+  }
+  box block(std::int64_t i) {
+    if constexpr (on_mesh) return m_.storage_box(i);
+    else return whole_box(param_global_shape(m_.entry(i)));
+  }
+  float* stored(std::int64_t i) {
+    if constexpr (on_mesh) return m_.stored(i);
+    else return m_.param(i);
+  }
+  int rank_of() {
+    if constexpr (on_mesh) return m_.mesh().world().rank();
+    else return 0;
+  }
+  std::int64_t world_size() {
+    if constexpr (on_mesh) return m_.mesh().world().size();
+    else return 1;
+  }
+  void barrier() {
+    if constexpr (on_mesh) m_.mesh().world().barrier().wait();
+  }
+
   /// all[r * n + k] = rank r's mine[k], on every rank (through device memory where the
   /// model's communicator moves device buffers).
-  static void gather_i64(comm::any_communicator& world, const std::int64_t* mine, std::int64_t* all, std::size_t n) {
-    if constexpr (on_host) {
-      world.all_gather(mine, all, n, comm::dtype::i64).wait();
+  void gather_i64(const std::int64_t* mine, std::int64_t* all, std::size_t n) {
+    if constexpr (!on_mesh) {
+      std::copy(mine, mine + n, all);
+    } else if constexpr (on_host) {
+      m_.mesh().world().all_gather(mine, all, n, comm::dtype::i64).wait();
     } else {
+      auto& world = m_.mesh().world();
       const std::size_t ranks = static_cast<std::size_t>(world.size());
       space_vector<std::int64_t, space> d(n * (ranks + 1));
       space::from_host(d.data(), mine, n * sizeof(std::int64_t));
@@ -306,24 +340,24 @@ class checkpointer {
   /// state, no copy (training waits for the write anyway) -- but a device model's state is
   /// always copied to the arena (the backend's to_host), in both modes.
   void stage_into(io::checkpoint::shard_writer& w) {
-    const std::int64_t n = m_.model().n_tensors();
+    const std::int64_t n = llm().n_tensors();
     const bool copy = opt_.mode == async_mode::async || !on_host;
     if (copy && arena_.empty()) {
       std::size_t total = 0;
       for (std::int64_t i = 0; i < n; ++i)
-        if (writes_[static_cast<std::size_t>(i)]) total += 3 * static_cast<std::size_t>(m_.storage_box(i).numel());
+        if (writes_[static_cast<std::size_t>(i)]) total += 3 * static_cast<std::size_t>(block(i).numel());
       arena_.assign(total, 0.0f);  // value-initialised: every page touched now, not in the next save
     }
     float* p0 = m_.params().data();
     float* at = arena_.data();
     for (std::int64_t i = 0; i < n; ++i) {
       if (!writes_[static_cast<std::size_t>(i)]) continue;
-      const box b = m_.storage_box(i);
+      const box b = block(i);
       const auto count = static_cast<std::size_t>(b.numel());
-      const shape_t g = m_.global_shape(i);
-      const std::string name = m_.model().name(i);
-      const std::ptrdiff_t off = m_.stored(i) - p0;
-      const float* from[3] = {m_.stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
+      const shape_t g = param_global_shape(llm().entry(i));
+      const std::string name = llm().name(i);
+      const std::ptrdiff_t off = stored(i) - p0;
+      const float* from[3] = {stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
       const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
       for (int k = 0; k < 3; ++k) {
         if (!copy) {
@@ -344,22 +378,21 @@ class checkpointer {
   /// For each parameter: whether this rank writes its block (it holds one, and no lower
   /// rank holds the same box). One all-gather of every rank's boxes.
   std::vector<bool> who_writes() {
-    auto& world = m_.mesh().world();
-    const std::int64_t n = m_.model().n_tensors();
+    const std::int64_t n = llm().n_tensors();
     const std::size_t per = static_cast<std::size_t>(n) * 2 * max_tensor_rank;
-    std::vector<std::int64_t> mine(per, 0), all(per * static_cast<std::size_t>(world.size()));
+    std::vector<std::int64_t> mine(per, 0), all(per * static_cast<std::size_t>(world_size()));
     for (std::int64_t i = 0; i < n; ++i) {
-      const box b = m_.storage_box(i);
+      const box b = block(i);
       for (int d = 0; d < max_tensor_rank; ++d) {
         mine[static_cast<std::size_t>((i * 2) * max_tensor_rank + d)] = b.offset[static_cast<std::size_t>(d)];
         mine[static_cast<std::size_t>((i * 2 + 1) * max_tensor_rank + d)] = b.numel() ? b.size[static_cast<std::size_t>(d)] : 0;
       }
     }
-    gather_i64(world, mine.data(), all.data(), per);
+    gather_i64(mine.data(), all.data(), per);
     std::vector<bool> w(static_cast<std::size_t>(n));
-    const int rank = world.rank();
+    const int rank = rank_of();
     for (std::int64_t i = 0; i < n; ++i) {
-      if (m_.storage_box(i).numel() == 0) continue;
+      if (block(i).numel() == 0) continue;
       const std::size_t at = static_cast<std::size_t>(i) * 2 * max_tensor_rank, len = 2 * max_tensor_rank;
       bool first = true;
       for (int q = 0; q < rank && first; ++q)

@@ -294,15 +294,18 @@ int run(int argc, char** argv) {
   if (!has_token_source(o, *cfg)) return 2;
   if (o.device == "cuda") return run_cuda(o, *cfg);
 
-  // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter.
-  const double state_bytes = 16.0 * static_cast<double>(param_count(*cfg));
+  // Parameters, gradients and two AdamW moments in f32: 16 bytes per parameter; an async
+  // checkpoint's staging arena (weights and both moments) 12 more.
+  const bool staged = !o.ckpt_folder.empty() && o.ckpt_async == "async";
+  const double state_bytes = (staged ? 28.0 : 16.0) * static_cast<double>(param_count(*cfg));
   const double ram = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (state_bytes > ram) {
-    char msg[256];
+    char msg[384];
     std::snprintf(msg, sizeof msg,
-                  "%s needs %.1f GiB for f32 parameters, gradients and AdamW moments alone; this "
+                  "%s needs %.1f GiB for f32 parameters, gradients and AdamW moments%s alone; this "
                   "machine has %.1f GiB (shard it with the parallel policies)",
-                  std::string(cfg->name).c_str(), state_bytes / (1 << 30), ram / (1 << 30));
+                  std::string(cfg->name).c_str(), state_bytes / (1 << 30),
+                  staged ? " and the async checkpoint's staging copy" : "", ram / (1 << 30));
     throw error(msg);
   }
 

@@ -1,7 +1,9 @@
-// The shipped recipes on GPUs, in two halves: run_recipe_half<H> runs recipe `name` with
-// cuda_kernels when it is in half H (train_llama_cuda.cu instantiates half 0,
-// train_llama_cuda_recipes.cu half 1 -- the recipes with a pipeline or context parallel --, so nvcc
-// compiles the two side by side). Included by those .cu files only.
+// The shipped recipes on GPUs, in two halves: run_recipe_half<H, K> runs recipe `name` on kernel
+// backend K (cuda_kernels, or cuda_bf16_kernels for bf16 operands) when it is in half H
+// (train_llama_cuda.cu instantiates half 0 with cuda_kernels, train_llama_cuda_recipes.cu half 1
+// -- the recipes with a pipeline or context parallel --, train_llama_cuda_bf16.cu and
+// train_llama_cuda_bf16_recipes.cu the same with cuda_bf16_kernels, so nvcc compiles the four
+// side by side). Included by those .cu files only.
 #pragma once
 
 #include <cstdint>
@@ -29,9 +31,9 @@ constexpr int recipe_half() {
 }
 
 #ifdef TESSERA_HAS_NCCL
-/// Runs recipe `name` if it is in half H (one GPU per rank, over NCCL bootstrapped through
-/// `mpi`, or `ranks` threads on GPUs 0..ranks-1); false when it is not in this half.
-template <int H>
+/// Runs recipe `name` on backend K if it is in half H (one GPU per rank, over NCCL bootstrapped
+/// through `mpi`, or `ranks` threads on GPUs 0..ranks-1); false when it is not in this half.
+template <int H, class K>
 bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
                      const run_inputs& in) {
   using namespace tessera;
@@ -42,7 +44,7 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
       if (mpi) {
         const auto mesh = bind_mesh<R>(mpi->size(), true);
         auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
-        run_rank<R, cuda_kernels>(nc, *mpi, mesh, in);
+        run_rank<R, K>(nc, *mpi, mesh, in);
       } else {
         const auto mesh = bind_mesh<R>(ranks);
         const int devices = cuda_device_count();
@@ -53,7 +55,7 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
         mine.local_ranks = static_cast<int>(ranks);
         comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
           auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
-          run_rank<R, cuda_kernels>(nc, c, mesh, mine);
+          run_rank<R, K>(nc, c, mesh, mine);
         });
       }
       ran = true;
@@ -61,10 +63,13 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
   });
   return ran;
 }
-extern template bool run_recipe_half<0>(const std::string&, tessera::comm::any_communicator*, std::int64_t,
-                                        const run_inputs&);
-extern template bool run_recipe_half<1>(const std::string&, tessera::comm::any_communicator*, std::int64_t,
-                                        const run_inputs&);
+#define TESSERA_RECIPE_HALF(H, K) \
+  template bool run_recipe_half<H, K>(const std::string&, tessera::comm::any_communicator*, std::int64_t, \
+                                      const run_inputs&)
+extern TESSERA_RECIPE_HALF(0, tessera::cuda_kernels);
+extern TESSERA_RECIPE_HALF(1, tessera::cuda_kernels);
+extern TESSERA_RECIPE_HALF(0, tessera::cuda_bf16_kernels);
+extern TESSERA_RECIPE_HALF(1, tessera::cuda_bf16_kernels);
 #endif
 
 }  // namespace train_llama_cli

@@ -46,8 +46,11 @@ struct run_inputs {
   /// Ranks of this process (threads: all of them; one under mpirun).
   int local_ranks = 1;
   /// Distributed checkpoints (--checkpoint.*): resume from the latest complete one in the
-  /// folder, save every interval steps and after the last step (host backends only).
+  /// folder, save every interval steps and after the last step.
   train::checkpoint_options checkpoint;
+  /// --device cuda: bf16 operands for the GEMMs and the attention (training.compute_dtype =
+  /// bf16: cuda_bf16_kernels), else f32 (cuda_kernels).
+  bool bf16 = false;
 };
 
 /// What memory the progress lines' "memory" is, and what the MFU denominator measured.
@@ -57,7 +60,8 @@ std::string hardware_words(int local_ranks) {
     return "(measured sgemm, once per host; the MFU denominator); \"memory\" below is the peak of tessera's tracked "
            "host memory of this process (" + std::to_string(local_ranks) + (local_ranks == 1 ? " rank)" : " ranks together)");
   else
-    return "(each rank's measured " + std::string(K::name) + " f32 GEMM peak; rank 0's; the MFU denominator); "
+    return "(each rank's measured " + std::string(K::name) + " GEMM peak, " +
+           (K::name.ends_with("bf16") ? "bf16" : "f32") + " operands; rank 0's; the MFU denominator); "
            "\"memory\" below is the peak of tessera's tracked " + std::string(K::space::name) + " memory of this "
            "process (" + std::to_string(local_ranks) + (local_ranks == 1 ? " rank)" : " ranks together)");
 }

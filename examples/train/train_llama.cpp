@@ -258,10 +258,6 @@ int run(int argc, char** argv) {
     check(o.compute_dtype == "f32" || o.device == "cuda",
           "training.compute_dtype (--compute-dtype) bf16 runs on GPUs (--device cuda); the CPU trains with f32 "
           "operands");
-    check(o.compute_dtype == "f32" || o.recipe.empty(),
-          "training.compute_dtype (--compute-dtype) bf16 trains one GPU, without --recipe; a recipe's ranks on GPUs "
-          "compute with f32 operands (FSDP's mixed_precision<bf16, float> gathers bf16 parameters: --recipe "
-          "debug_fsdp_bf16)");
 #ifdef TESSERA_HAS_CUDA_TRAINER
     if (o.device == "cuda")
       if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);
@@ -365,6 +361,7 @@ train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::i
   in.tokens = &tokens;
   in.trace_file = o.trace;
   in.checkpoint = checkpoint_of(o);
+  in.bf16 = o.compute_dtype == "bf16";  // (--device cuda only: refused on the CPU)
   return in;
 }
 

@@ -109,12 +109,19 @@ int run_recipe_on_cuda(const std::string& name, comm::any_communicator* mpi, std
   throw error("--device cuda --recipe: this train_llama was built without NCCL (the ranks' communicators on GPUs); "
               "install NCCL and reconfigure, or train one rank with --device cuda");
 #else
-  return run_recipe_half<0>(name, mpi, ranks, in) || run_recipe_half<1>(name, mpi, ranks, in) ? 0 : 2;
+  if (in.bf16)
+    return run_recipe_half<0, cuda_bf16_kernels>(name, mpi, ranks, in) ||
+                   run_recipe_half<1, cuda_bf16_kernels>(name, mpi, ranks, in)
+               ? 0
+               : 2;
+  return run_recipe_half<0, cuda_kernels>(name, mpi, ranks, in) || run_recipe_half<1, cuda_kernels>(name, mpi, ranks, in)
+             ? 0
+             : 2;
 #endif
 }
 
 #ifdef TESSERA_HAS_NCCL
-template bool run_recipe_half<0>(const std::string&, comm::any_communicator*, std::int64_t, const run_inputs&);
+TESSERA_RECIPE_HALF(0, cuda_kernels);
 #endif
 
 }  // namespace train_llama_cli

@@ -7,7 +7,6 @@
 
 namespace train_llama_cli {
 #ifdef TESSERA_HAS_NCCL
-template bool run_recipe_half<1>(const std::string&, tessera::comm::any_communicator*, std::int64_t,
-                                 const run_inputs&);
+TESSERA_RECIPE_HALF(1, tessera::cuda_kernels);
 #endif
 }  // namespace train_llama_cli

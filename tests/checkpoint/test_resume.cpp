@@ -36,6 +36,26 @@ using checkpoint_test::scratch;
 // block the same way at any size, and this file's runs took 81 s on the debug model.
 using tc::small;
 
+/// Steps [from, to) of `tr`, resuming first when from > 0 (the resumed step must be `from`);
+/// saves after step `save_at` (0: never). The losses.
+template <class Model>
+std::vector<double> steps_of(train::basic_trainer<Model>& tr, train::checkpointer<Model>& ck, std::int64_t from,
+                             std::int64_t to, std::int64_t save_at) {
+  if (from > 0) {
+    const auto s = ck.resume();
+    REQUIRE(s.has_value());
+    CHECK(*s == from);
+    CHECK(tr.step() == from);
+  }
+  std::vector<double> losses;
+  for (std::int64_t s = from; s < to; ++s) {
+    losses.push_back(tr.train_step().loss);
+    if (s + 1 == save_at) ck.save(s + 1);
+  }
+  ck.finish();
+  return losses;
+}
+
 /// Steps [from, to) of recipe R on `world` threads, on kernel backend K: from 0 it
 /// initialises the weights, else it resumes from the latest checkpoint in `folder`; saves
 /// after step `save_at` (0: never).
@@ -52,18 +72,7 @@ std::vector<double> run(int world, const std::vector<std::int32_t>& toks, std::i
     train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
     train::basic_trainer<model_t> tr(pm, loader, tc::steps, 1, tc::options<typename R::model>(), 0);
     train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
-    if (from > 0) {
-      const auto s = ck.resume();
-      REQUIRE(s.has_value());
-      CHECK(*s == from);
-      CHECK(tr.step() == from);
-    }
-    std::vector<double> losses;
-    for (std::int64_t s = from; s < to; ++s) {
-      losses.push_back(tr.train_step().loss);
-      if (s + 1 == save_at) ck.save(s + 1);
-    }
-    ck.finish();
+    const auto losses = steps_of(tr, ck, from, to, save_at);
     if (c.rank() == 0) got = losses;
   });
   return got;
@@ -268,19 +277,7 @@ std::vector<double> run_one(const std::vector<std::int32_t>& toks, std::int64_t 
   train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
   train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
   train::checkpointer<model_t> ck(m, tr, loader, {.folder = folder, .mode = mode});
-  if (from > 0) {
-    const auto s = ck.resume();
-    REQUIRE(s.has_value());
-    CHECK(*s == from);
-    CHECK(tr.step() == from);
-  }
-  std::vector<double> losses;
-  for (std::int64_t s = from; s < to; ++s) {
-    losses.push_back(tr.train_step().loss);
-    if (s + 1 == save_at) ck.save(s + 1);
-  }
-  ck.finish();
-  return losses;
+  return steps_of(tr, ck, from, to, save_at);
 }
 }  // namespace
 

@@ -6,9 +6,13 @@
 // KV heads), FSDP x TP with bf16 gathers, and pipeline
 // parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP), context parallel
 // (ring attention, head-tail) over 2 or 4; and FSDP with Float8
-// tensorwise and the FP8 all-gather on every visible GPU. Without a GPU it prints why and
-// exits 77 (ctest: skipped, never passed). Tolerance as gpu.cuda_llama's: every loss and
-// gradient norm within 2^-8 of the CPU's, relative (f32 on both sides, sums in another order).
+// tensorwise and the FP8 all-gather on every visible GPU. With bf16 operands
+// (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
+// `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
+// rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
+// pipeline x TP and CP ring. Without a GPU it prints why and exits 77 (ctest: skipped, never
+// passed). Tolerance as gpu.cuda_llama's: every loss and gradient norm within 2^-8 of the
+// CPU's, relative (f32 on both sides, sums in another order; bf16 operands rounded alike).
 #include <cmath>
 #include <cstdio>
 #include <utility>
@@ -75,16 +79,13 @@ struct pp_zbv_tp {
                            tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
 
-template <class R>
+template <class R, class CpuK = cpu_kernels, class GpuK = cuda_kernels>
 int compare(int world, const char* what) {
-  testing::step_record cpu, gpu;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto r = testing::recipe_steps<R, cpu_kernels>(c, world, 32);
-    if (c.rank() == 0) cpu = std::move(r);
-  });
+  const testing::step_record cpu = testing::recipe_steps_on_threads<R, CpuK>(world, 32);
+  testing::step_record gpu;
   comm::run_threads(world, [&](comm::threads_communicator& boot) {
     auto nc = comm::nccl_communicator::bootstrap(boot);
-    auto r = testing::recipe_steps<R, cuda_kernels>(nc, world, 32);
+    auto r = testing::recipe_steps<R, GpuK>(nc, world, 32);
     if (boot.rank() == 0) gpu = std::move(r);
   });
   std::printf("%s on %d GPU(s) against the CPU on %d thread ranks:\n", what, world, world);
@@ -111,6 +112,14 @@ int main() {
       bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
       bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
+    }
+    using bf16_cpu = cpu_bf16_kernels;
+    using bf16_gpu = cuda_bf16_kernels;
+    bad += compare<fsdp_all, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP");
+    if (world >= 2) {
+      bad += compare<fsdp_tp_bf16, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP (bf16 gathers) x TP");
+      bad += compare<pp_zbv_tp, bf16_cpu, bf16_gpu>(world, "bf16 operands: pipeline ZBV x TP + SP + loss parallel");
+      bad += compare<cp_ring, bf16_cpu, bf16_gpu>(world, "bf16 operands: context parallel (ring, head-tail)");
     }
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());

@@ -17,7 +17,8 @@
                                                   resume on the CPU (and the CPU's on it)
   train_llama_runs.py cuda_recipes EXE EMULATED    the same, and --recipe debug_2d on 4 emulated
                                                   GPUs over the emulated NCCL trains as on 4 CPU
-                                                  thread ranks (EMULATED built with
+                                                  thread ranks, and with --compute-dtype bf16
+                                                  within 1% of them (EMULATED built with
                                                   TESSERA_EMULATED_TRAINER_RECIPES)
   train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
                                                   --device cuda (f32 and bf16 operands) against
@@ -238,6 +239,11 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
         a, b = losses(d / "r_cpu.jsonl"), losses(d / "r_cuda.jsonl")
         check(len(a) == 2 and len(b) == 2 and rel(b, a) < 2 ** -8,
               f"--device cuda --recipe {recipe} --ranks {ranks}'s losses {b} differ from the CPU's {a}:\n{out}")
+        # bf16 operands on every rank: within 1% of f32's, as one GPU's (docs/training.md)
+        out = run([emulated, "--device", "cuda", "--compute-dtype", "bf16", "--metrics", str(d / "r_bf16.jsonl")] + rc)
+        c = losses(d / "r_bf16.jsonl")
+        check("bf16 operands" in out and len(c) == 2 and rel(c, a) < 1e-2,
+              f"--device cuda --compute-dtype bf16 --recipe {recipe}'s losses {c} are not within 1% of f32's {a}:\n{out}")
 
 
 def visible_gpus(exe):

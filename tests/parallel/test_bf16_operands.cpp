@@ -21,10 +21,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <utility>
 
 #include <recipe_steps.hpp>
-#include <tessera/comm/threads.hpp>
 #include <tessera/kernels/backend.hpp>
 
 #include "recipes_tiny.hpp"
@@ -33,15 +31,7 @@ using namespace tessera;
 
 namespace {
 
-template <class R, class K>
-testing::step_record record(int world) {
-  testing::step_record out;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto r = testing::recipe_steps<R, K>(c, world);
-    if (c.rank() == 0) out = std::move(r);
-  });
-  return out;
-}
+using testing::recipe_steps_on_threads;
 
 /// Model M on one rank (FSDP over a mesh of one: parallel_llama's one-rank path).
 template <class M>
@@ -70,8 +60,8 @@ double param_distance(const std::vector<float>& ref, const std::vector<float>& g
 template <class R>
 void against_one_rank(int world, const char* what) {
   CAPTURE(what);
-  const auto ref = record<one_rank<typename R::model>, cpu_bf16_kernels>(1);
-  const auto got = record<R, cpu_bf16_kernels>(world);
+  const auto ref = recipe_steps_on_threads<one_rank<typename R::model>, cpu_bf16_kernels>(1);
+  const auto got = recipe_steps_on_threads<R, cpu_bf16_kernels>(world);
   REQUIRE(got.losses.size() == ref.losses.size());
   REQUIRE(got.params.size() == ref.params.size());
   const double loss = largest_relative(ref.losses, got.losses), norm = largest_relative(ref.norms, got.norms);
@@ -89,7 +79,8 @@ TEST_CASE("recipes with bf16 operands (cpu_bf16_kernels) train as one rank with 
   using namespace tiny_recipes;
   {  // the rounding is there: bf16 operands' gradient norms are far from f32 operands' (1.3e-4),
      // much further than a parallel run's are from one rank's (5.5e-7 at most, below)
-    const auto bf16 = record<fsdp_dyn, cpu_bf16_kernels>(2), f32 = record<fsdp_dyn, cpu_kernels>(2);
+    const auto bf16 = recipe_steps_on_threads<fsdp_dyn, cpu_bf16_kernels>(2);
+    const auto f32 = recipe_steps_on_threads<fsdp_dyn, cpu_kernels>(2);
     std::printf("bf16 operands against f32 operands, FSDP on 2 ranks: losses %.1e, norms %.1e, parameters %.1e\n",
                 largest_relative(f32.losses, bf16.losses), largest_relative(f32.norms, bf16.norms),
                 param_distance(f32.params, bf16.params));

@@ -8,11 +8,8 @@
 // data, moved by the same plans through the space's copies, fences and host transfers.
 #include <doctest/doctest.h>
 
-#include <utility>
-
 #include <recipe_steps.hpp>
 #include <staged_kernels.hpp>
-#include <tessera/comm/threads.hpp>
 
 #include "recipes_tiny.hpp"
 
@@ -21,22 +18,11 @@ using testing::staged_kernels;
 
 namespace {
 
-/// Rank 0's record of recipe R on backend K, `world` thread ranks.
-template <class R, class K>
-testing::step_record train_on(int world) {
-  testing::step_record out;
-  comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto r = testing::recipe_steps<R, K>(c, world);
-    if (c.rank() == 0) out = std::move(r);
-  });
-  return out;
-}
-
 template <class R>
 void same_on_both(int world, const char* what) {
   CAPTURE(what);
-  const auto host = train_on<R, cpu_kernels>(world);
-  const auto staged = train_on<R, staged_kernels>(world);
+  const auto host = testing::recipe_steps_on_threads<R, cpu_kernels>(world);
+  const auto staged = testing::recipe_steps_on_threads<R, staged_kernels>(world);
   CHECK(host.losses == staged.losses);
   CHECK(host.norms == staged.norms);
   CHECK(host.params == staged.params);

@@ -8,9 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <device_llama_steps.hpp>
+#include <tessera/comm/threads.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -50,6 +52,17 @@ step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16) {
     r.params.insert(r.params.end(), p.begin(), p.end());
   }
   return r;
+}
+
+/// Rank 0's record of recipe R on backend K, `world` thread ranks of this process.
+template <class R, class K>
+step_record recipe_steps_on_threads(int world, std::int64_t seq_len = 16) {
+  step_record out;
+  comm::run_threads(world, [&](comm::threads_communicator& c) {
+    auto r = recipe_steps<R, K>(c, world, seq_len);
+    if (c.rank() == 0) out = std::move(r);
+  });
+  return out;
 }
 
 }  // namespace tessera::testing

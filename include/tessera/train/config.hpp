@@ -200,7 +200,7 @@ inline void bind(option_set& options, run_config& c) {
            "write the tokenized corpus as int32 .bin and continue")
       .add_flag("training.no_shuffle", &c.training.no_shuffle, "visit the data windows in file order")
       .add_choice("training.compute_dtype", &c.training.compute_dtype, {"f32", "bf16"},
-                  "operands of the GEMMs and the attention on --device cuda without --recipe: f32, or bf16 "
+                  "operands of the GEMMs and the attention on --device cuda (one GPU, or a recipe's ranks): f32, or bf16 "
                   "(rounded to bf16 on the tensor cores, f32 accumulation, f32 master weights and optimizer)")
       .add("checkpoint.initial_load_path", &c.checkpoint.initial_load_path,
            "Hugging Face safetensors checkpoint to start from")

@@ -71,15 +71,16 @@ int list(const fs::path& dir) {
 int verify(const fs::path& dir) {
   ck::box_reader r(dir);
   std::vector<float> buf;
-  std::uint64_t n = 0, bytes = 0;
+  std::uint64_t n = 0, bytes = 0, chunks = 0;
   for (const auto& t : r.meta().tensors)
     for (const auto& b : t.boxes) {
       buf.resize(static_cast<std::size_t>(b.where.numel()));
-      r.read_box(t, b, buf.data());
-      ++n, bytes += b.end - b.begin;
+      r.read_box(t, b, buf.data(), true);  // (and each chunk's checksum)
+      ++n, bytes += b.end - b.begin, chunks += b.chunk_sums.size();
     }
-  std::printf("%s: OK, %llu boxes of %zu tensors, %.2f MiB, every checksum matches\n", dir.string().c_str(),
-              static_cast<unsigned long long>(n), r.meta().tensors.size(), static_cast<double>(bytes) / (1 << 20));
+  std::printf("%s: OK, %llu boxes of %zu tensors, %.2f MiB, every checksum matches (and %llu of chunks)\n",
+              dir.string().c_str(), static_cast<unsigned long long>(n), r.meta().tensors.size(),
+              static_cast<double>(bytes) / (1 << 20), static_cast<unsigned long long>(chunks));
   return 0;
 }
 

@@ -182,3 +182,89 @@ TEST_CASE("an unwritable folder: a clear error, and the previous checkpoint stay
   fs::permissions(s.dir, fs::perms::owner_all, fs::perm_options::add);
   CHECK(ck::latest(s.dir) == ck::step_folder(s.dir, 1));
 }
+
+// A box of more than chunk_bytes carries each chunk's checksum: a reader that needs part of it
+// (a rank of another mesh) reads and verifies only the chunks holding that part.
+TEST_CASE("chunk checksums: a part of a box reads only its chunks, each verified") {
+  scratch s("chunks");
+  const shape_t g{64, 16};  // 4 KiB; chunks of 512 bytes: 8 rows each
+  std::vector<float> full(64 * 16);
+  for (std::size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);
+  const fs::path tmp = ck::begin_save(s.dir, 1);
+  ck::shard_writer w(512);
+  w.add("w", g, make_box(0, 64, 0, 16), full.data());
+  w.write(tmp, 0);
+  const fs::path dir = ck::commit(s.dir, 1, 1, {});
+  const ck::saved_box& b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
+  REQUIRE(b.chunk_bytes == 512);
+  REQUIRE(b.chunk_sums.size() == 8);
+  std::uint64_t whole = 0;
+  std::vector<std::uint64_t> sums;
+  ck::checksums(full.data(), 4096, 512, whole, sums);  // one pass gives the box's and each chunk's
+  CHECK(whole == ck::checksum(full.data(), 4096));
+  CHECK(sums[3] == ck::checksum(full.data() + 3 * 128, 512));
+  auto read = [&](const box& want, std::uint64_t* bytes = nullptr) {
+    ck::box_reader r(dir);
+    std::vector<float> out(static_cast<std::size_t>(want.numel()));
+    const std::uint64_t n = r.read("w", g, want, out.data());
+    if (bytes) *bytes = n;
+    for (std::int64_t i = 0; i < want.size[0]; ++i)
+      for (std::int64_t j = 0; j < want.size[1]; ++j)
+        REQUIRE(out[static_cast<std::size_t>(i * want.size[1] + j)] ==
+                full[static_cast<std::size_t>((want.offset[0] + i) * 16 + want.offset[1] + j)]);
+  };
+  std::uint64_t n = 0;
+  read(make_box(20, 8, 0, 16), &n);  // rows 20..27: chunks 2 and 3
+  CHECK(n == 1024);
+  read(make_box(16, 8, 0, 16), &n);  // rows 16..23: chunk 2 alone
+  CHECK(n == 512);
+  read(make_box(60, 4, 4, 4), &n);  // a corner: the last chunk
+  CHECK(n == 512);
+  read(make_box(0, 64, 4, 4), &n);  // columns: every chunk
+  CHECK(n == 4096);
+  read(make_box(0, 64, 0, 16), &n);
+  CHECK(n == 4096);
+  // a corrupt byte in chunk 0: what does not read it loads; what does names the chunk
+  {
+    std::fstream f(dir / "shard-0.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(b.begin + 100));
+    f.put('\x7f');
+  }
+  read(make_box(20, 8, 0, 16));
+  CHECK(error_of([&] { read(make_box(0, 4, 0, 16)); }).find("bytes 0..512 of it, has checksum") != std::string::npos);
+  CHECK(error_of([&] { read(make_box(0, 64, 0, 16)); }).find("is corrupt: tensor 'w' block w@0,0 has checksum") !=
+        std::string::npos);
+  // the metadata's chunk fields are checked
+  const std::string meta = ck::to_json(ck::read_metadata(dir));
+  CHECK(ck::parse_metadata(meta, "m").tensors.at(0).boxes.at(0).chunk_sums == b.chunk_sums);  // round trip
+  auto bad = [&](const std::string& from, const std::string& to) {
+    std::string t = meta;
+    const auto at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    return error_of([&] { ck::parse_metadata(t, "m.json"); });
+  };
+  CHECK(bad("\"chunk_bytes\":512", "\"chunk_bytes\":500").find("not a positive multiple of 8") != std::string::npos);
+  CHECK(bad("\"chunk_bytes\":512", "\"chunk_bytes\":1024").find("one checksum per 1024 of its 4096 bytes") !=
+        std::string::npos);
+  CHECK(bad("\"chunk_bytes\":512,", "").find("\"chunk_checksums\" without \"chunk_bytes\"") != std::string::npos);
+  CHECK(bad("\"chunk_checksums\":[\"", "\"chunk_checksums\":[\"x").find("no 16-digit checksum") != std::string::npos);
+}
+
+TEST_CASE("chunk checksums: a block of more than 256 chunks gets larger chunks, 256 at most") {
+  scratch s("many_chunks");
+  const shape_t g{1000, 10};  // 40,000 bytes: 625 chunks of 64 would be too many; 250 of 160 (40,000 / 256 up to 8)
+  std::vector<float> full(10000, 1.5f);
+  const fs::path tmp = ck::begin_save(s.dir, 1);
+  ck::shard_writer w(64);
+  w.add("w", g, make_box(0, 1000, 0, 10), full.data());
+  w.write(tmp, 0);
+  const fs::path dir = ck::commit(s.dir, 1, 1, {});
+  const ck::saved_box& b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
+  CHECK(b.chunk_bytes == 160);
+  CHECK(b.chunk_sums.size() == 250);
+  ck::box_reader r(dir);
+  std::vector<float> out(40);
+  CHECK(r.read("w", g, make_box(500, 4, 0, 10), out.data()) == 160);  // rows 500..503: bytes 20000..20160, one chunk
+  CHECK(out[39] == 1.5f);
+}

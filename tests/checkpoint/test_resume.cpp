@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -328,4 +329,42 @@ TEST_CASE("a single-rank model's checkpoints: bit-identical resume, and resharde
               to_2d, to_one);
   CHECK(to_2d <= 1e-6);
   CHECK(to_one <= 1e-6);
+}
+
+// A load into another mesh reads, of each saved box, only the chunks that hold this rank's
+// block (chunk checksums, io/checkpoint_format.hpp): one rank's checkpoint (every tensor one
+// box) loaded into FSDP on 4 ranks (each a quarter of the rows) reads about a quarter on each.
+TEST_CASE("resharding one rank's checkpoint to FSDP on 4 ranks reads about a quarter of it on each") {
+  const auto toks = tc::tokens();
+  using R = small<recipes::debug_fsdp>;
+  using model_t = basic_llama_model<cpu_kernels>;
+  scratch s("chunked");
+  {
+    model_t m(tc::smallmodel::config);
+    m.init_weights(9);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpointer<model_t> ck(m, tr, loader, {.folder = s.dir.string(), .chunk_bytes = 4096});
+    tr.train_step();
+    ck.save(1);
+  }
+  const auto meta = io::checkpoint::read_metadata(io::checkpoint::step_folder(s.dir, 1));
+  const double total = static_cast<double>(meta.bytes());
+  std::vector<double> share(4);
+  comm::run_threads(4, [&](comm::threads_communicator& c) {
+    device_mesh<R::mesh> dm(R::mesh(4), c);
+    train::parallel_llama<R> pm(dm);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader, {.folder = s.dir.string()});
+    REQUIRE(ck.resume() == std::optional<std::int64_t>(1));
+    share[static_cast<std::size_t>(c.rank())] = static_cast<double>(ck.read_bytes()) / total;
+  });
+  std::printf("one rank's checkpoint (%.2f MiB, chunks of 4 KiB) loaded into FSDP on 4 ranks: each read", total / (1 << 20));
+  for (const double f : share) std::printf(" %.1f%%", 100 * f);
+  std::printf(" of it\n");
+  for (const double f : share) {
+    CHECK(f >= 0.25);  // its quarter at least
+    CHECK(f <= 0.30);  // and at most a chunk more of each of the 3 x 57 boxes' ends
+  }
 }

@@ -1,6 +1,6 @@
 // Writes the seed corpora of the harnesses with the project's own writers:
 //   fuzz_seeds <dir>   ->  <dir>/<harness>/<n>  for json, safetensors, flight, layout,
-//                          schedule_csv, token_file (hf_index, toml_config and link_profile
+//                          schedule_csv, token_file, checkpoint (hf_index, toml_config and link_profile
 //                          seeds are checked in under tests/fuzz/seeds/; their folders are
 //                          made).
 #include <cstdio>
@@ -11,6 +11,7 @@
 
 #include <tessera/comm/flight_analyzer.hpp>
 #include <tessera/core/json.hpp>
+#include <tessera/io/checkpoint_format.hpp>
 #include <tessera/io/safetensors.hpp>
 #include <tessera/io/token_file.hpp>
 #include <tessera/layout/parse.hpp>
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   root = argv[1];
   try {
     for (const char* h : {"json", "safetensors", "hf_index", "token_file", "flight", "layout", "schedule_csv",
-                          "toml_config", "link_profile"})
+                          "checkpoint", "toml_config", "link_profile"})
       fs::create_directories(root / h);  // every harness's corpus folder, seeded here or not
     // safetensors: f32, bf16, an empty tensor, metadata (the writer's own files)
     {
@@ -52,6 +53,35 @@ int main(int argc, char** argv) {
       tessera::io::safetensors::writer one;
       one.add("x", {1}, std::vector<float>{3});
       one.write(next("safetensors"));
+    }
+    // checkpoint metadata: two ranks' row blocks of a matrix (one with chunk checksums, as
+    // the shard writer computes them), a vector written by rank 0, the state
+    {
+      namespace ck = tessera::io::checkpoint;
+      ck::metadata m;
+      m.step = 7, m.world = 2;
+      m.state = {{"step", "7"}, {"model", "debugmodel"}, {"loader.cursor", "12"}};
+      ck::tensor_entry& w = m.add("layers.0.attention.wq.weight", tessera::shape_t{40, 4});
+      std::vector<float> rows(80, 0.5f);
+      for (int r = 0; r < 2; ++r) {
+        ck::saved_box b;
+        b.where.rank = 2;
+        b.where.offset[0] = 20 * r, b.where.size[0] = 20, b.where.size[1] = 4;
+        b.file = "shard-" + std::to_string(r) + ".safetensors";
+        b.begin = 64, b.end = 64 + 320;
+        ck::checksums(rows.data(), 320, r == 0 ? 64 : 0, b.sum, b.chunk_sums);
+        b.chunk_bytes = b.chunk_sums.empty() ? 0 : 64;
+        w.boxes.push_back(b);
+      }
+      ck::tensor_entry& n = m.add("norm.weight", tessera::shape_t{4});
+      ck::saved_box v;
+      v.where.rank = 1;
+      v.where.size[0] = 4;
+      v.file = "shard-0.safetensors", v.begin = 384, v.end = 400, v.sum = ck::checksum(rows.data(), 16);
+      n.boxes.push_back(v);
+      put("checkpoint", ck::to_json(m));
+      m.tensors.pop_back();  // and one tensor alone
+      put("checkpoint", ck::to_json(m));
     }
     // JSON: what the safetensors header and the flight recorder write, and dumps of values
     put("json", tessera::json::dump(tessera::json::parse(

@@ -25,7 +25,7 @@ build=$(cd "$1" && pwd) || exit 2
 secs=$2
 shift 2
 src=$(cd "$(dirname "$0")" && pwd)
-all="json safetensors hf_index token_file flight layout schedule_csv toml_config link_profile"
+all="json safetensors hf_index token_file flight layout schedule_csv checkpoint toml_config link_profile"
 harnesses=${*:-$all}
 fuzz_one() {  # fuzz_one HARNESS: fuzzes it, prints one line (and the log's tail on a finding)
   local h=$1 exe="$build/tests/fuzz/fuzz_$1"

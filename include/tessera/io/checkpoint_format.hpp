@@ -7,13 +7,19 @@
 //    "state": {"key": "value", ...},              // step, LR schedule, data loader, RNG
 //    "tensors": {"<name>": {"dtype": "F32", "shape": [..],
 //       "boxes": [{"offsets": [..], "sizes": [..], "file": "shard-0.safetensors",
-//                  "begin": B, "end": E, "checksum": "<16 hex digits>"}, ...]}, ...}}
+//                  "begin": B, "end": E, "checksum": "<16 hex digits>",
+//                  "chunk_bytes": C, "chunk_checksums": ["<16 hex digits>", ...]}, ...]}, ...}}
 // Boxes are in global coordinates and disjoint (replicated blocks are written once), and
 // together cover the tensor. begin/end are byte offsets in the file (the data, not the
-// safetensors header); the checksum is FNV-1a 64 of those bytes, taken 8 at a time. parse_metadata checks
-// every field and throws tessera::error naming the file and the tensor.
+// safetensors header); the checksum is FNV-1a 64 of those bytes, taken 8 at a time. A box of
+// more than C bytes also has the checksum of each C bytes of it (the last chunk shorter), so a
+// reader that needs part of the box -- a rank of another mesh -- reads and verifies only the
+// chunks that hold its part. The chunk fields are optional (a reader reads such a box
+// whole). parse_metadata checks every field and throws tessera::error naming the file and the
+// tensor.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -37,7 +43,8 @@ inline constexpr std::string_view metadata_file = "metadata.json";
 
 /// The checksum of `n` bytes: FNV-1a 64 over little-endian 64-bit words (then the last
 /// n mod 8 bytes one by one), about 8x the speed of byte-wise FNV-1a.
-inline std::uint64_t checksum(const void* data, std::size_t n, std::uint64_t h = 0xcbf29ce484222325ull) {
+inline constexpr std::uint64_t checksum_seed = 0xcbf29ce484222325ull;
+inline std::uint64_t checksum(const void* data, std::size_t n, std::uint64_t h = checksum_seed) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -58,13 +65,68 @@ inline std::string hex64(std::uint64_t v) {
   return buf;
 }
 
+/// The checksums of a box's chunks: a reader of part of a box verifies only what it reads.
+/// The default chunk: 1 MiB (a 2 GiB block of a rank of another mesh reads at most 2 MiB it
+/// does not need, and its metadata grows by 19 bytes a MiB). A multiple of 8 bytes, so that
+/// each chunk starts on a checksum word.
+inline constexpr std::uint64_t default_chunk_bytes = std::uint64_t{1} << 20;
+
 /// One saved block of a tensor.
 struct saved_box {
   box where;               ///< global offsets and sizes
   std::string file;        ///< relative to the checkpoint folder
   std::uint64_t begin = 0, end = 0;  ///< byte range in the file
   std::uint64_t sum = 0;   ///< checksum of those bytes
+  std::uint64_t chunk_bytes = 0;           ///< 0: no chunk checksums (read the box whole)
+  std::vector<std::uint64_t> chunk_sums;   ///< checksum of bytes [k C, min((k+1) C, end - begin))
 };
+
+/// The chunks [first, last) of box `b` (one with chunk checksums) that hold its part `x`
+/// (intersect(b.where, x) == x, x not empty): from the chunk of x's first element, row-major in
+/// b, to the chunk of its last.
+struct chunk_range {
+  std::size_t first = 0, last = 0;
+};
+inline chunk_range chunks_holding(const saved_box& b, const box& x) {
+  std::uint64_t first = 0, last = 0;  // elements, row-major in b
+  for (int d = 0; d < b.where.rank; ++d) {
+    const auto u = static_cast<std::size_t>(d);
+    const auto lo = static_cast<std::uint64_t>(x.offset[u] - b.where.offset[u]);
+    first = first * static_cast<std::uint64_t>(b.where.size[u]) + lo;
+    last = last * static_cast<std::uint64_t>(b.where.size[u]) + lo + static_cast<std::uint64_t>(x.size[u]) - 1;
+  }
+  return {static_cast<std::size_t>(first * 4 / b.chunk_bytes), static_cast<std::size_t>(last * 4 / b.chunk_bytes + 1)};
+}
+
+/// The checksum of `n` bytes and, when `chunk` > 0 and n > chunk, of each `chunk` bytes of
+/// them, in one pass (two independent hash chains per word).
+inline void checksums(const void* data, std::size_t n, std::uint64_t chunk, std::uint64_t& whole,
+                      std::vector<std::uint64_t>& chunks) {
+  chunks.clear();
+  if (chunk == 0 || n <= chunk) {
+    whole = checksum(data, n);
+    return;
+  }
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t h = checksum_seed;
+  for (std::size_t at = 0; at < n; at += chunk) {
+    const std::size_t len = std::min<std::size_t>(chunk, n - at);
+    std::uint64_t c = checksum_seed;
+    std::size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+      std::uint64_t w;
+      std::memcpy(&w, p + at + i, 8);
+      h = (h ^ w) * 0x100000001b3ull;
+      c = (c ^ w) * 0x100000001b3ull;
+    }
+    for (; i < len; ++i) {
+      h = (h ^ p[at + i]) * 0x100000001b3ull;
+      c = (c ^ p[at + i]) * 0x100000001b3ull;
+    }
+    chunks.push_back(c);
+  }
+  whole = h;
+}
 
 struct tensor_entry {
   std::string name;
@@ -143,7 +205,13 @@ inline std::string to_json(const metadata& m) {
       s += std::string("{\"offsets\":") + detail::ints(b.where.offset.data(), b.where.rank) +
            ",\"sizes\":" + detail::ints(b.where.size.data(), b.where.rank) + ",\"file\":" + quote(b.file) +
            ",\"begin\":" + std::to_string(b.begin) + ",\"end\":" + std::to_string(b.end) + ",\"checksum\":\"" +
-           hex64(b.sum) + "\"}";
+           hex64(b.sum) + "\"";
+      if (!b.chunk_sums.empty()) {
+        s += ",\"chunk_bytes\":" + std::to_string(b.chunk_bytes) + ",\"chunk_checksums\":[";
+        for (std::size_t k = 0; k < b.chunk_sums.size(); ++k) s += (k ? ",\"" : "\"") + hex64(b.chunk_sums[k]) + "\"";
+        s += "]";
+      }
+      s += "}";
     }
     s += "]}";
   }
@@ -217,14 +285,29 @@ inline metadata parse_metadata(std::string_view text, const std::string& source,
       b.end = static_cast<std::uint64_t>(integer(bv.get("end"), where + "'s \"end\""));
       if (b.end < b.begin || b.end - b.begin != static_cast<std::uint64_t>(b.where.numel()) * 4)
         throw bad(where + ": a box's byte range does not hold its " + std::to_string(b.where.numel()) + " f32 values");
-      const json::value* cs = bv.get("checksum");
-      if (!cs || !cs->is_string() || cs->str.size() != 16) throw bad(where + ": a box has no 16-digit checksum");
-      try {
-        std::size_t used = 0;
-        b.sum = std::stoull(cs->str, &used, 16);
-        if (used != 16) throw bad(where + ": a checksum is not hexadecimal");
-      } catch (const std::logic_error&) {
+      auto hex = [&](const json::value* cs) -> std::uint64_t {
+        if (!cs || !cs->is_string() || cs->str.size() != 16) throw bad(where + ": a box has no 16-digit checksum");
+        try {
+          std::size_t used = 0;
+          const std::uint64_t v = std::stoull(cs->str, &used, 16);
+          if (used == 16) return v;
+        } catch (const std::logic_error&) {
+        }
         throw bad(where + ": a checksum is not hexadecimal");
+      };
+      b.sum = hex(bv.get("checksum"));
+      if (const json::value* cb = bv.get("chunk_bytes")) {
+        b.chunk_bytes = static_cast<std::uint64_t>(integer(cb, where + "'s \"chunk_bytes\""));
+        const json::value* cl = bv.get("chunk_checksums");
+        const std::uint64_t n = b.end - b.begin;
+        if (b.chunk_bytes == 0 || b.chunk_bytes % 8 != 0)
+          throw bad(where + ": a box's \"chunk_bytes\" is not a positive multiple of 8");
+        if (!cl || !cl->is_array() || cl->items.size() != (n + b.chunk_bytes - 1) / b.chunk_bytes)
+          throw bad(where + ": a box's \"chunk_checksums\" is not an array of one checksum per " +
+                    std::to_string(b.chunk_bytes) + " of its " + std::to_string(n) + " bytes");
+        for (const auto& c : cl->items) b.chunk_sums.push_back(hex(&c));
+      } else if (bv.get("chunk_checksums")) {
+        throw bad(where + ": a box has \"chunk_checksums\" without \"chunk_bytes\"");
       }
       covered += b.where.numel();
       e.boxes.push_back(std::move(b));

@@ -11,9 +11,9 @@
 //   4. prune(folder, k) keeps the newest k complete checkpoints.
 // A crash at any moment leaves the previous complete checkpoints as they were.
 //
-// box_reader reads the boxes of a tensor that intersect a requested block, verifies each
-// one's checksum, and copies the intersections (tensor/detail/box_copy.hpp); errors name the
-// file and the tensor.
+// box_reader reads the boxes of a tensor that intersect a requested block -- of a box with chunk
+// checksums only the chunks that hold the intersection --, verifies what it read, and copies
+// the intersections (tensor/detail/box_copy.hpp); errors name the file and the tensor.
 #pragma once
 
 #include <algorithm>
@@ -136,6 +136,14 @@ inline fs::path begin_save(const fs::path& folder, std::int64_t step) {
 /// One rank's blocks of one checkpoint.
 class shard_writer {
  public:
+  /// `chunk_bytes`: each block of more than that many bytes also gets the checksum of each
+  /// chunk of it (checkpoint_format.hpp), of chunk_bytes or, for a block of more than
+  /// max_chunks of them, of 1/max_chunks of the block (rounded up to 8 bytes: the metadata
+  /// stays at most max_chunks checksums a block); 0: none.
+  explicit shard_writer(std::uint64_t chunk_bytes = default_chunk_bytes) : chunk_(chunk_bytes) {
+    check(chunk_bytes % 8 == 0, "checkpoint: chunk_bytes must be a multiple of 8");
+  }
+
   /// Adds the block `where` of tensor `name` (global shape `shape`), copying `data`
   /// (where.numel() floats, row-major over the block).
   void add(const std::string& name, const shape_t& shape, const box& where, const float* data) {
@@ -164,7 +172,9 @@ class shard_writer {
         const auto [t, k] = order_[e];
         saved_box& b = m.tensors[t].boxes[k];
         const auto bytes = w_.bytes(e);
-        b.sum = checksum(bytes.data(), bytes.size());
+        const std::uint64_t chunk = chunk_ ? std::max(chunk_, (bytes.size() + 8 * max_chunks - 1) / (8 * max_chunks) * 8) : 0;
+        checksums(bytes.data(), bytes.size(), chunk, b.sum, b.chunk_sums);
+        b.chunk_bytes = b.chunk_sums.empty() ? 0 : chunk;
         const std::uint64_t n = b.end;
         b.file = file;
         b.begin = off;
@@ -176,6 +186,8 @@ class shard_writer {
   }
 
  private:
+  static constexpr std::uint64_t max_chunks = 256;
+  std::uint64_t chunk_;
   safetensors::writer w_;
   metadata meta_;
   std::vector<std::pair<std::size_t, std::size_t>> order_;  // (tensor, box) in the order added
@@ -297,8 +309,10 @@ class box_reader {
   const fs::path& folder() const { return dir_; }
 
   /// Fills `out` (row-major over `want`, a block of tensor `name` of global shape `shape`)
-  /// from the saved boxes that intersect it, each read once and its checksum verified.
-  /// Returns the bytes read from files.
+  /// from the saved boxes that intersect it: each box read once, whole and its checksum
+  /// verified, or -- a box with chunk checksums that `want` needs only part of -- the chunks
+  /// from the one holding the first element it needs to the one holding the last, each
+  /// verified. Returns the bytes read from files.
   std::uint64_t read(const std::string& name, const shape_t& shape, const box& want, float* out) {
     const std::string meta_path = (dir_ / metadata_file).string();
     const tensor_entry* t = meta_.find(name);
@@ -313,10 +327,9 @@ class box_reader {
     for (const auto& b : t->boxes) {
       const box x = intersect(b.where, want);
       if (x.numel() == 0 || b.where.numel() == 0) continue;
-      buf_.resize(static_cast<std::size_t>(b.where.numel()));
-      read_box(*t, b, buf_.data());
-      bytes += b.end - b.begin;
-      tessera::detail::copy_region(buf_.data(), b.where, out, want, x);
+      float* buf = buffer(static_cast<std::size_t>(b.where.numel()));
+      bytes += x == b.where ? read_box(*t, b, buf) : read_part(*t, b, x, buf);
+      tessera::detail::copy_region(buf, b.where, out, want, x);
       covered += x.numel();
     }
     if (covered != want.numel())
@@ -326,8 +339,47 @@ class box_reader {
     return bytes;
   }
 
-  /// Reads one saved box whole (b.where.numel() floats) and verifies its checksum.
-  void read_box(const tensor_entry& t, const saved_box& b, float* out) {
+  /// Reads one saved box whole (b.where.numel() floats) and verifies its checksum (and with
+  /// `chunks`, each chunk's too: tessera-ckpt verify). Returns the bytes read.
+  std::uint64_t read_box(const tensor_entry& t, const saved_box& b, float* out, bool chunks = false) {
+    const fs::path p = read_bytes(t, b, 0, b.end - b.begin, out);
+    const std::uint64_t sum = checksum(out, b.end - b.begin);
+    if (sum != b.sum)
+      throw error("checkpoint: '" + p.string() + "' is corrupt: tensor '" + t.name + "' block " +
+                  box_key(t.name, b.where) + " has checksum " + hex64(sum) + ", the metadata says " + hex64(b.sum));
+    if (chunks) verify_chunks(t, b, p, out, 0, b.chunk_sums.size());
+    return b.end - b.begin;
+  }
+
+  /// Reads the chunks of box `b` that hold its part `x` into their places in `out` (the
+  /// whole box's buffer) and verifies them; without chunk checksums the box whole. Returns
+  /// the bytes read.
+  std::uint64_t read_part(const tensor_entry& t, const saved_box& b, const box& x, float* out) {
+    if (b.chunk_sums.empty()) return read_box(t, b, out);
+    const chunk_range k = chunks_holding(b, x);
+    const std::uint64_t lo = k.first * b.chunk_bytes, hi = std::min<std::uint64_t>(b.end - b.begin, k.last * b.chunk_bytes);
+    const fs::path p = read_bytes(t, b, lo, hi, out + lo / sizeof(float));
+    verify_chunks(t, b, p, out, k.first, k.last);
+    return hi - lo;
+  }
+
+ private:
+  fs::path dir_;
+  metadata meta_;
+  std::map<std::string, std::unique_ptr<std::ifstream>> files_;
+  std::unique_ptr<float[]> buf_;  // a box (not value-initialised: a part's read touches only its chunks' pages)
+  std::size_t buf_size_ = 0;
+
+  float* buffer(std::size_t n) {
+    if (n > buf_size_) {
+      buf_.reset(new float[n]);
+      buf_size_ = n;
+    }
+    return buf_.get();
+  }
+
+  /// Reads bytes [lo, hi) of box b's data into `to`; returns the file's path.
+  fs::path read_bytes(const tensor_entry& t, const saved_box& b, std::uint64_t lo, std::uint64_t hi, float* to) {
     const fs::path p = dir_ / b.file;
     std::ifstream& in = stream(p);
     std::error_code ec;
@@ -337,20 +389,26 @@ class box_reader {
                   std::to_string(b.begin) + ".." + std::to_string(b.end) + " but the file has " +
                   std::to_string(ec ? 0 : size));
     in.clear();
-    in.seekg(static_cast<std::streamoff>(b.begin));
-    in.read(reinterpret_cast<char*>(out), static_cast<std::streamsize>(b.end - b.begin));
+    in.seekg(static_cast<std::streamoff>(b.begin + lo));
+    in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(hi - lo));
     if (!in) throw error("checkpoint: reading tensor '" + t.name + "' from '" + p.string() + "' failed");
-    const std::uint64_t sum = checksum(out, b.end - b.begin);
-    if (sum != b.sum)
-      throw error("checkpoint: '" + p.string() + "' is corrupt: tensor '" + t.name + "' block " +
-                  box_key(t.name, b.where) + " has checksum " + hex64(sum) + ", the metadata says " + hex64(b.sum));
+    return p;
   }
 
- private:
-  fs::path dir_;
-  metadata meta_;
-  std::map<std::string, std::unique_ptr<std::ifstream>> files_;
-  std::vector<float> buf_;
+  /// Verifies chunks [k0, k1) of box b, read into `box_data` (the whole box's buffer).
+  static void verify_chunks(const tensor_entry& t, const saved_box& b, const fs::path& p, const float* box_data,
+                            std::size_t k0, std::size_t k1) {
+    const std::uint64_t n = b.end - b.begin, c = b.chunk_bytes;
+    const auto* bytes = reinterpret_cast<const unsigned char*>(box_data);
+    for (std::size_t k = k0; k < k1; ++k) {
+      const std::uint64_t lo = k * c, len = std::min(c, n - lo);
+      const std::uint64_t sum = checksum(bytes + lo, len);
+      if (sum != b.chunk_sums[k])
+        throw error("checkpoint: '" + p.string() + "' is corrupt: tensor '" + t.name + "' block " +
+                    box_key(t.name, b.where) + ", bytes " + std::to_string(lo) + ".." + std::to_string(lo + len) +
+                    " of it, has checksum " + hex64(sum) + ", the metadata says " + hex64(b.chunk_sums[k]));
+    }
+  }
 
   std::ifstream& stream(const fs::path& p) {
     auto& s = files_[p.string()];

@@ -17,9 +17,9 @@
 //     the newest keep_latest_k checkpoints. Sync mode does all of it before returning (and
 //     ends with a barrier); async mode returns after the staging copy and lets a background
 //     thread write and commit; the next save (and finish()) waits for it first.
-//   - load(dir) / resume(): every rank reads exactly the saved boxes that intersect its own
-//     storage boxes, checks checksums, names and shapes, and restores the trainer's step and
-//     the loader's position.
+//   - load(dir) / resume(): every rank reads the saved boxes that intersect its own storage
+//     boxes (of a larger box only the chunks that hold its part: chunk_bytes), checks
+//     checksums, names and shapes, and restores the trainer's step and the loader's position.
 // A single-rank model (basic_llama_model<K>: llama_model, device_llama; no mesh) writes the
 // same files as rank 0 of a world of one, each tensor whole: its checkpoints resume on any
 // recipe and mesh, and a recipe's resume on one rank.
@@ -73,6 +73,9 @@ struct checkpoint_options {
   async_mode mode = async_mode::disabled;  ///< --checkpoint.async_mode
   double timeout_s = 600;          ///< how long rank 0 waits for the other ranks' shards
   bool fsync = false;              ///< fsync every file before it is renamed into place
+  /// Each saved block larger than this also records each chunk's checksum, so that a load
+  /// into another mesh reads only the chunks holding its blocks (io/checkpoint_format.hpp).
+  std::uint64_t chunk_bytes = io::checkpoint::default_chunk_bytes;
   /// Called by the writer (the background thread in async mode) with (step, rank) before
   /// this rank writes its shard; what it throws fails the save as a write error would.
   /// For fault-injection tests (a rank that fails or dies in the middle of a save).
@@ -125,7 +128,7 @@ class checkpointer {
     barrier();  // the folder exists before anyone writes into it
     tmp = io::checkpoint::temp_folder(folder, step);
     const auto t1 = clock::now();
-    auto w = std::make_unique<io::checkpoint::shard_writer>();
+    auto w = std::make_unique<io::checkpoint::shard_writer>(opt_.chunk_bytes);
     stage_into(*w);  // the blocked part: copies into the arena kept from the last save
     last_ = {};
     last_.step = step;

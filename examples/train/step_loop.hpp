@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include <tessera/core/trace.hpp>
 #include <tessera/io/checkpoint_io.hpp>
@@ -32,10 +33,21 @@ template <class Model>
 std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::train::basic_trainer<Model>& tr,
                         bool lead) {
   const auto from = ck.resume();
-  if (from && lead)
-    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)\n",
+  if (from && lead) {
+    std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)",
                 tessera::io::checkpoint::step_folder(ck.options().folder, *from).string().c_str(),
                 static_cast<long long>(*from), static_cast<double>(ck.read_bytes()) / (1 << 20));
+    const tessera::train::load_exclusions& x = ck.options().exclude;
+    std::string left;
+    for (const auto& [on, what] : {std::pair{x.model, "the weights"}, {x.optimizer, "the optimizer's moments"},
+                                   {x.lr_scheduler, "the schedule's progress"}, {x.dataloader, "the data position"},
+                                   {x.train_state, "the step"}})
+      if (on) left += std::string(left.empty() ? "" : ", ") + what;
+    if (x.any())
+      std::printf("; not loaded: %s; training goes on from step %lld, the LR schedule counts from step %lld",
+                  left.c_str(), static_cast<long long>(tr.step()), static_cast<long long>(tr.schedule_origin()));
+    std::printf("\n");
+  }
   return tr.step();
 }
 

@@ -75,8 +75,9 @@ struct options {
   std::string data, tokens, tokenizer, cache_dir, init_from, save_weights, metrics, save_tokens;
   std::string save_dtype = "f32";
   std::string ckpt_folder, ckpt_async = "disabled";  // --checkpoint.folder, --checkpoint.async_mode
-  std::int64_t ckpt_interval = 0;
+  std::int64_t ckpt_interval = 0, ckpt_load_step = -1;  // --checkpoint.interval, --checkpoint.load_step
   int ckpt_keep = 0;
+  std::vector<std::string> ckpt_exclude;  // --checkpoint.exclude_from_loading
   std::string trace;  // the Chrome/Perfetto trace file ("" when off)
   int threads = 0;
   bool no_shuffle = false;
@@ -203,6 +204,7 @@ void from_config(options& o, const train::run_config& c) {
   o.trace = c.trace_path();
   o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
+  o.ckpt_load_step = c.checkpoint.load_step, o.ckpt_exclude = c.checkpoint.exclude_from_loading;
 }
 
 /// Checks before any work that the trace can be written at the end: its folder exists
@@ -370,6 +372,7 @@ train::checkpoint_options checkpoint_of(const options& o) {
   train::checkpoint_options c;
   c.folder = o.ckpt_folder, c.interval = o.ckpt_interval, c.keep_latest_k = o.ckpt_keep;
   c.mode = train::parse_async_mode(o.ckpt_async);
+  c.load_step = o.ckpt_load_step, c.exclude = train::parse_exclusions(o.ckpt_exclude);
   return c;
 }
 

@@ -368,3 +368,97 @@ TEST_CASE("resharding one rank's checkpoint to FSDP on 4 ranks reads about a qua
     CHECK(f <= 0.30);  // and at most a chunk more of each of the 3 x 57 boxes' ends
   }
 }
+
+// --checkpoint.load_step and --checkpoint.exclude_from_loading (TorchTitan's): a resume from
+// an older step, and resumes that leave parts of the state as a new run starts them.
+TEST_CASE("load_step and exclude_from_loading: what a resume loads") {
+  const auto toks = tc::tokens();
+  using model_t = basic_llama_model<cpu_kernels>;
+  const auto straight = run_one(toks, 0, 20, "", 0);
+  scratch s("exclude");
+  {  // checkpoints of steps 5 and 10
+    model_t m(tc::smallmodel::config);
+    m.init_weights(9);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpointer<model_t> ck(m, tr, loader, {.folder = s.dir.string(), .interval = 5});
+    for (int i = 0; i < 10; ++i)
+      if (ck.due(tr.train_step().step)) ck.save(tr.step());
+  }
+  // one rank of `batch` rows resuming with options `o`; `check` looks at it after the resume
+  auto resume = [&](train::checkpoint_options o, std::int64_t batch, auto&& check) {
+    model_t m(tc::smallmodel::config);
+    m.init_weights(1234);
+    train::batch_loader loader(toks, batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    o.folder = s.dir.string();
+    train::checkpointer<model_t> ck(m, tr, loader, o);
+    const auto step = ck.resume();
+    check(m, tr, loader, step);
+  };
+  const std::vector<float> fresh = [] {  // the weights a resume starts from
+    model_t m(tc::smallmodel::config);
+    m.init_weights(1234);
+    return std::vector<float>(m.params().data(), m.params().data() + m.params().size());
+  }();
+  const std::size_t n = fresh.size();
+  auto initial = [&](model_t& m) { return std::equal(fresh.begin(), fresh.end(), m.params().data()); };
+  SUBCASE("load_step: an older checkpoint resumes as the latest does, when no save of the run meets a newer one") {
+    // interval 5 would save step 10 again: refused before any step, naming the folder to remove
+    train::checkpoint_options o{.folder = "", .interval = 5, .load_step = 5};
+    CHECK_THROWS_WITH(resume(o, tc::batch, [](auto&...) {}),
+                      doctest::Contains("would save step 10, whose checkpoint in"));
+    o.load_step = 7;
+    const std::string missing = "no complete checkpoint of that step in '" + s.dir.string() + "' (complete: steps 5, 10)";
+    CHECK_THROWS_WITH(resume(o, tc::batch, [](auto&...) {}), doctest::Contains(missing.c_str()));
+    o = {.folder = "", .load_step = 5};  // saves only step 20
+    resume(o, tc::batch, [&](auto&, auto& tr, auto&, auto step) {
+      CHECK(step == std::optional<std::int64_t>(5));
+      std::vector<double> l;
+      for (int i = 5; i < 20; ++i) l.push_back(tr.train_step().loss);
+      CHECK(l == tail(straight, 5));  // bit-identical
+    });
+  }
+  SUBCASE("model and optimizer") {
+    resume({.folder = "", .exclude = {.model = true}}, tc::batch, [&](auto& m, auto& tr, auto&, auto) {
+      CHECK(initial(m));  // as initialised
+      CHECK(tr.step() == 10);
+      CHECK(std::any_of(tr.exp_avg().data(), tr.exp_avg().data() + n, [](float v) { return v != 0; }));
+    });
+    resume({.folder = "", .exclude = {.optimizer = true}}, tc::batch, [&](auto& m, auto& tr, auto&, auto) {
+      CHECK(!initial(m));  // loaded
+      CHECK(std::all_of(tr.exp_avg().data(), tr.exp_avg().data() + n, [](float v) { return v == 0; }));
+      CHECK(std::all_of(tr.exp_avg_sq().data(), tr.exp_avg_sq().data() + n, [](float v) { return v == 0; }));
+    });
+  }
+  SUBCASE("lr_scheduler: the schedule starts over at the resumed step, and a checkpoint keeps where") {
+    scratch t("exclude_lr");
+    resume({.folder = "", .exclude = {.lr_scheduler = true}}, tc::batch, [&](auto& m, auto& tr, auto& loader, auto) {
+      CHECK(tr.step() == 10);
+      CHECK(tr.schedule_origin() == 10);
+      const auto first = tr.train_step();
+      CHECK(first.lr == doctest::Approx(tc::options<tc::smallmodel>().lr / 3));  // warmup 2: step 1 of 3
+      train::checkpointer<model_t> ck(m, tr, loader, {.folder = t.dir.string()});
+      ck.save(tr.step());
+    });
+    model_t m(tc::smallmodel::config);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpointer<model_t> ck(m, tr, loader, {.folder = t.dir.string()});
+    REQUIRE(ck.resume() == std::optional<std::int64_t>(11));
+    CHECK(tr.schedule_origin() == 10);
+    CHECK(tr.train_step().lr == doctest::Approx(tc::options<tc::smallmodel>().lr * 2 / 3));  // step 2 of 3
+  }
+  SUBCASE("dataloader: any global batch, the data from its start; train_state: step 0") {
+    CHECK_THROWS_WITH(resume({}, 2 * tc::batch, [](auto&...) {}), doctest::Contains("exclude_from_loading dataloader"));
+    resume({.folder = "", .exclude = {.dataloader = true}}, 2 * tc::batch, [&](auto& m, auto& tr, auto& loader, auto) {
+      CHECK(tr.step() == 10);
+      CHECK(loader.epoch() == 0);
+      CHECK(loader.cursor() == 0);
+      CHECK(!initial(m));
+    });
+    // the step not loaded: the run starts at 0 and would save step 5 and 10 again
+    CHECK_THROWS_WITH(resume({.folder = "", .interval = 5, .exclude = {.train_state = true}}, tc::batch, [](auto&...) {}),
+                      doctest::Contains("goes on from step 0 and would save step 5"));
+  }
+}

@@ -381,3 +381,37 @@ TEST_CASE("config: profiling keys (TorchTitan's names) give the trace path, from
   CHECK(has(failure_of<error>([&] { b.parse({"--profiling.trace_fil", "x"}); }),
             "did you mean --profiling.trace_file?"));
 }
+
+TEST_CASE("config: list options (checkpoint.exclude_from_loading) from a TOML array and a comma-separated flag") {
+  bound b;
+  train::load_toml(write("list.toml", "[checkpoint]\nfolder = \"ck\"\nload_step = 20\n"
+                                      "exclude_from_loading = [\"optimizer\", \"dataloader\"]\n"),
+                   b.o);
+  CHECK(b.c.checkpoint.load_step == 20);
+  CHECK(b.c.checkpoint.exclude_from_loading == std::vector<std::string>{"optimizer", "dataloader"});
+  CHECK_NOTHROW(train::validate(b.c));
+  CHECK(b.parse({"--checkpoint.exclude_from_loading", "lr_scheduler,train_state,lr_scheduler"}));
+  CHECK(b.c.checkpoint.exclude_from_loading == std::vector<std::string>{"lr_scheduler", "train_state"});
+  CHECK(b.parse({"--checkpoint.exclude_from_loading="}));  // none
+  CHECK(b.c.checkpoint.exclude_from_loading.empty());
+  CHECK(has(failure_of<error>([&] { b.parse({"--checkpoint.exclude_from_loading", "optimizer,,model"}); }),
+            "'' is not one of model,optimizer,lr_scheduler,dataloader,train_state"));
+  for (const auto& [toml, expect] : std::vector<std::pair<const char*, const char*>>{
+           {"[checkpoint]\nexclude_from_loading = \"model\"\n", ""},  // one name as a string loads
+           {"[checkpoint]\nexclude_from_loading = [\"model\", 3]\n", "must be an array of strings, each one name"},
+           {"[checkpoint]\nexclude_from_loading = [\"model,optimizer\"]\n", "must be an array of strings, each one name"},
+           {"[checkpoint]\nexclude_from_loading = [\"weights\"]\n", ":2:24: option --checkpoint.exclude_from_loading: 'weights' is not one of"},
+           {"[checkpoint]\nexclude_from_loading = 1\n", "must be an array of strings, not an integer"},
+       }) {
+    CAPTURE(toml);
+    bound c;
+    const std::string m = c.load_error(write("list_bad.toml", toml));
+    if (*expect) CHECK(has(m, expect));
+    else CHECK(m.empty());
+  }
+  bound d;
+  d.c.checkpoint.load_step = 3;
+  CHECK(has(failure_of<error>([&] { train::validate(d.c); }), "give the folder"));
+  d.c.checkpoint.load_step = -2;
+  CHECK(has(failure_of<error>([&] { train::validate(d.c); }), "checkpoint.load_step (--checkpoint.load_step) must be"));
+}

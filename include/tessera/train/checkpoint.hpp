@@ -65,6 +65,30 @@ inline async_mode parse_async_mode(std::string_view s) {
   throw error("--checkpoint.async_mode '" + std::string(s) + "' is not one of disabled|async");
 }
 
+/// What a resume leaves as a new run starts it (TorchTitan's checkpoint.exclude_from_loading).
+struct load_exclusions {
+  bool model = false;         ///< the weights (as initialised)
+  bool optimizer = false;     ///< AdamW's moments (zero, a fresh optimizer)
+  bool lr_scheduler = false;  ///< the schedule's progress: warmup and decay start over at the resumed step
+  bool dataloader = false;    ///< the data position (and its checks: any global batch, seq_len, seed)
+  bool train_state = false;   ///< the step: training starts at step 0
+  bool any() const { return model || optimizer || lr_scheduler || dataloader || train_state; }
+};
+
+/// The exclusions named in `names` (model, optimizer, lr_scheduler, dataloader, train_state).
+inline load_exclusions parse_exclusions(const std::vector<std::string>& names) {
+  load_exclusions x;
+  for (const auto& n : names) {
+    bool* f = n == "model" ? &x.model : n == "optimizer" ? &x.optimizer : n == "lr_scheduler" ? &x.lr_scheduler
+            : n == "dataloader" ? &x.dataloader : n == "train_state" ? &x.train_state : nullptr;
+    if (!f)
+      throw error("--checkpoint.exclude_from_loading: '" + n +
+                  "' is not one of model, optimizer, lr_scheduler, dataloader, train_state");
+    *f = true;
+  }
+  return x;
+}
+
 /// TorchTitan's [checkpoint] section (the names of its flags and TOML keys).
 struct checkpoint_options {
   std::string folder;              ///< --checkpoint.folder (empty: no checkpoints)
@@ -76,6 +100,11 @@ struct checkpoint_options {
   /// Each saved block larger than this also records each chunk's checksum, so that a load
   /// into another mesh reads only the chunks holding its blocks (io/checkpoint_format.hpp).
   std::uint64_t chunk_bytes = io::checkpoint::default_chunk_bytes;
+  /// --checkpoint.load_step: resume() loads this step's checkpoint (an error when there is
+  /// none), -1 the latest.
+  std::int64_t load_step = -1;
+  /// --checkpoint.exclude_from_loading: what resume() and load() leave as they are.
+  load_exclusions exclude{};
   /// Called by the writer (the background thread in async mode) with (step, rank) before
   /// this rank writes its shard; what it throws fails the save as a write error would.
   /// For fault-injection tests (a rank that fails or dies in the middle of a save).
@@ -178,12 +207,24 @@ class checkpointer {
     }
   }
 
-  /// Checks that the folder is writable, then loads the newest complete checkpoint in it,
-  /// if there is one (collective); returns its step.
+  /// Checks that the folder is writable, then loads the newest complete checkpoint in it, if
+  /// there is one, or the one of options().load_step (collective); returns its step.
   std::optional<std::int64_t> resume() {
     if (opt_.folder.empty()) return std::nullopt;
     io::checkpoint::check_writable(opt_.folder, rank_of());  // every rank: all fail alike
-    const auto dir = io::checkpoint::latest(opt_.folder);
+    std::optional<std::filesystem::path> dir = io::checkpoint::latest(opt_.folder);
+    if (opt_.load_step >= 0) {
+      const auto steps = io::checkpoint::complete_steps(opt_.folder);
+      if (std::find(steps.begin(), steps.end(), opt_.load_step) == steps.end()) {
+        std::string have;
+        for (const auto s : steps) have += (have.empty() ? "" : ", ") + std::to_string(s);
+        throw error("checkpoint: --checkpoint.load_step " + std::to_string(opt_.load_step) +
+                    ": there is no complete checkpoint of that step in '" + opt_.folder + "' (" +
+                    (have.empty() ? "it holds none" : "complete: steps " + have) +
+                    "); give one of them, or -1 for the latest");
+      }
+      dir = io::checkpoint::step_folder(opt_.folder, opt_.load_step);
+    }
     std::int64_t mine = dir ? io::checkpoint::read_metadata(*dir).step : -1;
     std::vector<std::int64_t> all(static_cast<std::size_t>(world_size()));
     gather_i64(&mine, all.data(), 1);
@@ -194,11 +235,23 @@ class checkpointer {
                     std::to_string(rank_of()) + ": step " + std::to_string(mine) +
                     "); is the folder shared by every rank?");
     if (!dir) return std::nullopt;
-    return load(*dir);
+    const std::int64_t step = load(*dir);
+    // a run that went back (load_step, or the step not loaded) must not meet a checkpoint of
+    // a step it will save: one is never overwritten, and the save would fail then
+    for (const std::int64_t s : io::checkpoint::complete_steps(opt_.folder))
+      if (s > tr_.step() && s <= tr_.steps() && (due(s) || s == tr_.steps()))
+        throw error("checkpoint: this run goes on from step " + std::to_string(tr_.step()) + " and would save step " +
+                    std::to_string(s) + ", whose checkpoint in '" + opt_.folder +
+                    "' is complete and never overwritten; remove " +
+                    io::checkpoint::step_folder(opt_.folder, s).string() +
+                    " (and the later ones), or save into another --checkpoint.folder");
+    return step;
   }
 
-  /// Loads the checkpoint in `dir` into this rank's model, trainer and loader; returns its step.
+  /// Loads the checkpoint in `dir` into this rank's model, trainer and loader, but for what
+  /// options().exclude names; returns its step.
   std::int64_t load(const std::filesystem::path& dir) {
+    const load_exclusions& x = opt_.exclude;
     io::checkpoint::box_reader r(dir);
     const auto& meta = r.meta();
     const std::string mpath = (dir / io::checkpoint::metadata_file).string();
@@ -218,6 +271,7 @@ class checkpointer {
       float* to[3] = {stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
       const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
       for (int k = 0; k < 3; ++k) {
+        if (k == 0 ? x.model : x.optimizer) continue;
         if constexpr (on_host) {
           read_bytes_ += r.read(names[k], g, b, to[k]);
         } else {  // through a host buffer
@@ -239,18 +293,25 @@ class checkpointer {
         throw error("checkpoint: '" + mpath + "': state '" + k + "' is not an integer");
       }
     };
+    if (!x.train_state) tr_.restore_step(meta.step);
+    if (x.lr_scheduler)
+      tr_.set_schedule_origin(tr_.step());  // starts over here
+    else if (meta.state.count("lr_schedule.origin"))
+      tr_.set_schedule_origin(std::min(get("lr_schedule.origin"), tr_.step()));
+    if (x.dataloader) return meta.step;
     if (get("loader.batch") != loader_.batch() || get("loader.seq_len") != loader_.seq_len())
       throw error("checkpoint: '" + mpath + "' was saved with a global batch of " + meta.state.at("loader.batch") +
                   " x seq_len " + meta.state.at("loader.seq_len") + "; this run reads " +
                   std::to_string(loader_.batch()) + " x " + std::to_string(loader_.seq_len()) +
                   ": the data position does not carry over; resume with --training.global_batch_size " +
                   meta.state.at("loader.batch") + " (on any number of data-parallel ranks) and --seq-len " +
-                  meta.state.at("loader.seq_len"));
+                  meta.state.at("loader.seq_len") + ", or start the data over with --checkpoint.exclude_from_loading "
+                  "dataloader");
     if (meta.state.at("loader.seed") != std::to_string(loader_.seed()) ||
         get("loader.shuffle") != (loader_.shuffled() ? 1 : 0))
       throw error("checkpoint: '" + mpath + "' was saved reading the data in the order of seed " +
-                  meta.state.at("loader.seed") + "; this run's --seed gives another order; resume with the same --seed");
-    tr_.restore_step(meta.step);
+                  meta.state.at("loader.seed") + "; this run's --seed gives another order; resume with the same --seed, "
+                  "or start the data over with --checkpoint.exclude_from_loading dataloader");
     loader_.seek(get("loader.epoch"), get("loader.cursor"));
     return meta.step;
   }
@@ -327,6 +388,7 @@ class checkpointer {
             {"lr_schedule.warmup", std::to_string(s.warmup)},
             {"lr_schedule.steps", std::to_string(s.steps)},
             {"lr_schedule.decay", std::to_string(static_cast<int>(s.decay))},
+            {"lr_schedule.origin", std::to_string(tr_.schedule_origin())},
             {"loader.epoch", std::to_string(loader_.epoch())},
             {"loader.cursor", std::to_string(loader_.cursor())},
             {"loader.batch", std::to_string(loader_.batch())},

@@ -27,7 +27,7 @@
 namespace tessera::train {
 
 /// What text an option accepts (a TOML loader checks its value types against this).
-enum class value_kind { integer, number, text, flag };
+enum class value_kind { integer, number, text, flag, list };
 
 class option_set {
  public:
@@ -78,6 +78,27 @@ class option_set {
                          return;
                        }
                      bad_value(k, v, "one of " + meta);
+                   });
+  }
+  /// Names from `choices`, comma-separated on the command line (`--key a,b`; "" is none) and
+  /// an array of strings in a config file (`key = ["a", "b"]`), as TorchTitan's list options.
+  option_set& add_list(std::string key, std::vector<std::string>* field, std::vector<std::string> choices,
+                       std::string help) {
+    std::string meta, now;
+    for (std::size_t i = 0; i < choices.size(); ++i) meta += (i ? "," : "") + choices[i];
+    for (std::size_t i = 0; i < field->size(); ++i) now += (i ? "," : "") + (*field)[i];
+    return add_raw(std::move(key), value_kind::list, "[" + meta + "]", std::move(help), now,
+                   [field, choices, meta](const std::string& k, std::string_view v) {
+                     std::vector<std::string> got;
+                     for (std::size_t at = 0; !v.empty() && at <= v.size();) {
+                       const std::size_t end = std::min(v.find(',', at), v.size());
+                       const std::string item(v.substr(at, end - at));
+                       if (std::find(choices.begin(), choices.end(), item) == choices.end())
+                         bad_value(k, item, "one of " + meta + " (a comma-separated list of them)");
+                       if (std::find(got.begin(), got.end(), item) == got.end()) got.push_back(item);
+                       at = end + 1;
+                     }
+                     *field = std::move(got);
                    });
   }
   /// A flag without a value (`--key`; `--key=false` turns it off).

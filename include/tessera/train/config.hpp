@@ -81,6 +81,8 @@ struct run_config {
     std::int64_t interval = 0;         ///< checkpoint.interval: save every N steps (0: at the end only)
     int keep_latest_k = 0;             ///< checkpoint.keep_latest_k: 0 keeps all
     std::string async_mode = "disabled";  ///< checkpoint.async_mode: disabled|async
+    std::int64_t load_step = -1;       ///< checkpoint.load_step: resume from this step's checkpoint (-1: the latest)
+    std::vector<std::string> exclude_from_loading;  ///< checkpoint.exclude_from_loading: parts a resume leaves fresh
   } checkpoint;
   struct metrics_section {
     std::string file;  ///< metrics.file: JSONL, one object per step
@@ -214,6 +216,12 @@ inline void bind(option_set& options, run_config& c) {
       .add("checkpoint.keep_latest_k", &c.checkpoint.keep_latest_k, "keep the newest K checkpoints (0: all)")
       .add_choice("checkpoint.async_mode", &c.checkpoint.async_mode, {"disabled", "async"},
                   "async: write checkpoints in a background thread while training goes on")
+      .add("checkpoint.load_step", &c.checkpoint.load_step,
+           "resume from the checkpoint of this step in checkpoint.folder (-1: the latest)")
+      .add_list("checkpoint.exclude_from_loading", &c.checkpoint.exclude_from_loading,
+                {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"},
+                "what a resume does not load: the weights, AdamW's moments, the LR schedule's progress (it "
+                "starts over), the data position (any global batch then), the step (training starts at 0)")
       .add("metrics.file", &c.metrics.file, "JSONL file, one object per step")
       .add_flag("profiling.enable_profiling", &c.profiling.enable_profiling,
                 "write a Chrome/Perfetto trace of the run to save_traces_folder/trace.json")
@@ -279,6 +287,11 @@ inline void validate(const run_config& c) {
   check(c.optimizer.eps > 0, "optimizer.eps must be positive");
   check(c.checkpoint.interval >= 0, "checkpoint.interval (--checkpoint.interval) must be >= 0 (0: at the end only)");
   check(c.checkpoint.keep_latest_k >= 0, "checkpoint.keep_latest_k (--checkpoint.keep_latest_k) must be >= 0 (0: all)");
+  check(c.checkpoint.load_step >= -1,
+        "checkpoint.load_step (--checkpoint.load_step) must be a step >= 0, or -1 for the latest checkpoint");
+  check(c.checkpoint.load_step == -1 && c.checkpoint.exclude_from_loading.empty() ? true : !c.checkpoint.folder.empty(),
+        "checkpoint.load_step and checkpoint.exclude_from_loading choose what a resume loads from checkpoint.folder "
+        "(--checkpoint.folder); give the folder");
   check(c.optimizer.weight_decay >= 0, "optimizer.weight_decay (--weight-decay) must be >= 0");
   check(c.training.max_norm >= 0, "training.max_norm (--max-norm) must be >= 0 (0 turns clipping off)");
   check(c.job.threads >= 0, "job.threads (--threads) must be >= 0");
@@ -307,6 +320,7 @@ inline std::string toml_value_text(const toml::node& n, value_kind k, const std:
   const char* want = k == value_kind::integer  ? "an integer"
                      : k == value_kind::number ? "a number"
                      : k == value_kind::flag   ? "a boolean (true or false)"
+                     : k == value_kind::list   ? "an array of strings"
                                                : "a string";
   if (k == value_kind::integer && n.is_integer()) return std::to_string(n.as_integer()->get());
   if (k == value_kind::number && n.is_integer()) return std::to_string(n.as_integer()->get());
@@ -317,6 +331,16 @@ inline std::string toml_value_text(const toml::node& n, value_kind k, const std:
   }
   if (k == value_kind::flag && n.is_boolean()) return n.as_boolean()->get() ? "true" : "false";
   if (k == value_kind::text && n.is_string()) return n.as_string()->get();
+  if (k == value_kind::list && n.is_string()) return n.as_string()->get();  // one name (or "a,b", as on the command line)
+  if (k == value_kind::list && n.is_array()) {  // the comma-separated text option_set::set reads
+    std::string joined;
+    for (const auto& item : *n.as_array()) {
+      if (!item.is_string() || item.as_string()->get().find(',') != std::string::npos)
+        throw error(where + ": " + key + " must be an array of strings, each one name");
+      joined += (joined.empty() ? "" : ",") + item.as_string()->get();
+    }
+    return joined;
+  }
   throw error(where + ": " + key + " must be " + want + ", not " + toml_type_name(n));
 }
 

@@ -116,6 +116,15 @@ class basic_trainer {
                                      std::to_string(steps_) + " steps");
     step_ = s;
   }
+  /// The step the learning-rate schedule counts from: 0, or where a resume started it over
+  /// (its warmup, then its decay to the run's last step). Checkpoints keep it.
+  std::int64_t schedule_origin() const { return schedule_origin_; }
+  void set_schedule_origin(std::int64_t s) {
+    check(s >= 0 && s <= steps_, "trainer: the schedule cannot start at step " + std::to_string(s) + " of a run of " +
+                                     std::to_string(steps_) + " steps");
+    schedule_origin_ = s;
+    sched_.steps = steps_ - s;
+  }
 
   /// Runs one training step and returns its metrics.
   step_metrics train_step() {
@@ -147,7 +156,7 @@ class basic_trainer {
     else
       norm = static_cast<float>(std::sqrt(K::sum_of_squares(g.data(), n_)));
     if (opt_.max_norm > 0) clip_by_norm<K>(g.data(), n_, norm, static_cast<float>(opt_.max_norm));
-    const double lr = sched_.at(step_);
+    const double lr = sched_.at(step_ - schedule_origin_);
     cpu::adamw_config ac;
     ac.lr = static_cast<float>(lr);
     ac.beta1 = static_cast<float>(opt_.beta1);
@@ -199,6 +208,7 @@ class basic_trainer {
   std::int64_t n_ = static_cast<std::int64_t>(m_.size());  ///< floats of the arenas
   lr_schedule sched_;
   std::int64_t step_ = 0;
+  std::int64_t schedule_origin_ = 0;  ///< the step the schedule counts from (restart_schedule)
   std::vector<std::int32_t> inputs_, targets_;
 };
 

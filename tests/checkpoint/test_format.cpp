@@ -183,6 +183,17 @@ TEST_CASE("an unwritable folder: a clear error, and the previous checkpoint stay
   CHECK(ck::latest(s.dir) == ck::step_folder(s.dir, 1));
 }
 
+namespace {
+/// Step 1 of one rank holding matrix "w" (shape g, values `full`) whole, with chunks of `chunk` bytes.
+fs::path save_whole(const fs::path& folder, const shape_t& g, const std::vector<float>& full, std::uint64_t chunk) {
+  const fs::path tmp = ck::begin_save(folder, 1);
+  ck::shard_writer w(chunk);
+  w.add("w", g, make_box(0, g[0], 0, g[1]), full.data());
+  w.write(tmp, 0);
+  return ck::commit(folder, 1, 1, {});
+}
+}  // namespace
+
 // A box of more than chunk_bytes carries each chunk's checksum: a reader that needs part of it
 // (a rank of another mesh) reads and verifies only the chunks holding that part.
 TEST_CASE("chunk checksums: a part of a box reads only its chunks, each verified") {
@@ -190,12 +201,8 @@ TEST_CASE("chunk checksums: a part of a box reads only its chunks, each verified
   const shape_t g{64, 16};  // 4 KiB; chunks of 512 bytes: 8 rows each
   std::vector<float> full(64 * 16);
   for (std::size_t i = 0; i < full.size(); ++i) full[i] = static_cast<float>(i);
-  const fs::path tmp = ck::begin_save(s.dir, 1);
-  ck::shard_writer w(512);
-  w.add("w", g, make_box(0, 64, 0, 16), full.data());
-  w.write(tmp, 0);
-  const fs::path dir = ck::commit(s.dir, 1, 1, {});
-  const ck::saved_box& b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
+  const fs::path dir = save_whole(s.dir, g, full, 512);
+  const ck::saved_box b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
   REQUIRE(b.chunk_bytes == 512);
   REQUIRE(b.chunk_sums.size() == 8);
   std::uint64_t whole = 0;
@@ -255,12 +262,8 @@ TEST_CASE("chunk checksums: a block of more than 256 chunks gets larger chunks, 
   scratch s("many_chunks");
   const shape_t g{1000, 10};  // 40,000 bytes: 625 chunks of 64 would be too many; 250 of 160 (40,000 / 256 up to 8)
   std::vector<float> full(10000, 1.5f);
-  const fs::path tmp = ck::begin_save(s.dir, 1);
-  ck::shard_writer w(64);
-  w.add("w", g, make_box(0, 1000, 0, 10), full.data());
-  w.write(tmp, 0);
-  const fs::path dir = ck::commit(s.dir, 1, 1, {});
-  const ck::saved_box& b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
+  const fs::path dir = save_whole(s.dir, g, full, 64);
+  const ck::saved_box b = ck::read_metadata(dir).tensors.at(0).boxes.at(0);
   CHECK(b.chunk_bytes == 160);
   CHECK(b.chunk_sums.size() == 250);
   ck::box_reader r(dir);

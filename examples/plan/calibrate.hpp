@@ -2,6 +2,12 @@
 // mesh axis and on the flattened group of all axes (on the backend at hand), fits the cost
 // model's constants and writes them as a link profile (plan/link_profile.hpp).
 //
+// The measurement: each point (group, collective, size; and the local copies) is timed in
+// calib_rounds rounds, each round visiting every point in turn with a share of the calls;
+// a point's median is over all its calls. (Timing a group's points one after the other let
+// a slower stretch of the machine's time fall on one group: on 2 x 2 threads the two axes'
+// fitted bandwidths differed by up to 1.6x, and the worst fitted point by 2-3x.)
+//
 // The fit, per group g and collective c: a least-squares line (in relative error) through
 // the median times at five buffer sizes (16 KiB .. 16 MiB), time = intercept[g][c] +
 // slope[g][c] * bus_bytes. Then
@@ -78,45 +84,64 @@ inline std::int64_t bus_of(coll_kind k, std::int64_t buffer, std::int64_t n) {
   return buffer * (k == coll_kind::all_reduce ? 2 : 1) * (n - 1) / n;
 }
 
-/// Measures on every rank; rank 0 fills `out`.
+/// Rounds of a calibration: each point's timed calls are split over them, and every round
+/// visits every point (groups, sizes, collectives, copies) in turn, so that a slower stretch of
+/// the machine's time falls on every group alike rather than on the group measured then.
+inline constexpr int calib_rounds = 4;
+
+/// Measures on every rank; rank 0 fills `out`. Each point's median is over its calls of all
+/// rounds (calib_rounds; the first round warms up with times.warmup calls, the others with one).
 template <class Mesh>
 void calibrate_on_rank(device_mesh<Mesh>& dm, const std::vector<calib_group>& gs, const std::vector<std::int64_t>& sizes,
                        const bench::time_options& times, std::vector<calib_point>* out) {
-  for (std::size_t gi = 0; gi < gs.size(); ++gi) {
-    auto& c = dm.group(gs[gi].g);
-    const auto n = static_cast<std::size_t>(gs[gi].n);
-    for (std::int64_t bytes : sizes) {
-      const std::size_t total = static_cast<std::size_t>(bytes) / 4 / n * n;  // f32 elements, a multiple of n
-      std::vector<float> in(total, 1.0f), outb(total);
-      for (int k = 0; k < 4; ++k) {
-        const auto kind = static_cast<coll_kind>(k);
-        const bench::timing t = bench::time_calls(dm.world(), times, [&] {
-          switch (kind) {
-            case coll_kind::all_gather: c.all_gather(in.data(), outb.data(), total / n, comm::dtype::f32).wait(); break;
-            case coll_kind::reduce_scatter:
-              c.reduce_scatter(in.data(), outb.data(), total / n, comm::dtype::f32, comm::reduce_op::sum).wait();
-              break;
-            case coll_kind::all_reduce:
-              c.all_reduce(in.data(), outb.data(), total, comm::dtype::f32, comm::reduce_op::sum).wait();
-              break;
-            default: c.all_to_all(in.data(), outb.data(), total / n, comm::dtype::f32).wait(); break;
-          }
-        });
-        const auto buf = static_cast<std::int64_t>(total * 4);
-        if (out) out->push_back({static_cast<int>(gi), kind, buf, bus_of(kind, buf, gs[gi].n), t.median_us});
+  std::vector<std::vector<double>> samples;  // per point, in the order below
+  const int rounds = std::max(1, std::min(calib_rounds, times.calls));
+  for (int r = 0; r < rounds; ++r) {
+    const bench::time_options now{.warmup = r == 0 ? times.warmup : 1,
+                                  .calls = times.calls / rounds + (r < times.calls % rounds ? 1 : 0)};
+    std::size_t at = 0;
+    auto add = [&](const bench::timing& t, int group, coll_kind kind, std::int64_t buf, std::int64_t bus) {
+      if (samples.size() <= at) samples.emplace_back();
+      samples[at].insert(samples[at].end(), t.per_call_us.begin(), t.per_call_us.end());
+      if (r == rounds - 1 && out) out->push_back({group, kind, buf, bus, bench::summarize(samples[at]).median_us});
+      ++at;
+    };
+    for (std::size_t gi = 0; gi < gs.size(); ++gi) {
+      auto& c = dm.group(gs[gi].g);
+      const auto n = static_cast<std::size_t>(gs[gi].n);
+      for (std::int64_t bytes : sizes) {
+        const std::size_t total = static_cast<std::size_t>(bytes) / 4 / n * n;  // f32 elements, a multiple of n
+        std::vector<float> in(total, 1.0f), outb(total);
+        for (int k = 0; k < 4; ++k) {
+          const auto kind = static_cast<coll_kind>(k);
+          const bench::timing t = bench::time_calls(dm.world(), now, [&] {
+            switch (kind) {
+              case coll_kind::all_gather: c.all_gather(in.data(), outb.data(), total / n, comm::dtype::f32).wait(); break;
+              case coll_kind::reduce_scatter:
+                c.reduce_scatter(in.data(), outb.data(), total / n, comm::dtype::f32, comm::reduce_op::sum).wait();
+                break;
+              case coll_kind::all_reduce:
+                c.all_reduce(in.data(), outb.data(), total, comm::dtype::f32, comm::reduce_op::sum).wait();
+                break;
+              default: c.all_to_all(in.data(), outb.data(), total / n, comm::dtype::f32).wait(); break;
+            }
+          });
+          const auto buf = static_cast<std::int64_t>(total * 4);
+          add(t, static_cast<int>(gi), kind, buf, bus_of(kind, buf, gs[gi].n));
+        }
       }
     }
-  }
-  // local copies, every rank at once: half of each row of a [rows, 1024] f32 block
-  for (std::int64_t bytes : sizes) {
-    constexpr std::size_t half = 512;
-    const std::size_t rows = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / 4 / half);
-    std::vector<float> src(rows * 2 * half, 1.0f), dst(rows * half);
-    const bench::timing t = bench::time_calls(dm.world(), times, [&] {
-      host_space::copy_2d(dst.data(), half * 4, src.data(), 2 * half * 4, half * 4, rows);
-    });
-    const auto moved = static_cast<std::int64_t>(rows * half * 4);
-    if (out) out->push_back({copy_group, coll_kind::all_gather, moved, moved, t.median_us});
+    // local copies, every rank at once: half of each row of a [rows, 1024] f32 block
+    for (std::int64_t bytes : sizes) {
+      constexpr std::size_t half = 512;
+      const std::size_t rows = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / 4 / half);
+      std::vector<float> src(rows * 2 * half, 1.0f), dst(rows * half);
+      const bench::timing t = bench::time_calls(dm.world(), now, [&] {
+        host_space::copy_2d(dst.data(), half * 4, src.data(), 2 * half * 4, half * 4, rows);
+      });
+      const auto moved = static_cast<std::int64_t>(rows * half * 4);
+      add(t, copy_group, coll_kind::all_gather, moved, moved);
+    }
   }
 }
 

@@ -44,8 +44,10 @@ std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::
                                    {x.train_state, "the step"}})
       if (on) left += std::string(left.empty() ? "" : ", ") + what;
     if (x.any())
-      std::printf("; not loaded: %s; training goes on from step %lld, the LR schedule counts from step %lld",
-                  left.c_str(), static_cast<long long>(tr.step()), static_cast<long long>(tr.schedule_origin()));
+      std::printf("; not loaded: %s; training goes on from step %lld, the LR schedule from its step %lld, AdamW "
+                  "from its step %lld",
+                  left.c_str(), static_cast<long long>(tr.step()), static_cast<long long>(tr.step() - tr.schedule_origin()),
+                  static_cast<long long>(tr.step() - tr.optimizer_origin()));
     std::printf("\n");
   }
   return tr.step();

@@ -427,6 +427,8 @@ TEST_CASE("load_step and exclude_from_loading: what a resume loads") {
     });
     resume({.folder = "", .exclude = {.optimizer = true}}, tc::batch, [&](auto& m, auto& tr, auto&, auto) {
       CHECK(!initial(m));  // loaded
+      CHECK(tr.optimizer_origin() == 10);  // AdamW's next step is its first (bias corrections of step 1)
+      CHECK(tr.schedule_origin() == 0);
       CHECK(std::all_of(tr.exp_avg().data(), tr.exp_avg().data() + n, [](float v) { return v == 0; }));
       CHECK(std::all_of(tr.exp_avg_sq().data(), tr.exp_avg_sq().data() + n, [](float v) { return v == 0; }));
     });
@@ -457,7 +459,16 @@ TEST_CASE("load_step and exclude_from_loading: what a resume loads") {
       CHECK(loader.cursor() == 0);
       CHECK(!initial(m));
     });
-    // the step not loaded: the run starts at 0 and would save step 5 and 10 again
+    // the step not loaded: the schedule and AdamW keep their counts (10 steps each)
+    resume({.folder = "", .exclude = {.train_state = true}}, tc::batch, [&](auto&, auto& tr, auto&, auto) {
+      CHECK(tr.step() == 0);
+      CHECK(tr.schedule_origin() == -10);
+      CHECK(tr.optimizer_origin() == -10);
+      // the schedule's step 10 of a decay that ends at this run's last step (20), its step 30
+      const train::lr_schedule s30{tc::options<tc::smallmodel>().lr, 2, 30, train::lr_decay::linear, 0.0};
+      CHECK(tr.train_step().lr == doctest::Approx(s30.at(10)));
+    });
+    // and it would save step 5 and 10 again
     CHECK_THROWS_WITH(resume({.folder = "", .interval = 5, .exclude = {.train_state = true}}, tc::batch, [](auto&...) {}),
                       doctest::Contains("goes on from step 0 and would save step 5"));
   }

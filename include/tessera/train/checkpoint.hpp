@@ -293,11 +293,12 @@ class checkpointer {
         throw error("checkpoint: '" + mpath + "': state '" + k + "' is not an integer");
       }
     };
-    if (!x.train_state) tr_.restore_step(meta.step);
-    if (x.lr_scheduler)
-      tr_.set_schedule_origin(tr_.step());  // starts over here
-    else if (meta.state.count("lr_schedule.origin"))
-      tr_.set_schedule_origin(std::min(get("lr_schedule.origin"), tr_.step()));
+    tr_.restore_step(x.train_state ? 0 : meta.step);
+    // the schedule's and AdamW's steps go on from what they had counted, or start over here
+    // (a checkpoint without the counts: they had counted every step)
+    auto counted = [&](const std::string& k) { return meta.state.count(k) ? get(k) : meta.step; };
+    tr_.set_schedule_origin(tr_.step() - (x.lr_scheduler ? 0 : counted("lr_schedule.progress")));
+    tr_.set_optimizer_origin(tr_.step() - (x.optimizer ? 0 : counted("optimizer.steps")));
     if (x.dataloader) return meta.step;
     if (get("loader.batch") != loader_.batch() || get("loader.seq_len") != loader_.seq_len())
       throw error("checkpoint: '" + mpath + "' was saved with a global batch of " + meta.state.at("loader.batch") +
@@ -388,7 +389,8 @@ class checkpointer {
             {"lr_schedule.warmup", std::to_string(s.warmup)},
             {"lr_schedule.steps", std::to_string(s.steps)},
             {"lr_schedule.decay", std::to_string(static_cast<int>(s.decay))},
-            {"lr_schedule.origin", std::to_string(tr_.schedule_origin())},
+            {"lr_schedule.progress", std::to_string(step - tr_.schedule_origin())},
+            {"optimizer.steps", std::to_string(step - tr_.optimizer_origin())},
             {"loader.epoch", std::to_string(loader_.epoch())},
             {"loader.cursor", std::to_string(loader_.cursor())},
             {"loader.batch", std::to_string(loader_.batch())},

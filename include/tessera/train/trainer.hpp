@@ -116,14 +116,23 @@ class basic_trainer {
                                      std::to_string(steps_) + " steps");
     step_ = s;
   }
-  /// The step the learning-rate schedule counts from: 0, or where a resume started it over
-  /// (its warmup, then its decay to the run's last step). Checkpoints keep it.
+  /// The step the learning-rate schedule counts from: 0, where a resume started it over, or
+  /// before 0 when a resume kept its progress but not the step (the schedule's step is the
+  /// trainer's minus the origin; its decay ends at the run's last step). Checkpoints keep the
+  /// schedule's progress.
   std::int64_t schedule_origin() const { return schedule_origin_; }
   void set_schedule_origin(std::int64_t s) {
-    check(s >= 0 && s <= steps_, "trainer: the schedule cannot start at step " + std::to_string(s) + " of a run of " +
-                                     std::to_string(steps_) + " steps");
+    check(s <= steps_, "trainer: the schedule cannot start at step " + std::to_string(s) + " of a run of " +
+                           std::to_string(steps_) + " steps");
     schedule_origin_ = s;
     sched_.steps = steps_ - s;
+  }
+  /// The same for AdamW's step count (its bias corrections): the moments hold step() -
+  /// optimizer_origin() steps; a fresh optimizer of a resume starts at the resumed step.
+  std::int64_t optimizer_origin() const { return optimizer_origin_; }
+  void set_optimizer_origin(std::int64_t s) {
+    check(s <= step_, "trainer: AdamW cannot count from step " + std::to_string(s) + " after step " + std::to_string(step_));
+    optimizer_origin_ = s;
   }
 
   /// Runs one training step and returns its metrics.
@@ -163,7 +172,7 @@ class basic_trainer {
     ac.beta2 = static_cast<float>(opt_.beta2);
     ac.eps = static_cast<float>(opt_.eps);
     ac.weight_decay = static_cast<float>(opt_.weight_decay);
-    K::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), n_, step1, ac);
+    K::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), n_, step1 - optimizer_origin_, ac);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_ = step1;
     step_metrics m;
@@ -208,7 +217,8 @@ class basic_trainer {
   std::int64_t n_ = static_cast<std::int64_t>(m_.size());  ///< floats of the arenas
   lr_schedule sched_;
   std::int64_t step_ = 0;
-  std::int64_t schedule_origin_ = 0;  ///< the step the schedule counts from (restart_schedule)
+  std::int64_t schedule_origin_ = 0;   ///< the step the schedule counts from (set_schedule_origin)
+  std::int64_t optimizer_origin_ = 0;  ///< the step AdamW counts from (set_optimizer_origin)
   std::vector<std::int32_t> inputs_, targets_;
 };
 

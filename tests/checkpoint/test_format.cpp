@@ -11,6 +11,8 @@
 #include <tessera/io/checkpoint_io.hpp>
 #include <tessera/io/safetensors.hpp>
 
+#include <failure.hpp>
+
 #include "scratch.hpp"
 
 using namespace tessera;
@@ -19,6 +21,7 @@ namespace fs = std::filesystem;
 
 namespace {
 using checkpoint_test::scratch;
+using testing_support::has;
 
 box make_box(std::int64_t r0, std::int64_t rows, std::int64_t c0, std::int64_t cols) {
   box b;
@@ -270,4 +273,20 @@ TEST_CASE("chunk checksums: a block of more than 256 chunks gets larger chunks, 
   std::vector<float> out(40);
   CHECK(r.read("w", g, make_box(500, 4, 0, 10), out.data()) == 160);  // rows 500..503: bytes 20000..20160, one chunk
   CHECK(out[39] == 1.5f);
+}
+
+// fuzz_checkpoint's first finding (tests/fuzz/reproducers/checkpoint/shape_bytes_overflow): a
+// shape whose element count overflowed 64 bits reached the box arithmetic; the parser refuses
+// it, and boxes holding more than the tensor (they overlap) with it.
+TEST_CASE("bad metadata: a shape beyond 64 bits of bytes, and overlapping boxes, are refused by name") {
+  const std::string head = R"({"format":"tessera-checkpoint","version":1,"step":1,"world":1,"state":{},"tensors":{"w":)";
+  const std::string box = R"({"offsets":[0,0],"sizes":[2,2],"file":"shard-0.safetensors","begin":0,"end":16,"checksum":"0000000000000000"})";
+  CHECK(has(error_of([&] {
+              ck::parse_metadata(head + R"({"dtype":"F32","shape":[40,499979999997999999],"boxes":[)" + box + "]}}}", "m.json");
+            }),
+            "m.json' is not valid checkpoint metadata: tensor 'w' has more elements than any file can hold"));
+  CHECK(has(error_of([&] {
+              ck::parse_metadata(head + R"({"dtype":"F32","shape":[2,2],"boxes":[)" + box + "," + box + "]}}}", "m.json");
+            }),
+            "tensor 'w''s boxes hold more than its 4 elements (boxes overlap)"));
 }

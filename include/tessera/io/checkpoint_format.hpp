@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
@@ -258,7 +259,14 @@ inline metadata parse_metadata(std::string_view text, const std::string& source,
       throw bad(where + " has no shape of at most " + std::to_string(max_tensor_rank) + " dimensions");
     tensor_entry e;
     e.name = name;
-    for (const auto& d : sh->items) e.shape.extent[static_cast<std::size_t>(e.shape.rank++)] = integer(&d, where + "'s shape");
+    std::int64_t bytes = 4;  // in checked arithmetic: the tensor's f32 bytes must fit 63 bits
+    for (const auto& d : sh->items) {
+      const std::int64_t n = integer(&d, where + "'s shape");
+      if (bytes != 0 && n > std::numeric_limits<std::int64_t>::max() / bytes)
+        throw bad(where + " has more elements than any file can hold (its byte size overflows 64 bits)");
+      bytes *= n;
+      e.shape.extent[static_cast<std::size_t>(e.shape.rank++)] = n;
+    }
     const json::value* bs = v.get("boxes");
     if (!bs || !bs->is_array()) throw bad(where + " has no \"boxes\" array");
     std::int64_t covered = 0;
@@ -309,6 +317,8 @@ inline metadata parse_metadata(std::string_view text, const std::string& source,
       } else if (bv.get("chunk_checksums")) {
         throw bad(where + ": a box has \"chunk_checksums\" without \"chunk_bytes\"");
       }
+      if (b.where.numel() > e.numel() - covered)  // (covered stays within the tensor's count: no overflow)
+        throw bad(where + "'s boxes hold more than its " + std::to_string(e.numel()) + " elements (boxes overlap)");
       covered += b.where.numel();
       e.boxes.push_back(std::move(b));
     }

@@ -27,8 +27,9 @@ inline void name_tracks(tessera::trace::recorder& t, int ranks) {
   }
 }
 
-/// Loads the newest complete checkpoint in the options' folder, if any (collective), and
-/// says so on the lead rank; returns the step the run goes on from.
+/// Loads the newest complete checkpoint in the options' folder, if any, or the one of
+/// --checkpoint.load_step (collective), and says so on the lead rank, with what
+/// --checkpoint.exclude_from_loading left out; returns the step the run goes on from.
 template <class Model>
 std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::train::basic_trainer<Model>& tr,
                         bool lead) {

@@ -95,9 +95,7 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
   for (std::int64_t i = 0; i < n; ++i) {
     const tessera::param_entry e = tessera::param_at(*c, i);
     const tessera::shape_t g = tessera::param_global_shape(e);
-    tessera::box whole;
-    whole.rank = g.rank;
-    whole.size = g.extent;
+    const tessera::box whole = tessera::whole_box(g);
     auto& v = full[static_cast<std::size_t>(i)];
     v.resize(static_cast<std::size_t>(g.numel()));
     r.read(tessera::titan_name(e), g, whole, v.data());

@@ -45,19 +45,17 @@ inline constexpr std::string_view metadata_file = "metadata.json";
 /// The checksum of `n` bytes: FNV-1a 64 over little-endian 64-bit words (then the last
 /// n mod 8 bytes one by one), about 8x the speed of byte-wise FNV-1a.
 inline constexpr std::uint64_t checksum_seed = 0xcbf29ce484222325ull;
+/// One FNV-1a step: hash `h` takes in `w` (a word, or a byte).
+constexpr std::uint64_t fnv_step(std::uint64_t h, std::uint64_t w) noexcept { return (h ^ w) * 0x100000001b3ull; }
 inline std::uint64_t checksum(const void* data, std::size_t n, std::uint64_t h = checksum_seed) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     std::uint64_t w;
     std::memcpy(&w, p + i, 8);
-    h ^= w;
-    h *= 0x100000001b3ull;
+    h = fnv_step(h, w);
   }
-  for (; i < n; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
+  for (; i < n; ++i) h = fnv_step(h, p[i]);
   return h;
 }
 inline std::string hex64(std::uint64_t v) {
@@ -117,13 +115,9 @@ inline void checksums(const void* data, std::size_t n, std::uint64_t chunk, std:
     for (; i + 8 <= len; i += 8) {
       std::uint64_t w;
       std::memcpy(&w, p + at + i, 8);
-      h = (h ^ w) * 0x100000001b3ull;
-      c = (c ^ w) * 0x100000001b3ull;
+      h = fnv_step(h, w), c = fnv_step(c, w);
     }
-    for (; i < len; ++i) {
-      h = (h ^ p[at + i]) * 0x100000001b3ull;
-      c = (c ^ p[at + i]) * 0x100000001b3ull;
-    }
+    for (; i < len; ++i) h = fnv_step(h, p[at + i]), c = fnv_step(c, p[at + i]);
     chunks.push_back(c);
   }
   whole = h;

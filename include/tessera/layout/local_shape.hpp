@@ -54,7 +54,7 @@ struct box {
 constexpr box whole_box(const shape_t& s) noexcept {
   box b;
   b.rank = s.rank;
-  for (int d = 0; d < s.rank; ++d) b.size[static_cast<std::size_t>(d)] = s[d];
+  b.size = s.extent;
   return b;
 }
 

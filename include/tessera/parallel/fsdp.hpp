@@ -127,9 +127,7 @@ class sharded_params {
     if (!info(i).local) return;
     const shape_t& g = info(i).shape;
     const box b = storage_box(i);
-    box whole;
-    whole.rank = g.rank;
-    whole.size = g.extent;
+    const box whole = whole_box(g);
     if constexpr (space::host_accessible) {
       tessera::detail::copy_region(full, whole, stored(i), b, b);
     } else {  // the block on the host, then copied in

@@ -229,6 +229,19 @@ TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (iss
                                        "the value first");
   const std::string comma = write("comma_value.toml", "[training]\nsteps = ,\n");
   CHECK(has(b.load_error(comma), comma + ":2:9: TOML syntax error: ',' where a value must begin (after '=')"));
+  // found by fuzz_link_profile in 600 s: a date, a space and a digit that begins no time
+  const std::string date = write("date_digit.toml", "[job]\ns = 1979-05-27 1\n");
+  CHECK(b.load_error(date) == date + ":2:5: TOML syntax error: a value followed by a space and a digit must be a "
+                                     "date and a time, e.g. 1979-05-27 07:32:00");
+  for (const char* bad : {"s = 1979-05-27 1", "s = [1979-05-27 1]", "s = {a = 1979-05-27 12}", "s = 1979-05-2_7 1,",
+                          "s = 12 3", "s = 1979-05-27 1:00:00"})
+    CHECK_THROWS_WITH_AS(tessera::detail::toml_precheck(bad, "x.toml"), doctest::Contains("must be a date and a time"),
+                         tessera::error);
+  // dates, times and date-times TOML allows pass it, with a space, a T, an offset or fractions
+  CHECK_NOTHROW(tessera::detail::toml_precheck("a = 1979-05-27 07:32:00\nb = [1979-05-27 07:32:00Z, 1979-05-27]\n"
+                                               "c = 1979-05-27T07:32:00.5-07:00\nd = 1979-05-27 # 1\ne = 1979-05-27  \n"
+                                               "f = 07:32:00\ng = { h = 1979-05-27 07:32:00.999 }\ni = 1_000\n",
+                                               "x.toml"));
   // empty arrays and a trailing comma in an array are TOML and pass the pre-check
   CHECK_NOTHROW(tessera::detail::toml_precheck("a = []\nb = [1, 2, ]\nc = { }\nd = [ [], [1,], ]\n", "x.toml"));
   // what TOML allows still loads: non-ASCII in strings and comments, quoted keys and headers

@@ -234,7 +234,7 @@ TEST_CASE("config errors: what toml++ 3.3.0 mishandles is refused before it (iss
   CHECK(b.load_error(date) == date + ":2:5: TOML syntax error: a value followed by a space and a digit must be a "
                                      "date and a time, e.g. 1979-05-27 07:32:00");
   for (const char* bad : {"s = 1979-05-27 1", "s = [1979-05-27 1]", "s = {a = 1979-05-27 12}", "s = 1979-05-2_7 1,",
-                          "s = 12 3", "s = 1979-05-27 1:00:00"})
+                          "s = 12 3", "s = 1979-05-27 1:00:00", "s = 1;79-05-27 1\n", "s = 1979-05-27T 1"})
     CHECK_THROWS_WITH_AS(tessera::detail::toml_precheck(bad, "x.toml"), doctest::Contains("must be a date and a time"),
                          tessera::error);
   // dates, times and date-times TOML allows pass it, with a space, a T, an offset or fractions

@@ -19,9 +19,9 @@
 //   - where a value must begin (after `=`, or after `[` or `,` inside a value) there is no
 //     `}` or `,` (nor `]` right after `=`): toml++ asserts on `x = [}` (found by
 //     fuzz_toml_config in CI's 30-second run).
-//   - a value of digits, `-` and `_` followed by one space and a digit is a date and a time
-//     (`YYYY-MM-DD HH:...`): toml++ asserts on `s = 1979-05-27 1` (found by
-//     fuzz_link_profile in a 600-second run).
+//   - a value beginning with a digit and followed by one space and a digit is a date and a
+//     time (`YYYY-MM-DD HH:...`): toml++ asserts on `s = 1979-05-27 1` and `s = 1;79-05-27 1`
+//     (found by fuzz_link_profile in 600-second runs).
 #pragma once
 
 #include <cstddef>
@@ -146,13 +146,17 @@ inline void toml_precheck(std::string_view s, const std::string& path) {
     if (value_side && (c == '}' || c == ',' || c == ']') && (prev == '=' || prev == '[' || prev == ',') &&
         !(c == ']' && prev != '='))
       fail(std::string("'") + c + "' where a value must begin (after '" + prev + "'); write the value first");
-    // A value of digits, '-' and '_' followed by one space and a digit: valid TOML only as a
-    // date-time, `YYYY-MM-DD HH:MM...`. toml++ 3.3.0 reads on past the digit and asserts when
-    // a terminator follows it (`s = 1979-05-27 1`, found by fuzz_link_profile in 600 s), so
-    // anything but a date followed by `HH:` is refused here.
+    // A value beginning with a digit and followed by one space and a digit: valid TOML only as
+    // a date-time, `YYYY-MM-DD HH:MM...`. toml++ 3.3.0 reads on past that digit and asserts
+    // when a terminator follows it (`s = 1979-05-27 1` and `s = 1;79-05-27 1`, found by
+    // fuzz_link_profile), so anything but a date followed by `HH:` is refused here. The value
+    // runs, as toml++ scans it, to the first of its terminators: whitespace , ] } #.
     if (value_side && c >= '0' && c <= '9' && (prev == '=' || prev == '[' || prev == ',')) {
+      auto terminator = [](char t) {
+        return t == ' ' || t == '\t' || (t >= '\n' && t <= '\r') || t == ']' || t == '}' || t == ',' || t == '#';
+      };
       std::size_t j = i;
-      while (j < s.size() && ((s[j] >= '0' && s[j] <= '9') || s[j] == '-' || s[j] == '_')) ++j;
+      while (j < s.size() && !terminator(s[j])) ++j;
       auto digit = [&](std::size_t k) { return k < s.size() && s[k] >= '0' && s[k] <= '9'; };
       if (s.substr(j, 1) == " " && digit(j + 1)) {
         const std::string_view v = s.substr(i, j - i);

@@ -1,4 +1,4 @@
-// expect: tessera::tensor_parallel: unknown option; the options are sequence_parallel and loss_parallel
+// expect: tessera::tensor_parallel: unknown option; the options are sequence_parallel, loss_parallel and async_tp
 #include <tessera/parallel/policies.hpp>
 // reshard_after_forward is an FSDP option.
 constexpr tessera::policy_desc d =

@@ -239,3 +239,56 @@ struct cp_fsdp_f8 {
   using parallelize = tessera::parallelize<fsdp<"dp">, context_parallel<"cp">, float8<fp8::tensorwise, fp8::all_gather>>;
 };
 }  // namespace tiny_recipes
+
+// Async TP (tensor_parallel's async_tp): the sequence-parallel gathers and reduce-scatters as
+// ring steps around the regions' GEMMs, alone and with each policy it composes with.
+#include <tessera/parallel/float8.hpp>
+namespace tiny_recipes {
+template <int Tp>
+struct tp_async {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", Tp>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>>;
+};
+struct fsdp_tp_async {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, async_tp>>;
+};
+/// The recompute redoes the regions in the same parts (op: some GEMMs kept, some redone).
+struct fsdp_tp_async_op {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>,
+                                           activation_checkpointing<ac::selective_op<>>>;
+};
+struct tp_async_full {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, async_tp>,
+                                           activation_checkpointing<ac::full>>;
+};
+/// Zero-bubble: the I half runs the rings, the W half the weight GEMMs.
+struct pp_zbv_tp_async {
+  using model = tiny6;
+  using mesh = tessera::mesh<axis<"pp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<
+      pipeline_parallel<"pp", pp_schedule<pipeline::schedule_kind::zbv_zero_bubble>, stages_per_rank<2>>,
+      tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>>;
+};
+struct cp_tp_async {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"cp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<context_parallel<"cp", cp_rotation<cp_rotate::ring>>,
+                                           tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>>;
+};
+/// Float8 tensorwise on the row-parallel linears only: their regions run whole (the scale
+/// needs every row), the column-parallel regions in parts.
+struct tp_async_f8_rows {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>,
+                           float8<fp8::tensorwise, fp8::linears<param_role::attention_o, param_role::ffn_w2>>>;
+};
+}  // namespace tiny_recipes

@@ -55,6 +55,8 @@ TEST_CASE("parallel runtime in a non-host memory space: TP, SP, loss parallel, 2
   same_on_both<tiny_recipes::fsdp_tp_bf16>(4, "fsdp (bf16 gathers) x tp");
   same_on_both<tiny_f8_ac>(4, "fsdp x tp, Float8 rowwise, full AC");
   same_on_both<tiny_recipes::f8_2d_tw_ag_op>(4, "fsdp x tp, Float8 tensorwise with the FP8 all-gather, selective op AC");
+  same_on_both<tiny_recipes::fsdp_tp_async_op>(4, "fsdp x tp async (the ring in the space), selective op AC");
+  same_on_both<tiny_recipes::pp_zbv_tp_async>(4, "ZBV x tp async");
 }
 
 TEST_CASE("parallel runtime in a non-host memory space: pipeline schedules, split backward and evaluation equal the host's") {

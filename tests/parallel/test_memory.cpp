@@ -109,6 +109,14 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipe
   check_peak<fsdp_tp_2d_op>(4, fsdp_tp_2d_op::mesh(), 4, 8, "tiny fsdp x tp, selective op checkpointing");
   check_peak<fsdp_tp_bf16>(4, fsdp_tp_bf16::mesh(), 4, 8, "tiny fsdp x tp bf16");
   check_peak<f8_2d_tw_ag_op>(4, f8_2d_tw_ag_op::mesh(), 4, 8, "tiny fsdp x tp, float8 tw + FP8 AG + op AC");
+  check_peak<tp_async<2>>(2, {}, 2, 8, "tiny tp async");
+  check_peak<fsdp_tp_async_op>(4, {}, 4, 8, "tiny fsdp x tp async, op AC");
+  check_peak<pp_zbv_tp_async>(4, {}, 8, 8, "tiny pp (ZBV) x tp async");
+  // async TP's ring: three parts of [B, T / tp, D] more staging than TP + SP without it
+  const memory_estimate sync = estimate_memory<tp_sp_lp>(mesh_shape{1, {2}}, 2, 8, coords_t{0});
+  const memory_estimate async = estimate_memory<tp_async<2>>(mesh_shape{1, {2}}, 2, 8, coords_t{0});
+  CHECK(async.staging - sync.staging == 3 * (2 * 8 / 2) * tiny::config.dim * 4);
+  CHECK(async.tracked_peak() == sync.tracked_peak());
 }
 
 TEST_CASE("estimate_memory: context parallel's activations and K/V blocks, alone and composed") {

@@ -143,6 +143,7 @@ TEST_CASE("traffic: every shipped recipe moves what the plans' cost model says, 
   check_recipe<recipes::debug_tp>("debug_tp", 2, recipes::debug_tp::mesh(2), 4, 32);
   check_recipe<recipes::debug_2d>("debug_2d", 4, recipes::debug_2d::mesh(4), 4, 32);
   check_recipe<recipes::debug_2d>("debug_2d (2 micro-batches)", 4, recipes::debug_2d::mesh(4), 4, 32, 2);
+  check_recipe<recipes::debug_2d_async>("debug_2d_async", 4, recipes::debug_2d_async::mesh(), 4, 32);
 }
 
 TEST_CASE("traffic: pipeline recipes (stage collectives, pp sums and the schedule's sends), on every rank") {
@@ -170,6 +171,22 @@ TEST_CASE("traffic: activation checkpointing's recomputes redo their collectives
   // the recomputes move more than the same recipe without checkpointing
   static_assert(estimate_traffic<tp_plain_full>(mesh_shape{1, {2}}, 2, 8).activations >
                 estimate_traffic<tp_plain>(mesh_shape{1, {2}}, 2, 8).activations);
+}
+
+TEST_CASE("traffic: async TP's rings are point-to-point sends on tp, and the estimate counts them") {
+  using namespace tiny_recipes;
+  check_recipe<tp_async<2>>("tiny tp async", 2, {}, 2, 8);
+  check_recipe<fsdp_tp_async_op>("tiny fsdp x tp async, op AC", 4, {}, 4, 8);
+  check_recipe<tp_async_full>("tiny tp async, full AC", 2, {}, 2, 8);
+  check_recipe<pp_zbv_tp_async>("tiny pp (ZBV) x tp async", 4, {}, 8, 8);
+  check_recipe<cp_tp_async>("tiny cp x tp async", 4, {}, 2, 16);
+  check_recipe<tp_async_f8_rows>("tiny tp async, Float8 wo, w2", 2, {}, 2, 8);
+  // the same bytes as the collectives they replace, now sent point to point
+  constexpr traffic_estimate sync = estimate_traffic<tp_sp_lp>(mesh_shape{1, {2}}, 2, 8);
+  constexpr traffic_estimate async = estimate_traffic<tp_async<2>>(mesh_shape{1, {2}}, 2, 8);
+  static_assert(sync.total() == async.total() && sync.activations == async.activations);
+  static_assert(async.by_axes.at(1u).sent > 0 && sync.by_axes.at(1u).sent == 0);
+  static_assert(async.by_axes.at(1u).calls < sync.by_axes.at(1u).calls);
 }
 
 TEST_CASE("traffic: Float8 recipes, FP8 all-gather's e4m3 gathers and amax all-reduces included") {

@@ -39,6 +39,7 @@ TEST_CASE("shipped recipes train like one rank for 20 steps (threads)") {
   check_recipe<tc::small<recipes::debug_hsdp>>(4, toks);
   check_recipe<tc::small<recipes::debug_tp>>(2, toks);
   check_recipe<tc::small<recipes::debug_2d>>(4, toks);
+  check_recipe<tc::small<recipes::debug_2d_async>>(4, toks);
 }
 
 TEST_CASE("shipped pipeline recipes train like one rank for 20 steps (threads)") {

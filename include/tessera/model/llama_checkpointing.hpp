@@ -105,45 +105,31 @@ void block_recompute(const float* x, const block_params& w, basic_block_saved<ty
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
   auto redo = [&](ac_op o) { return !(keep & ac_bit(o)); };
   auto mm = [&](std::int64_t in, std::int64_t out) { flops += 2 * N * in * out; };
-  if (redo(ac_op::attention_norm)) {
+  if (redo(ac_op::attention_norm))
     K::rmsnorm_forward(s.an.data(), s.rstd1.data(), x, w.attention_norm, Nr, D, d.eps);
-    s.an_seen = h.gather(s.an.data(), s.an_full.data());
-  }
+  detail::qkv_forward<K>(s, k, w, d, h, redo(ac_op::attention_norm), redo(ac_op::wq), redo(ac_op::wk),
+                         redo(ac_op::wv));
   if (redo(ac_op::wq)) {
-    detail::linear_forward<K>(s.q.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
     K::rope_forward(s.q.data(), s.q.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
     mm(D, Hq);
   }
   if (redo(ac_op::wk)) {
-    detail::linear_forward<K>(s.k.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
     K::rope_forward(s.k.data(), s.k.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.kv_heads, d.hd);
     mm(D, Hk);
   }
-  if (redo(ac_op::wv)) {
-    detail::linear_forward<K>(s.v.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
-    mm(D, Hk);
-  }
+  if (redo(ac_op::wv)) mm(D, Hk);
   if (redo(ac_op::attention)) {
     h.attention_forward(s.att.data(), s.lse.data(), s.q.data(), s.k.data(), s.v.data(), d);
     flops += 4 * d.B * d.heads * d.T * d.T * d.hd / 2;  // causal: QK^T and PV over half the pairs
   }
   if (redo(ac_op::wo)) {
-    detail::linear_forward<K>(k.proj.data(), s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
-    K::add(s.mid.data(), x, h.reduce(k.proj.data(), s.mid.data()), Nr * D);
+    detail::wo_forward<K>(x, s, k, w, d, h);
     mm(Hq, D);
   }
-  if (redo(ac_op::ffn_norm)) {
-    K::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
-    s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
-  }
-  if (redo(ac_op::w1)) {
-    detail::linear_forward<K>(s.h1.data(), s.fn_seen, w.w1, N, D, d.F, param_role::ffn_w1, d, k, h);
-    mm(D, d.F);
-  }
-  if (redo(ac_op::w3)) {
-    detail::linear_forward<K>(s.h3.data(), s.fn_seen, w.w3, N, D, d.F, param_role::ffn_w3, d, k, h);
-    mm(D, d.F);
-  }
+  if (redo(ac_op::ffn_norm)) K::rmsnorm_forward(s.fn.data(), s.rstd2.data(), s.mid.data(), w.ffn_norm, Nr, D, d.eps);
+  detail::ffn_in_forward<K>(s, k, w, d, h, redo(ac_op::ffn_norm), redo(ac_op::w1), redo(ac_op::w3));
+  if (redo(ac_op::w1)) mm(D, d.F);
+  if (redo(ac_op::w3)) mm(D, d.F);
   if (redo(ac_op::swiglu)) K::swiglu_forward(s.act.data(), s.h1.data(), s.h3.data(), N * d.F);
 }
 

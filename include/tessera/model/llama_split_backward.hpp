@@ -73,23 +73,16 @@ template <class K = cpu_kernels, class Hooks>
 void block_backward_input(float* dres, const float* x, const block_params& w,
                           const basic_block_saved<typename K::space>& s, basic_block_scratch<typename K::space>& k,
                           basic_block_deferred<typename K::space>& def, const llama_dims& d, Hooks& h) {
-  const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
-  float* dfull = k.dfull.data();
+  const std::int64_t Nr = d.Nr(), D = d.D;
   def.allocate(d);
   // feed-forward branch
-  K::zero(dfull, N * D);
-  const float* dout2 = h.gather(dres, k.dgath.data());
-  detail::keep<K>(def.d_ffn, dout2);
-  detail::feed_forward_backward<K>(dfull, nullptr, nullptr, nullptr, dout2, s.fn_seen, s, w, d, k, h);
-  detail::keep<K>(def.dh13, k.ffn.data());  // dh1 then dh3, as feed_forward_backward leaves them
-  const float* dn2 = h.reduce(dfull, k.dtmp.data());
-  detail::keep<K>(def.dn2, dn2);
-  K::rmsnorm_backward(dres, nullptr, dn2, s.mid.data(), w.ffn_norm, s.rstd2.data(), Nr, D);
+  const detail::region_grads f = detail::ffn_backward<K>(dres, nullptr, nullptr, nullptr, s, k, w, d, h);
+  detail::keep<K>(def.d_ffn, f.dout);
+  detail::keep<K>(def.dh13, k.ffn.data());  // dh1 then dh3, as ffn_backward leaves them
+  detail::keep<K>(def.dn2, f.dn);
+  K::rmsnorm_backward(dres, nullptr, f.dn, s.mid.data(), w.ffn_norm, s.rstd2.data(), Nr, D);
   // attention branch
-  K::zero(k.datt.data(), N * Hq);
-  const float* dout1 = h.gather(dres, k.dgath.data());
-  detail::keep<K>(def.d_att, dout1);
-  detail::linear_backward<K>(k.datt.data(), nullptr, dout1, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
+  detail::keep<K>(def.d_att, detail::wo_backward<K>(dres, nullptr, s, k, w, d, h));
   h.attention_backward(k.dq.data(), k.dk.data(), k.dv.data(), k.datt.data(), s.q.data(), s.k.data(), s.v.data(),
                        s.att.data(), s.lse.data(), d);
   K::rope_backward(k.dq.data(), k.dq.data(), k.cos.data(), k.sin.data(), d.rope_B(), d.rope_T(), d.heads, d.hd);
@@ -97,11 +90,7 @@ void block_backward_input(float* dres, const float* x, const block_params& w,
   detail::keep<K>(def.dq, k.dq.data());
   detail::keep<K>(def.dk, k.dk.data());
   detail::keep<K>(def.dv, k.dv.data());
-  K::zero(dfull, N * D);
-  detail::linear_backward<K>(dfull, nullptr, k.dq.data(), s.an_seen, w.wq, N, D, Hq, param_role::attention_q, d, k, h);
-  detail::linear_backward<K>(dfull, nullptr, k.dk.data(), s.an_seen, w.wk, N, D, Hk, param_role::attention_k, d, k, h);
-  detail::linear_backward<K>(dfull, nullptr, k.dv.data(), s.an_seen, w.wv, N, D, Hk, param_role::attention_v, d, k, h);
-  const float* dn1 = h.reduce(dfull, k.dtmp.data());
+  const float* dn1 = detail::qkv_backward<K>(nullptr, nullptr, nullptr, s, k, w, d, h);
   detail::keep<K>(def.dn1, dn1);
   K::rmsnorm_backward(dres, nullptr, dn1, x, w.attention_norm, s.rstd1.data(), Nr, D);
 }

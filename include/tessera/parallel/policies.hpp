@@ -50,6 +50,13 @@ struct sequence_parallel {};
 /// TP option: logits stay sharded over the vocabulary and the cross-entropy reduces its row
 /// statistics across the axis (TorchTitan's loss_parallel) instead of gathering logits.
 struct loss_parallel {};
+/// TP option (needs sequence_parallel): async TP, TorchTitan's enable_async_tensor_parallel
+/// (micro-pipelined TP). Each sequence-parallel all-gather in front of a column-parallel
+/// region runs as tp - 1 ring steps, the region's GEMMs on each arrived part of the sequence
+/// while the next part travels; each reduce-scatter after a row-parallel region runs as tp
+/// ring steps, the GEMM of the part sent next computed while the last one travels
+/// (parallel/tensor_parallel.hpp, docs/parallelism.md).
+struct async_tp {};
 
 enum class policy_kind : std::uint8_t {
   fsdp, hsdp, tensor_parallel, pipeline_parallel, activation_checkpointing, float8, context_parallel
@@ -80,6 +87,7 @@ struct pp_settings {
 struct tp_settings {
   bool sequence_parallel = false;
   bool loss_parallel = false;
+  bool async = false;  ///< async_tp
 };
 
 /// float8's options as values (parallel/float8.hpp names the options).
@@ -179,22 +187,29 @@ struct hsdp {
 
 namespace detail {
 template <class O>
-inline constexpr bool is_tp_option = std::is_same_v<O, sequence_parallel> || std::is_same_v<O, loss_parallel>;
+inline constexpr bool is_tp_option =
+    std::is_same_v<O, sequence_parallel> || std::is_same_v<O, loss_parallel> || std::is_same_v<O, async_tp>;
 }
 
 /// Tensor parallel over `Axis` with TorchTitan's Llama plan: wq/wk/wv and w1/w3
 /// column-wise, wo and w2 row-wise, embedding sharded over the vocabulary, output
-/// column-wise; options sequence_parallel and loss_parallel.
+/// column-wise; options sequence_parallel, loss_parallel and async_tp.
 template <fixed_string Axis, class... Options>
 struct tensor_parallel {
   static_assert((detail::is_tp_option<Options> && ...),
-                "tessera::tensor_parallel: unknown option; the options are sequence_parallel and loss_parallel");
+                "tessera::tensor_parallel: unknown option; the options are sequence_parallel, loss_parallel and "
+                "async_tp");
+  static_assert(!(std::is_same_v<Options, async_tp> || ...) || (std::is_same_v<Options, sequence_parallel> || ...),
+                "tessera::tensor_parallel: async_tp needs sequence_parallel (it overlaps the sequence's "
+                "all-gathers and reduce-scatters with the GEMMs; without it TP all-reduces); add "
+                "tessera::sequence_parallel to the policy");
   static constexpr policy_desc desc{.kind = policy_kind::tensor_parallel,
                                     .axis = Axis.view(),
                                     .replicate_axis = {},
                                     .fsdp = {},
                                     .tp = {.sequence_parallel = (std::is_same_v<Options, sequence_parallel> || ...),
-                                           .loss_parallel = (std::is_same_v<Options, loss_parallel> || ...)}};
+                                           .loss_parallel = (std::is_same_v<Options, loss_parallel> || ...),
+                                           .async = (std::is_same_v<Options, async_tp> || ...)}};
 };
 
 namespace detail {
@@ -245,6 +260,7 @@ struct parallel_spec {
   bool bf16_params = false;
   bool sequence_parallel = false;
   bool loss_parallel = false;
+  bool async_tp = false;       ///< tensor_parallel's async_tp (with sequence_parallel)
   bool reshard_given = false;  ///< the fsdp / hsdp policy named reshard_after_forward
   pp_settings pipeline{};      ///< pipeline_parallel's options (when pp >= 0)
   ac_settings ac{};            ///< activation_checkpointing's mode (none without the policy)
@@ -305,6 +321,7 @@ constexpr parallel_spec resolve_policies(const std::array<std::string_view, N>& 
       s.tp = claim(p.axis, pi);
       s.sequence_parallel = p.tp.sequence_parallel;
       s.loss_parallel = p.tp.loss_parallel;
+      s.async_tp = p.tp.async;
     } else {
       if (s.dp_shard >= 0) fail(policy_error::two_data_parallel, pi);
       if (p.kind == policy_kind::hsdp) s.dp_replicate = claim(p.replicate_axis, pi, true);

@@ -125,7 +125,7 @@ inline constexpr compiled_in_key compiled_in_keys[] = {
     {"parallelism.pipeline_parallel_degree", "the size of the pipeline mesh axis"},
     {"parallelism.context_parallel_degree", "the size of the context-parallel mesh axis"},
     {"parallelism.expert_parallel_degree", "the size of the expert-parallel mesh axis"},
-    {"parallelism.enable_async_tensor_parallel", "an option of the tensor_parallel policy"},
+    {"parallelism.enable_async_tensor_parallel", "the async_tp option of the tensor_parallel policy, as in debug_2d_async"},
     {"parallelism.disable_loss_parallel", "the loss-parallel option of the tensor_parallel policy"},
     {"parallelism.enable_sequence_parallel", "the sequence-parallel option of the tensor_parallel policy"},
     {"parallelism.fsdp_reshard_after_forward", "the resharding option of the fsdp policy"},

@@ -25,7 +25,7 @@
 //   staging        communication buffers: device_mesh scratch slots 0-3 (run_step staging
 //                  of uneven or non-contiguous all-gathers / reduce-scatters, and the
 //                  intermediate block of two-step plans), the FSDP and TP runtimes' stage_
-//                  vectors, the FSDP runtime's bf16 staging under mixed precision (and the bf16 buffers of a
+//                  vectors (and async TP's ring_: three parts of [B, T / tp, D]), the FSDP runtime's bf16 staging under mixed precision (and the bf16 buffers of a
 //                  prefetched block, held from its issue to its use). These are std::vectors that grow
 //                  and stay; the tracking allocator does not see them, and the estimate
 //                  assumes the planner's plans for these layouts are one all-gather /
@@ -174,9 +174,12 @@ constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, 
 
 /// Adds the TP runtime's staging for activations of a batch of dims `d` (tp size P): the
 /// sequence-parallel gather / reduce-scatter (staged unless one sequence splits evenly),
-/// the logits' vocabulary gather, loss parallel's in-place row statistics.
-constexpr void add_activation_staging(std::int64_t& slot01, std::int64_t& stage, const llama_dims& d, std::int64_t P) {
+/// the logits' vocabulary gather, loss parallel's in-place row statistics, and under async TP
+/// (`ring`) the ring's three parts of [B, T / P, D] (parallel/tensor_parallel.hpp).
+constexpr void add_activation_staging(std::int64_t& slot01, std::int64_t& stage, const llama_dims& d, std::int64_t P,
+                                      bool ring) {
   const std::int64_t N = d.N();
+  if (ring && d.seq_split) stage += 3 * d.Nr() * d.D * 4;
   if (d.seq_split && (d.B > 1 || d.T % P != 0)) slot01 = std::max(slot01, (P + 1) * d.B * split_max(d.T, P) * d.D * 4);
   if (d.gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(d.V, P) * 4);
   if (d.vocab_loss) stage += 2 * N * 4;
@@ -238,7 +241,7 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
                   4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, p.ac, cfg.n_layers, p.sequence_parallel);
   // staging as without a pipeline, for one microbatch (no prefetch under PP)
   std::int64_t slot01 = u.slot01, stage = u.stage;
-  add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1);
+  add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1, p.async_tp);
   e.staging = slot01 + u.slot2 + stage + u.half;
   return e;
 }
@@ -279,7 +282,7 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   // Staging: the largest call of each buffer (they grow and stay).
   std::int64_t slot01 = std::max(blk.slot01, root.slot01), slot2 = std::max(blk.slot2, root.slot2);
   std::int64_t stage = std::max(blk.stage, root.stage);  // the FSDP runtime's reduce staging
-  detail::add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1);
+  detail::add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1, p.async_tp);
   // bf16: the synchronous gathers' staging, and the prefetched block's own buffers (bound)
   e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half) + (L > 1 ? blk.half_prefetch : 0);
   return e;

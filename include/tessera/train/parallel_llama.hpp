@@ -268,6 +268,21 @@ class parallel_llama {
     }
     const float* gather(const float* in, float* out) { return o.tp_.gather(in, out, cfg.dim); }
     const float* reduce(const float* in, float* out) { return o.tp_.reduce(in, out, cfg.dim); }
+    bool overlaps(bool whole) { return o.tp_.overlaps(whole); }
+    template <class F>
+    const float* gather_each(const float* in, float* out, std::int64_t X, std::int64_t B, std::int64_t T, bool whole,
+                             F&& fn) {
+      return o.tp_.gather_each(in, out, X, B, T, whole, fn);
+    }
+    template <class F, class Add>
+    const float* reduce_each(float* partial, float* out, std::int64_t X, std::int64_t B, std::int64_t T, bool whole,
+                             F&& fn, Add&& add) {
+      return o.tp_.reduce_each(partial, out, X, B, T, whole, fn, add);
+    }
+    template <class F>
+    void each_part(const float* in, std::int64_t X, std::int64_t B, std::int64_t T, bool whole, F&& fn) {
+      o.tp_.each_part(in, X, B, T, whole, fn);
+    }
     void reduce_row_max(float* x) { o.tp_.reduce_row_max(x); }
     void reduce_row_stats(float* x) { o.tp_.reduce_row_stats(x); }
     void gather_logits(const float* in, float* out) { o.tp_.gather_logits(in, out, cfg.vocab_size); }

@@ -99,6 +99,16 @@ struct debug_2d_ac {
                                            activation_checkpointing<ac::selective_op<>>>;
 };
 
+/// debug_2d with async TP (TorchTitan's enable_async_tensor_parallel): the blocks'
+/// sequence-parallel gathers and reduce-scatters run as ring steps around their GEMMs.
+struct debug_2d_async {
+  static constexpr std::string_view name = "debug_2d_async";
+  using model = debugmodel;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>>;
+};
+
 /// The Float8 recipes' baseline: FSDP gathering bf16 parameters (TorchTitan's default
 /// mixed_precision_param), computing in f32.
 struct debug_fsdp_bf16 {
@@ -158,6 +168,7 @@ void for_each_runnable(F&& f) {
   f.template operator()<debug_3d>();
   f.template operator()<debug_3d_zbv>();
   f.template operator()<debug_2d_ac>();
+  f.template operator()<debug_2d_async>();
   f.template operator()<debug_fsdp_bf16>();
   f.template operator()<debug_fsdp_float8>();
   f.template operator()<debug_fsdp_float8_tw>();

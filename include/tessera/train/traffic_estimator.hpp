@@ -246,6 +246,42 @@ constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const ll
   }
 }
 
+/// Async TP (tensor_parallel's async_tp): of the blocks [first, last)'s TP activation moves in
+/// one step, those that run as ring sends -- each region's gather and reduce unless it holds
+/// a Float8 linear (model/llama_block_regions.hpp), and the recomputes' of the regions that
+/// overlap. A block has four regions (q/k/v, wo, w1/w3, w2), each one gather and one reduce
+/// per step (forward and backward).
+struct ring_moves {
+  std::int64_t gathers = 0, reduces = 0;
+};
+constexpr ring_moves async_tp_moves(const parallel_spec& ps, const f8_linears& f8, std::int64_t first,
+                                    std::int64_t last) {
+  ring_moves r;
+  if (!ps.async_tp || ps.tp < 0) return r;
+  using p = param_role;
+  const bool qkv = !(f8.covers(p::attention_q) || f8.covers(p::attention_k) || f8.covers(p::attention_v));
+  const bool o = !f8.covers(p::attention_o), w13 = !(f8.covers(p::ffn_w1) || f8.covers(p::ffn_w3));
+  const bool w2 = !f8.covers(p::ffn_w2);
+  const std::int64_t each = std::int64_t{qkv} + o + w13 + w2;
+  for (std::int64_t l = first; l < last; ++l) {
+    r.gathers += each, r.reduces += each;
+    const std::uint16_t keep = ac_keep_mask(ps.ac, l, ps.sequence_parallel);
+    if (keep == ac_keep_all) continue;
+    r.gathers += (!(keep & ac_bit(ac_op::attention_norm)) && qkv) + (!(keep & ac_bit(ac_op::ffn_norm)) && w13);
+    r.reduces += !(keep & ac_bit(ac_op::wo)) && o;
+  }
+  return r;
+}
+/// Adds `times` x `n` ring moves of async TP over the tp axis (p ranks), each p - 1 sends of a
+/// part of `part_bytes`.
+constexpr void add_ring_traffic(traffic_estimate& e, int tp_axis, std::int64_t p, std::int64_t n,
+                                std::int64_t part_bytes, std::int64_t times) {
+  if (p <= 1 || n == 0) return;
+  const std::int64_t bytes = times * n * (p - 1) * part_bytes;
+  e.activations += bytes;
+  e.by_axes.add_sent(1u << tp_axis, bytes);
+}
+
 template <class Recipe>
 struct traffic_walk {
   using traits = recipe_traits<Recipe>;
@@ -290,13 +326,21 @@ struct traffic_walk {
     // TP activations [B, T, X] (the plans are empty without TP)
     const shape_t act{batch, seq, cfg.dim};
     // (and what activation checkpointing's recomputes redo)
+    // (and what activation checkpointing's recomputes redo); under async TP the blocks' ring
     constexpr ac_collectives rc = ac_recompute_collectives(ps.ac, 0, cfg.n_layers, ps.sequence_parallel);
-    add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.gathers), cm, at);
-    add_plan_traffic<partial, residual, float>(e, e.activations, shape, act, mb * (4 * L + 2 + rc.reduces), cm, at);
+    constexpr ring_moves ring = async_tp_moves(ps, f8, 0, cfg.n_layers);
+    add_plan_traffic<residual, replicated, float>(e, e.activations, shape, act,
+                                                  mb * (4 * L + 2 + rc.gathers - ring.gathers), cm, at);
+    add_plan_traffic<partial, residual, float>(e, e.activations, shape, act,
+                                               mb * (4 * L + 2 + rc.reduces - ring.reduces), cm, at);
     add_head_traffic<types, ps>(e, shape, batch, seq, cfg.vocab_size, mb, cm, at);
     // this rank's tokens (under context parallel T / cp of each sequence)
     const box tokens = local_box(parallel::batch_spec(ps, 2), shape, shape_t{batch, seq}, at);
     const llama_dims d = dims_of(cfg, parallel::llama_shard_of(cfg, ps, shape, at), tokens.size[0], tokens.size[1]);
+    if constexpr (ps.async_tp) {
+      constexpr int tp = ps.tp;
+      add_ring_traffic(e, tp, shape[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, mb);
+    }
     add_f8_amax_traffic<types, ps>(e, shape, d, 0, L, mb, cm, at);  // Float8's amax all-reduces over tp
     add_cp_traffic<ps>(e, shape, d, mb * (L + rc.attentions), mb * L);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
@@ -365,10 +409,15 @@ struct pipeline_traffic_walk {
       const std::int64_t moves = 4 * plan.blocks(st) + (head ? 1 : 0) + (st == 0 ? 1 : 0);
       const ac_collectives rc =
           ac_recompute_collectives(ps.ac, plan.first_layer(st), plan.last_layer(st), ps.sequence_parallel);
-      add_plan_traffic<typename types::residual, typename types::replicated, float>(e, e.activations, sm, act,
-                                                                                    times * (moves + rc.gathers), cm, sc);
-      add_plan_traffic<typename types::partial, typename types::residual, float>(e, e.activations, sm, act,
-                                                                                 times * (moves + rc.reduces), cm, sc);
+      const ring_moves ring = async_tp_moves(ps, f8, plan.first_layer(st), plan.last_layer(st));
+      add_plan_traffic<typename types::residual, typename types::replicated, float>(
+          e, e.activations, sm, act, times * (moves + rc.gathers - ring.gathers), cm, sc);
+      add_plan_traffic<typename types::partial, typename types::residual, float>(
+          e, e.activations, sm, act, times * (moves + rc.reduces - ring.reduces), cm, sc);
+      if constexpr (ps.async_tp) {
+        constexpr int tp = ps.tp;
+        add_ring_traffic(e, tp, sm[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, times);
+      }
       add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
       add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st));
     }

@@ -59,11 +59,12 @@ std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::
 template <class Model>
 void save_if_due(tessera::train::checkpointer<Model>& ck, std::int64_t step, std::int64_t steps, bool lead) {
   if (ck.options().folder.empty() || !(ck.due(step) || step == steps)) return;
-  ck.save(step);
+  const bool model_only = step == steps && ck.options().last_save_model_only;
+  ck.save(step, model_only);
   if (!lead) return;
-  std::printf("checkpoint step %lld: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
+  std::printf("checkpoint step %lld%s: %s, training blocked %.3f s (staging copy %.3f s, arena %.2f MiB), "
               "%.2f MiB from rank 0\n",
-              static_cast<long long>(step),
+              static_cast<long long>(step), model_only ? " (the weights alone)" : "",
               ck.options().mode == tessera::train::async_mode::async ? "writing in the background" : "committed",
               ck.last().blocked_s, ck.last().staging_s, static_cast<double>(ck.last().staging_bytes) / (1 << 20),
               static_cast<double>(ck.last().bytes) / (1 << 20));

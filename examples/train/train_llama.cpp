@@ -78,6 +78,7 @@ struct options {
   std::int64_t ckpt_interval = 0, ckpt_load_step = -1;  // --checkpoint.interval, --checkpoint.load_step
   int ckpt_keep = 0;
   std::vector<std::string> ckpt_exclude;  // --checkpoint.exclude_from_loading
+  bool ckpt_model_only = false;           // --checkpoint.last_save_model_only
   std::string trace;  // the Chrome/Perfetto trace file ("" when off)
   int threads = 0;
   bool no_shuffle = false;
@@ -205,6 +206,7 @@ void from_config(options& o, const train::run_config& c) {
   o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
   o.ckpt_load_step = c.checkpoint.load_step, o.ckpt_exclude = c.checkpoint.exclude_from_loading;
+  o.ckpt_model_only = c.checkpoint.last_save_model_only;
 }
 
 /// Checks before any work that the trace can be written at the end: its folder exists
@@ -373,6 +375,7 @@ train::checkpoint_options checkpoint_of(const options& o) {
   c.folder = o.ckpt_folder, c.interval = o.ckpt_interval, c.keep_latest_k = o.ckpt_keep;
   c.mode = train::parse_async_mode(o.ckpt_async);
   c.load_step = o.ckpt_load_step, c.exclude = train::parse_exclusions(o.ckpt_exclude);
+  c.last_save_model_only = o.ckpt_model_only;
   return c;
 }
 

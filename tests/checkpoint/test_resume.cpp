@@ -473,3 +473,58 @@ TEST_CASE("load_step and exclude_from_loading: what a resume loads") {
                       doctest::Contains("goes on from step 0 and would save step 5"));
   }
 }
+
+// TorchTitan's last_save_model_only: the last save holds the weights alone, a third of a full
+// checkpoint; a resume refuses it and names both ways on, and a new run loads its weights.
+TEST_CASE("last_save_model_only: the weights alone, refused as a resume, loaded by a new run (debug_2d on 4)") {
+  const auto toks = tc::tokens();
+  using R = small<recipes::debug_2d>;
+  using model_t = train::parallel_llama<R>;
+  scratch s("model_only");
+  std::vector<float> trained;  // rank 0's stored weights after 6 steps
+  auto with = [&](train::checkpoint_options o, std::int64_t weights_seed, auto&& body) {
+    comm::run_threads(4, [&](comm::threads_communicator& c) {
+      device_mesh<R::mesh> dm(R::mesh(4), c);
+      model_t pm(dm);
+      pm.init_weights(static_cast<std::uint64_t>(weights_seed));
+      train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+      train::basic_trainer<model_t> tr(pm, loader, tc::steps, 1, tc::options<R::model>(), 0);
+      o.folder = s.dir.string();
+      train::checkpointer<model_t> ck(pm, tr, loader, o);
+      body(c.rank(), pm, tr, ck);
+    });
+  };
+  with({.folder = "", .interval = 3, .last_save_model_only = true}, 9, [&](int rank, auto& pm, auto& tr, auto& ck) {
+    for (int i = 0; i < 6; ++i) {
+      const std::int64_t step = tr.train_step().step;
+      if (ck.due(step) || step == 6) ck.save(step, step == 6 && ck.options().last_save_model_only);
+    }
+    ck.finish();
+    if (rank == 0) trained.assign(pm.params().data(), pm.params().data() + pm.params().size());
+  });
+  const auto full = io::checkpoint::read_metadata(io::checkpoint::step_folder(s.dir, 3));
+  const auto model = io::checkpoint::read_metadata(io::checkpoint::step_folder(s.dir, 6));
+  CHECK(full.state.at("contents") == "full");
+  CHECK(model.state.at("contents") == "model");
+  CHECK(model.tensors.size() * 3 == full.tensors.size());
+  for (const auto& t : model.tensors) CHECK(t.name.rfind("optimizer.", 0) == std::string::npos);
+  // resuming from it is refused, naming the exclusions and load_step
+  CHECK_THROWS_WITH(with({.folder = ""}, 1234, [](int, auto&, auto&, auto& ck) { ck.resume(); }),
+                    doctest::Contains("holds the weights alone (saved with --checkpoint.last_save_model_only): a new "
+                                      "run can start from them with --checkpoint.exclude_from_loading "
+                                      "optimizer,lr_scheduler,dataloader,train_state"));
+  // a new run from its weights: step 0, the trained weights bit for bit, AdamW fresh
+  train::checkpoint_options fresh{.folder = ""};
+  fresh.exclude = train::parse_exclusions({"optimizer", "lr_scheduler", "dataloader", "train_state"});
+  with(fresh, 1234, [&](int rank, auto& pm, auto& tr, auto& ck) {
+    CHECK(ck.resume() == std::optional<std::int64_t>(6));
+    CHECK(tr.step() == 0);
+    if (rank == 0) CHECK(std::equal(trained.begin(), trained.end(), pm.params().data()));
+    CHECK(std::all_of(tr.exp_avg().data(), tr.exp_avg().data() + tr.exp_avg().size(), [](float v) { return v == 0; }));
+  });
+  // the full checkpoint before it still resumes
+  with({.folder = "", .load_step = 3}, 1234, [](int, auto&, auto& tr, auto& ck) {
+    CHECK(ck.resume() == std::optional<std::int64_t>(3));
+    CHECK(tr.step() == 3);
+  });
+}

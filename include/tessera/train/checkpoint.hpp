@@ -105,6 +105,10 @@ struct checkpoint_options {
   std::int64_t load_step = -1;
   /// --checkpoint.exclude_from_loading: what resume() and load() leave as they are.
   load_exclusions exclude{};
+  /// --checkpoint.last_save_model_only: the run's last save holds the weights alone (no AdamW
+  /// moments), a third of the bytes: a model to export or to start a new run from, not to
+  /// resume (step_loop's save_if_due asks for it; save(step, true)).
+  bool last_save_model_only = false;
   /// Called by the writer (the background thread in async mode) with (step, rank) before
   /// this rank writes its shard; what it throws fails the save as a write error would.
   /// For fault-injection tests (a rank that fails or dies in the middle of a save).
@@ -143,8 +147,9 @@ class checkpointer {
   /// Whether the trainer's step `step` (steps done) is a checkpoint step.
   bool due(std::int64_t step) const { return !opt_.folder.empty() && opt_.interval > 0 && step % opt_.interval == 0; }
 
-  /// Saves the state after `step` steps (collective: every rank calls it).
-  void save(std::int64_t step) {
+  /// Saves the state after `step` steps (collective: every rank calls it); with `model_only`
+  /// the weights alone (the state then says "contents": "model").
+  void save(std::int64_t step, bool model_only = false) {
     check(!opt_.folder.empty(), "checkpoint: no --checkpoint.folder given");
     const auto t0 = clock::now();
     finish();  // a new checkpoint waits for the previous one
@@ -158,14 +163,14 @@ class checkpointer {
     tmp = io::checkpoint::temp_folder(folder, step);
     const auto t1 = clock::now();
     auto w = std::make_unique<io::checkpoint::shard_writer>(opt_.chunk_bytes);
-    stage_into(*w);  // the blocked part: copies into the arena kept from the last save
+    stage_into(*w, model_only);  // the blocked part: copies into the arena kept from the last save
     last_ = {};
     last_.step = step;
     last_.staging_s = seconds(t1, clock::now());
     last_.bytes = w->bytes();
     last_.staging_bytes = arena_.size() * sizeof(float);
     staged_ = std::move(w);
-    auto job = [this, w = staged_.get(), tmp, folder, step, rank, nworld, st = state(step)]() {
+    auto job = [this, w = staged_.get(), tmp, folder, step, rank, nworld, st = state(step, model_only)]() {
       const auto t = clock::now();
       try {
         if (opt_.before_write) opt_.before_write(step, rank);
@@ -256,10 +261,19 @@ class checkpointer {
     const auto& meta = r.meta();
     const std::string mpath = (dir / io::checkpoint::metadata_file).string();
     const std::int64_t n = llm().n_tensors();
-    if (static_cast<std::int64_t>(meta.tensors.size()) != 3 * n)
+    const auto contents = meta.state.find("contents");
+    const bool model_only = contents != meta.state.end() && contents->second == "model";
+    if (model_only && !(x.optimizer && x.lr_scheduler && x.dataloader && x.train_state))
+      throw error("checkpoint: '" + mpath + "' holds the weights alone (saved with "
+                  "--checkpoint.last_save_model_only): a new run can start from them with "
+                  "--checkpoint.exclude_from_loading optimizer,lr_scheduler,dataloader,train_state (or from "
+                  "tessera-ckpt export's safetensors with --checkpoint.initial_load_path); to resume, give "
+                  "--checkpoint.load_step of an earlier full checkpoint");
+    if (static_cast<std::int64_t>(meta.tensors.size()) != (model_only ? 1 : 3) * n)
       throw error("checkpoint: '" + mpath + "' holds " + std::to_string(meta.tensors.size()) +
-                  " tensors; this model's checkpoint has " + std::to_string(3 * n) +
-                  " (weights and two AdamW moments of " + std::to_string(n) + " parameters): a checkpoint of another model");
+                  " tensors; this model's checkpoint has " + std::to_string((model_only ? 1 : 3) * n) + " (" +
+                  (model_only ? "the weights" : "weights and two AdamW moments") + " of " + std::to_string(n) +
+                  " parameters): a checkpoint of another model");
     float* p0 = m_.params().data();
     read_bytes_ = 0;
     for (std::int64_t i = 0; i < n; ++i) {
@@ -381,9 +395,10 @@ class checkpointer {
     }
   }
 
-  std::map<std::string, std::string> state(std::int64_t step) const {
+  std::map<std::string, std::string> state(std::int64_t step, bool model_only) const {
     const lr_schedule& s = tr_.schedule();
     return {{"step", std::to_string(step)},
+            {"contents", model_only ? "model" : "full"},
             {"model", std::string(m_.config().name)},
             {"lr_schedule.lr", std::to_string(s.lr)},
             {"lr_schedule.warmup", std::to_string(s.warmup)},
@@ -406,7 +421,7 @@ class checkpointer {
   /// into pinned memory kept across saves for the same reason). Sync: views of the live
   /// state, no copy (training waits for the write anyway) -- but a device model's state is
   /// always copied to the arena (the backend's to_host), in both modes.
-  void stage_into(io::checkpoint::shard_writer& w) {
+  void stage_into(io::checkpoint::shard_writer& w, bool model_only) {
     const std::int64_t n = llm().n_tensors();
     const bool copy = opt_.mode == async_mode::async || !on_host;
     if (copy && arena_.empty()) {
@@ -426,7 +441,7 @@ class checkpointer {
       const std::ptrdiff_t off = stored(i) - p0;
       const float* from[3] = {stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
       const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
-      for (int k = 0; k < 3; ++k) {
+      for (int k = 0; k < (model_only ? 1 : 3); ++k) {
         if (!copy) {
           w.add_view(names[k], g, b, from[k]);
           continue;

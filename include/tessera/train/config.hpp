@@ -83,6 +83,7 @@ struct run_config {
     std::string async_mode = "disabled";  ///< checkpoint.async_mode: disabled|async
     std::int64_t load_step = -1;       ///< checkpoint.load_step: resume from this step's checkpoint (-1: the latest)
     std::vector<std::string> exclude_from_loading;  ///< checkpoint.exclude_from_loading: parts a resume leaves fresh
+    bool last_save_model_only = false;  ///< checkpoint.last_save_model_only: the last save holds the weights alone
   } checkpoint;
   struct metrics_section {
     std::string file;  ///< metrics.file: JSONL, one object per step
@@ -222,6 +223,9 @@ inline void bind(option_set& options, run_config& c) {
                 {"model", "optimizer", "lr_scheduler", "dataloader", "train_state"},
                 "what a resume does not load: the weights, AdamW's moments, the LR schedule's progress (it "
                 "starts over), the data position (any global batch then), the step (training starts at 0)")
+      .add_flag("checkpoint.last_save_model_only", &c.checkpoint.last_save_model_only,
+                "the run's last checkpoint holds the weights alone, a third of the bytes (no AdamW moments): to "
+                "export or start a new run from, not to resume; TorchTitan's default is true, tessera's false")
       .add("metrics.file", &c.metrics.file, "JSONL file, one object per step")
       .add_flag("profiling.enable_profiling", &c.profiling.enable_profiling,
                 "write a Chrome/Perfetto trace of the run to save_traces_folder/trace.json")

@@ -45,6 +45,13 @@ struct tp_loss_parallel {
   using mesh = tessera::mesh<axis<"tp">>;
   using parallelize = tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
+/// Async TP: the ring's sends on NCCL, the parts' GEMMs on the device, the placement copies.
+struct fsdp_tp_async {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp">, axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>>;
+};
 struct fsdp_tp_bf16 {
   using model = tiny;
   using mesh = tessera::mesh<axis<"dp">, axis<"tp", 2>>;
@@ -109,6 +116,7 @@ int main() {
       bad += compare<tp_all>(2, "TP + SP (logits gathered)");
       bad += compare<tp_loss_parallel>(2, "TP + SP + loss parallel");
       bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
+      bad += compare<fsdp_tp_async>(world, "FSDP x async TP (+ SP + loss parallel)");
       bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
       bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
@@ -118,6 +126,7 @@ int main() {
     bad += compare<fsdp_all, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP");
     if (world >= 2) {
       bad += compare<fsdp_tp_bf16, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP (bf16 gathers) x TP");
+      bad += compare<fsdp_tp_async, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP x async TP");
       bad += compare<pp_zbv_tp, bf16_cpu, bf16_gpu>(world, "bf16 operands: pipeline ZBV x TP + SP + loss parallel");
       bad += compare<cp_ring, bf16_cpu, bf16_gpu>(world, "bf16 operands: context parallel (ring, head-tail)");
     }

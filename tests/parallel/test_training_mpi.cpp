@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   if (world.rank() == 0) std::printf("one rank's 20-step loss curve: %.4f -> %.4f\n", ref.front(), ref.back());
   if (world.size() <= 4) ok = check<tc::small<recipes::debug_fsdp>>(world, ref, toks) && ok;
   if (world.size() == 4) ok = check<tc::small<recipes::debug_2d>>(world, ref, toks) && ok;
+  if (world.size() == 4) ok = check<tc::small<recipes::debug_2d_async>>(world, ref, toks) && ok;  // async TP's ring on processes
   if (world.size() == 4) ok = check<tc::small<recipes::debug_cp>>(world, ref, toks, 1e-6) && ok;  // context parallel (issue 14)
   // the pipeline recipes to 1e-6 (issue 13)
   if (world.size() == 2) ok = check<tc::small<recipes::debug_pp>>(world, ref, toks, 1e-6) && ok;

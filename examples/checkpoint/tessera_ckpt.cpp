@@ -43,8 +43,7 @@ int usage() {
 }
 
 fs::path resolve(const fs::path& dir) {
-  if (fs::is_regular_file(dir / ck::metadata_file)) return dir;
-  if (auto l = ck::latest(dir)) return *l;
+  if (auto c = ck::checkpoint_in(dir)) return *c;
   throw error("'" + dir.string() + "' holds no complete checkpoint (no metadata.json in it or in a step-<N> folder)");
 }
 

@@ -146,7 +146,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   }
   model_t pm(dm);
   const llama_config& cfg = pm.config();
-  if (in.init_from.empty()) {
+  if (in.init_from.empty() || names_checkpoint(in.init_from)) {  // (a checkpoint: the checkpointer's)
     pm.init_weights(in.seed);
   } else {
     std::vector<std::vector<float>> full(static_cast<std::size_t>(pm.model().n_tensors()));

@@ -27,6 +27,12 @@ inline void name_tracks(tessera::trace::recorder& t, int ranks) {
   }
 }
 
+/// Whether --checkpoint.initial_load_path `p` names a tessera checkpoint (the checkpointer
+/// loads its weights) rather than Hugging Face safetensors (read before training).
+inline bool names_checkpoint(const std::string& p) {
+  return !p.empty() && tessera::io::checkpoint::checkpoint_in(p).has_value();
+}
+
 /// Loads the newest complete checkpoint in the options' folder, if any, or the one of
 /// --checkpoint.load_step (collective), and says so on the lead rank, with what
 /// --checkpoint.exclude_from_loading left out; returns the step the run goes on from.
@@ -34,6 +40,10 @@ template <class Model>
 std::int64_t resume_run(tessera::train::checkpointer<Model>& ck, const tessera::train::basic_trainer<Model>& tr,
                         bool lead) {
   const auto from = ck.resume();
+  if (!from && ck.initial() && lead)
+    std::printf("loaded the weights of %s (checkpoint.initial_load_path); training starts at step 0 with a fresh "
+                "optimizer\n",
+                ck.initial()->string().c_str());
   if (from && lead) {
     std::printf("resumed from %s at step %lld (read %.2f MiB on rank 0)",
                 tessera::io::checkpoint::step_folder(ck.options().folder, *from).string().c_str(),

@@ -315,7 +315,7 @@ int run(int argc, char** argv) {
   train::batch_loader loader(tokens, o.batch, o.seq_len, o.seed, !o.no_shuffle);
 
   llama_model model(*cfg);
-  if (o.init_from.empty()) {
+  if (o.init_from.empty() || train_llama_cli::names_checkpoint(o.init_from)) {  // (a checkpoint: the checkpointer's)
     model.init_weights(o.seed);
   } else {
     train::load_hf_checkpoint(*cfg, [&](std::int64_t i) { return model.param(i); }, o.init_from);
@@ -376,6 +376,7 @@ train::checkpoint_options checkpoint_of(const options& o) {
   c.mode = train::parse_async_mode(o.ckpt_async);
   c.load_step = o.ckpt_load_step, c.exclude = train::parse_exclusions(o.ckpt_exclude);
   c.last_save_model_only = o.ckpt_model_only;
+  if (train_llama_cli::names_checkpoint(o.init_from)) c.initial_load_path = o.init_from;
   return c;
 }
 

@@ -68,7 +68,7 @@ int run_on(const cuda_inputs& in) {
   const auto slot = [&](std::int64_t i) {
     return host.data() + model.params().layout().slots()[static_cast<std::size_t>(i)].offset;
   };
-  if (in.init_from.empty()) {
+  if (in.init_from.empty() || names_checkpoint(in.init_from)) {  // (a checkpoint: the checkpointer's)
     model.init_weights(in.seed);
   } else {
     train::load_hf_checkpoint(c, slot, in.init_from);

@@ -528,3 +528,72 @@ TEST_CASE("last_save_model_only: the weights alone, refused as a resume, loaded 
     CHECK(tr.step() == 3);
   });
 }
+
+// TorchTitan's initial_load_path naming a checkpoint: a run with nothing to resume starts from
+// its weights (any mesh, full or model-only), at step 0; a checkpoint to resume comes first.
+TEST_CASE("initial_load_path: a new run on one rank starts from debug_2d's model-only checkpoint") {
+  const auto toks = tc::tokens();
+  using R = small<recipes::debug_2d>;
+  using model_t = basic_llama_model<cpu_kernels>;
+  scratch from("initial_from"), into("initial_into");
+  std::vector<std::vector<float>> trained;  // every tensor whole, after 4 steps of debug_2d on 4
+  comm::run_threads(4, [&](comm::threads_communicator& c) {
+    device_mesh<R::mesh> dm(R::mesh(4), c);
+    train::parallel_llama<R> pm(dm);
+    pm.init_weights(9);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<train::parallel_llama<R>> tr(pm, loader, tc::steps, 1, tc::options<R::model>(), 0);
+    train::checkpointer<train::parallel_llama<R>> ck(pm, tr, loader, {.folder = from.dir.string()});
+    for (int i = 0; i < 4; ++i) tr.train_step();
+    ck.save(4, true);
+    std::vector<std::vector<float>> whole;
+    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) whole.push_back(pm.full_param(i));
+    if (c.rank() == 0) trained = whole;
+  });
+  auto one_rank = [&](const std::string& folder, auto&& check) {
+    model_t m(tc::smallmodel::config);
+    m.init_weights(1234);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpoint_options o{.folder = folder};
+    o.initial_load_path = from.dir.string();  // the folder: its newest checkpoint
+    train::checkpointer<model_t> ck(m, tr, loader, o);
+    const auto step = ck.resume();
+    check(m, tr, ck, step);
+    return tr.train_step().loss;
+  };
+  one_rank(into.dir.string(), [&](model_t& m, auto& tr, auto& ck, auto step) {
+    CHECK(!step.has_value());
+    REQUIRE(ck.initial().has_value());
+    CHECK(*ck.initial() == io::checkpoint::step_folder(from.dir, 4));
+    CHECK(tr.step() == 0);
+    for (std::int64_t i = 0; i < m.n_tensors(); ++i)
+      CHECK(std::equal(trained[static_cast<std::size_t>(i)].begin(), trained[static_cast<std::size_t>(i)].end(),
+                       m.param(i)));
+  });
+  // without a checkpoint folder too; and a folder with a checkpoint resumes instead
+  one_rank("", [&](model_t&, auto&, auto& ck, auto) { CHECK(ck.initial().has_value()); });
+  {
+    model_t m(tc::smallmodel::config);
+    m.init_weights(5);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpointer<model_t> ck(m, tr, loader, {.folder = into.dir.string()});
+    tr.train_step();
+    ck.save(1);
+  }
+  one_rank(into.dir.string(), [&](model_t&, auto& tr, auto& ck, auto step) {
+    CHECK(step == std::optional<std::int64_t>(1));
+    CHECK(!ck.initial().has_value());
+    CHECK(tr.step() == 1);
+  });
+  // a path that holds no checkpoint: refused by name
+  model_t m(tc::smallmodel::config);
+  train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+  train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+  train::checkpoint_options o{.folder = ""};
+  o.initial_load_path = (into.dir / "nothing").string();
+  train::checkpointer<model_t> ck(m, tr, loader, o);
+  const std::string refused = "initial_load_path '" + o.initial_load_path + "' holds no complete checkpoint";
+  CHECK_THROWS_WITH(ck.resume(), doctest::Contains(refused.c_str()));
+}

@@ -78,6 +78,14 @@ inline std::optional<fs::path> latest(const fs::path& folder) {
   return step_folder(folder, s.back());
 }
 
+/// The checkpoint `p` names: `p` itself when it holds metadata.json, else the newest complete
+/// one in it; none when neither (a file, a Hugging Face folder, nothing there).
+inline std::optional<fs::path> checkpoint_in(const fs::path& p) {
+  std::error_code ec;
+  if (fs::is_regular_file(p / metadata_file, ec)) return p;
+  return latest(p);
+}
+
 /// Removes all but the newest `keep` complete checkpoints (keep = 0 keeps all, as
 /// TorchTitan's keep_latest_k), and returns how many it removed.
 inline int prune(const fs::path& folder, int keep) {

@@ -109,6 +109,11 @@ struct checkpoint_options {
   /// moments), a third of the bytes: a model to export or to start a new run from, not to
   /// resume (step_loop's save_if_due asks for it; save(step, true)).
   bool last_save_model_only = false;
+  /// --checkpoint.initial_load_path when it names a tessera checkpoint (a step-<N> folder, or
+  /// a folder of them: the newest): a run with nothing to resume in `folder` starts from its
+  /// weights, at step 0 with a fresh optimizer and data (TorchTitan's initial_load_path with
+  /// initial_load_model_only). Empty: none.
+  std::string initial_load_path{};
   /// Called by the writer (the background thread in async mode) with (step, rank) before
   /// this rank writes its shard; what it throws fails the save as a write error would.
   /// For fault-injection tests (a rank that fails or dies in the middle of a save).
@@ -215,7 +220,8 @@ class checkpointer {
   /// Checks that the folder is writable, then loads the newest complete checkpoint in it, if
   /// there is one, or the one of options().load_step (collective); returns its step.
   std::optional<std::int64_t> resume() {
-    if (opt_.folder.empty()) return std::nullopt;
+    initial_.reset();
+    if (opt_.folder.empty()) return load_initial();
     io::checkpoint::check_writable(opt_.folder, rank_of());  // every rank: all fail alike
     std::optional<std::filesystem::path> dir = io::checkpoint::latest(opt_.folder);
     if (opt_.load_step >= 0) {
@@ -239,7 +245,7 @@ class checkpointer {
                     std::to_string(r) + ": step " + std::to_string(all[r]) + ", rank " +
                     std::to_string(rank_of()) + ": step " + std::to_string(mine) +
                     "); is the folder shared by every rank?");
-    if (!dir) return std::nullopt;
+    if (!dir) return load_initial();
     const std::int64_t step = load(*dir);
     // a run that went back (load_step, or the step not loaded) must not meet a checkpoint of
     // a step it will save: one is never overwritten, and the save would fail then
@@ -255,8 +261,18 @@ class checkpointer {
 
   /// Loads the checkpoint in `dir` into this rank's model, trainer and loader, but for what
   /// options().exclude names; returns its step.
-  std::int64_t load(const std::filesystem::path& dir) {
-    const load_exclusions& x = opt_.exclude;
+  std::int64_t load(const std::filesystem::path& dir) { return load(dir, opt_.exclude); }
+  /// Loads the weights alone of the checkpoint in `dir` (full or model-only, of any mesh):
+  /// the trainer at step 0, AdamW and the schedule fresh, the data from its start.
+  std::int64_t load_weights(const std::filesystem::path& dir) {
+    return load(dir, {.model = false, .optimizer = true, .lr_scheduler = true, .dataloader = true, .train_state = true});
+  }
+  /// The checkpoint the last resume() took the weights from (options().initial_load_path), if
+  /// it found nothing to resume and one was named.
+  const std::optional<std::filesystem::path>& initial() const noexcept { return initial_; }
+
+  /// Loads the checkpoint in `dir`, but for what `x` names; returns its step.
+  std::int64_t load(const std::filesystem::path& dir, const load_exclusions& x) {
     io::checkpoint::box_reader r(dir);
     const auto& meta = r.meta();
     const std::string mpath = (dir / io::checkpoint::metadata_file).string();
@@ -342,6 +358,19 @@ class checkpointer {
   checkpoint_stats last_;
   std::thread bg_;
   std::unique_ptr<io::checkpoint::shard_writer> staged_;  // the box list of the save in flight (views of arena_)
+  std::optional<std::filesystem::path> initial_;  // what resume() took the weights from
+
+  /// resume() with nothing to resume: the weights of options().initial_load_path, if named.
+  std::optional<std::int64_t> load_initial() {
+    if (opt_.initial_load_path.empty()) return std::nullopt;
+    const auto dir = io::checkpoint::checkpoint_in(opt_.initial_load_path);
+    if (!dir)
+      throw error("checkpoint: initial_load_path '" + opt_.initial_load_path +
+                  "' holds no complete checkpoint (no metadata.json in it or in a step-<N> folder)");
+    load_weights(*dir);
+    initial_ = *dir;
+    return std::nullopt;
+  }
   std::vector<float> arena_;   // the staging copy: allocated (and its pages touched) once, reused by every save
   std::vector<float> host_block_;  // a device model's load: one block at a time through the host
   std::vector<bool> writes_;   // who_writes(), computed at the first save

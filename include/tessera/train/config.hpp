@@ -74,7 +74,7 @@ struct run_config {
     std::string compute_dtype = "f32";  ///< training.compute_dtype: f32|bf16 (GEMM and attention operands, on a GPU)
   } training;
   struct checkpoint_section {
-    std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors
+    std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors or a tessera checkpoint
     std::string save_weights;          ///< checkpoint.save_weights: HF safetensors at the end
     std::string export_dtype = "f32";  ///< checkpoint.export_dtype: f32|bf16
     std::string folder;                ///< checkpoint.folder: distributed checkpoints (under job.dump_folder)
@@ -206,7 +206,9 @@ inline void bind(option_set& options, run_config& c) {
                   "operands of the GEMMs and the attention on --device cuda (one GPU, or a recipe's ranks): f32, or bf16 "
                   "(rounded to bf16 on the tensor cores, f32 accumulation, f32 master weights and optimizer)")
       .add("checkpoint.initial_load_path", &c.checkpoint.initial_load_path,
-           "Hugging Face safetensors checkpoint to start from")
+           "weights to start from: Hugging Face safetensors (a file or a folder with its index), or a tessera "
+           "checkpoint (a step-<N> folder, or a folder of them: the newest; its weights alone, when "
+           "checkpoint.folder holds nothing to resume)")
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
       .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16"},
                   "dtype of checkpoint.save_weights")

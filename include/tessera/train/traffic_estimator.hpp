@@ -26,6 +26,11 @@
 //                between stages (the lowered schedule's SEND_F / SEND_B of this rank);
 //   context      under context_parallel, ring attention's K/V blocks over cp in each
 //                attention forward (recomputes included) and backward (add_cp_traffic).
+// Under async TP (tensor_parallel's async_tp) the blocks' TP activation moves are ring sends
+// over tp (async_tp_moves, add_ring_traffic): the same bytes as the collectives, in
+// activations, counted as point-to-point sends. The modelled time counts a point-to-point
+// send as a call and a hop plus its bytes at the axis's bandwidth (sends_us: the pipeline's,
+// ring attention's and async TP's); what the sends overlap is not modelled.
 // Under pipeline_parallel the walk follows train/pipeline_stages.hpp: only this rank's
 // stages, on the stage's mesh (pp collapsed); every local parameter gathered once and its
 // gradient reduced once per step; TP's activation plans per pipeline microbatch for each
@@ -225,13 +230,21 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
   }
 }
 
+/// The modelled time of `sends` point-to-point sends over `axis` moving `bytes` together: each
+/// a call (the cost model's base latency) and one hop, the bytes at the axis's bandwidth. What
+/// the sends overlap (ring attention's blocks, async TP's GEMMs) is not modelled.
+constexpr double sends_us(const cost_model& cm, int axis, std::int64_t sends, std::int64_t bytes) {
+  const auto a = static_cast<std::size_t>(axis);
+  return static_cast<double>(sends) * (cm.base_us + cm.hop_us[a]) + static_cast<double>(bytes) / (cm.GBps[a] * 1e3);
+}
+
 /// Context parallel's attention (parallel/cp_attention.hpp): `forwards` forward and
 /// `backwards` backward passes of one block's attention on a rank's [d.B, d.T] tokens.
 /// all-gather rotation: K and V gathered in each pass, dK and dV reduce-scattered in backward;
 /// ring: cp - 1 sends of K and V per pass, and cp sends of dK and dV in backward.
 template <parallel_spec Ps>
 constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const llama_dims& d, std::int64_t forwards,
-                              std::int64_t backwards) {
+                              std::int64_t backwards, const cost_model& cm) {
   if constexpr (Ps.cp >= 0) {
     constexpr int axis = Ps.cp;  // compile-time copies, as in add_f8_amax_traffic
     constexpr bool ag = Ps.context.rotation == cp_rotation_kind::allgather;
@@ -243,6 +256,7 @@ constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const ll
                                   : 2 * kv * ((forwards + backwards) * (n - 1) + backwards * n);
     e.context += bytes;
     e.by_axes.add(1u << axis, bytes, calls, ag ? 0 : bytes);
+    if (!ag) e.time_us += sends_us(cm, axis, 2 * ((forwards + backwards) * (n - 1) + backwards * n), bytes);
   }
 }
 
@@ -275,11 +289,12 @@ constexpr ring_moves async_tp_moves(const parallel_spec& ps, const f8_linears& f
 /// Adds `times` x `n` ring moves of async TP over the tp axis (p ranks), each p - 1 sends of a
 /// part of `part_bytes`.
 constexpr void add_ring_traffic(traffic_estimate& e, int tp_axis, std::int64_t p, std::int64_t n,
-                                std::int64_t part_bytes, std::int64_t times) {
+                                std::int64_t part_bytes, std::int64_t times, const cost_model& cm) {
   if (p <= 1 || n == 0) return;
   const std::int64_t bytes = times * n * (p - 1) * part_bytes;
   e.activations += bytes;
   e.by_axes.add_sent(1u << tp_axis, bytes);
+  e.time_us += sends_us(cm, tp_axis, times * n * (p - 1), bytes);
 }
 
 template <class Recipe>
@@ -339,10 +354,10 @@ struct traffic_walk {
     const llama_dims d = dims_of(cfg, parallel::llama_shard_of(cfg, ps, shape, at), tokens.size[0], tokens.size[1]);
     if constexpr (ps.async_tp) {
       constexpr int tp = ps.tp;
-      add_ring_traffic(e, tp, shape[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, mb);
+      add_ring_traffic(e, tp, shape[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, mb, cm);
     }
     add_f8_amax_traffic<types, ps>(e, shape, d, 0, L, mb, cm, at);  // Float8's amax all-reduces over tp
-    add_cp_traffic<ps>(e, shape, d, mb * (L + rc.attentions), mb * L);
+    add_cp_traffic<ps>(e, shape, d, mb * (L + rc.attentions), mb * L, cm);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
     add_plan_traffic<typename types::template scalar_partial<ps.token_mask()>, scalar, double>(e, e.scalars, shape,
                                                                                                shape_t{1}, mb, cm, at);
@@ -416,10 +431,10 @@ struct pipeline_traffic_walk {
           e, e.activations, sm, act, times * (moves + rc.reduces - ring.reduces), cm, sc);
       if constexpr (ps.async_tp) {
         constexpr int tp = ps.tp;
-        add_ring_traffic(e, tp, sm[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, times);
+        add_ring_traffic(e, tp, sm[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, times, cm);
       }
       add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
-      add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st));
+      add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st), cm);
     }
     if (head_here) add_head_traffic<types, ps>(e, sm, Bg, seq, cfg.vocab_size, times, cm, sc);
     // the pipeline's sends: one microbatch's residual stream on this rank's TP shard
@@ -428,6 +443,7 @@ struct pipeline_traffic_walk {
         const std::int64_t b = d.Nr() * cfg.dim * 4;
         e.pipeline += mb * b;
         e.by_axes.add_sent(1u << ps.pp, mb * b);
+        e.time_us += sends_us(cm, ps.pp, mb, mb * b);
       }
     // scalars: the loss (stage axes, then pp) per forward; the norm per style and over pp
     add_plan_traffic<typename types::template scalar_partial<ps.token_mask()>, typename types::scalar, double>(

@@ -56,7 +56,7 @@ int list(const fs::path& dir) {
               static_cast<double>(m.bytes()) / (1 << 20));
   for (const auto& [k, v] : m.state) std::printf("  state %s = %s\n", k.c_str(), v.c_str());
   for (const auto& t : m.tensors) {
-    std::printf("%s F32 %s: %zu box%s\n", t.name.c_str(), ints(t.shape.extent.data(), t.shape.rank).c_str(),
+    std::printf("%s %s %s: %zu box%s\n", t.name.c_str(), t.dtype.c_str(), ints(t.shape.extent.data(), t.shape.rank).c_str(),
                 t.boxes.size(), t.boxes.size() == 1 ? "" : "es");
     for (const auto& b : t.boxes)
       std::printf("  offsets %s sizes %s  %s bytes %llu..%llu  checksum %s\n",

@@ -199,7 +199,7 @@ void from_config(options& o, const train::run_config& c) {
   o.data = c.training.dataset_path, o.tokens = c.training.tokens_file, o.tokenizer = c.model.tokenizer_path;
   o.cache_dir = c.model.tokenizer_cache_dir, o.init_from = c.checkpoint.initial_load_path;
   o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
-  o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_dtype;
+  o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_short();
   o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle, o.device = c.job.device;
   o.compute_dtype = c.training.compute_dtype;
   o.trace = c.trace_path();
@@ -376,6 +376,7 @@ train::checkpoint_options checkpoint_of(const options& o) {
   c.mode = train::parse_async_mode(o.ckpt_async);
   c.load_step = o.ckpt_load_step, c.exclude = train::parse_exclusions(o.ckpt_exclude);
   c.last_save_model_only = o.ckpt_model_only;
+  c.export_dtype = o.save_dtype == "bf16" ? dtype::bf16 : dtype::f32;
   if (train_llama_cli::names_checkpoint(o.init_from)) c.initial_load_path = o.init_from;
   return c;
 }

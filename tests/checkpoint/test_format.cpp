@@ -2,6 +2,7 @@
 // read back into other blocks; and every bad input a clear error naming the file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -27,6 +28,12 @@ box make_box(std::int64_t r0, std::int64_t rows, std::int64_t c0, std::int64_t c
   box b;
   b.rank = 2;
   b.offset[0] = r0, b.offset[1] = c0, b.size[0] = rows, b.size[1] = cols;
+  return b;
+}
+box make_box1(std::int64_t o, std::int64_t n) {
+  box b;
+  b.rank = 1;
+  b.offset[0] = o, b.size[0] = n;
   return b;
 }
 
@@ -289,4 +296,61 @@ TEST_CASE("bad metadata: a shape beyond 64 bits of bytes, and overlapping boxes,
               ck::parse_metadata(head + R"({"dtype":"F32","shape":[2,2],"boxes":[)" + box + "," + box + "]}}}", "m.json");
             }),
             "tensor 'w''s boxes hold more than its 4 elements (boxes overlap)"));
+}
+
+// BF16 boxes (a model-only last save with export_dtype bf16): 2 bytes a value, rounded to
+// nearest even when written, widened when read, in whole and in part (chunks of 256 bytes:
+// 8 rows of 16 values), with the metadata saying so.
+TEST_CASE("BF16 boxes: written rounded, read back widened, whole and in chunks") {
+  scratch s("bf16");
+  const shape_t g{64, 16};
+  std::vector<float> full(64 * 16);
+  for (std::size_t i = 0; i < full.size(); ++i) full[i] = 1.0f + static_cast<float>(i) / 3.0f;  // not bf16 values
+  const fs::path tmp = ck::begin_save(s.dir, 1);
+  ck::shard_writer w(256);
+  w.add("w", g, make_box(0, 64, 0, 16), full.data(), dtype::bf16);
+  w.add("v", shape_t{16}, make_box1(0, 16), full.data());  // an F32 tensor beside it
+  CHECK(w.bytes() == 64 * 16 * 2 + 16 * 4);
+  w.write(tmp, 0);
+  const fs::path dir = ck::commit(s.dir, 1, 1, {});
+  const ck::metadata m = ck::read_metadata(dir);
+  const ck::tensor_entry& t = *m.find("w");
+  CHECK(t.dtype == "BF16");
+  CHECK(m.find("v")->dtype == "F32");
+  CHECK(t.boxes.at(0).end - t.boxes.at(0).begin == 64 * 16 * 2);
+  CHECK(t.boxes.at(0).chunk_sums.size() == 8);
+  auto rounded = [](float x) { return io::safetensors::detail::bf16_to_f32(io::safetensors::detail::f32_to_bf16(x)); };
+  auto read = [&](const box& want) {
+    ck::box_reader r(dir);
+    std::vector<float> out(static_cast<std::size_t>(want.numel()));
+    const std::uint64_t n = r.read("w", g, want, out.data());
+    std::int64_t rounded_off = 0;
+    for (std::int64_t i = 0; i < want.size[0]; ++i)
+      for (std::int64_t j = 0; j < want.size[1]; ++j) {
+        const float f = full[static_cast<std::size_t>((want.offset[0] + i) * 16 + want.offset[1] + j)];
+        REQUIRE(out[static_cast<std::size_t>(i * want.size[1] + j)] == rounded(f));
+        rounded_off += rounded(f) != f;
+      }
+    CHECK(rounded_off * 2 > want.numel());  // most values did round (i / 3 is exact for a third of them)
+    return n;
+  };
+  CHECK(read(make_box(0, 64, 0, 16)) == 2048);
+  CHECK(read(make_box(20, 8, 2, 3)) == 512);  // rows 20..27: chunks 2 and 3
+  CHECK(read(make_box(56, 8, 0, 16)) == 256);  // the last chunk alone
+  std::vector<float> v(16);
+  ck::box_reader r(dir);
+  r.read("v", shape_t{16}, make_box1(0, 16), v.data());
+  CHECK(std::equal(v.begin(), v.end(), full.begin()));
+  // the metadata's dtype is checked: neither another name nor a byte range of f32 values
+  const std::string meta = ck::to_json(m);
+  CHECK(error_of([&] {
+          std::string x = meta;
+          x.replace(x.find("\"BF16\""), 6, "\"F16\"");
+          ck::parse_metadata(x, "m.json");
+        }).find("tensor 'w' has a dtype other than \"F32\" and \"BF16\"") != std::string::npos);
+  CHECK(error_of([&] {
+          std::string x = meta;
+          x.replace(x.find("\"BF16\""), 6, "\"F32\"");
+          ck::parse_metadata(x, "m.json");
+        }).find("does not hold its 1024 F32 values") != std::string::npos);
 }

@@ -17,6 +17,7 @@
 #include <tessera/comm/threads.hpp>
 #include <tessera/train/checkpoint.hpp>
 #include <tessera/train/memory_estimator.hpp>
+#include <tessera/io/safetensors.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/recipes.hpp>
 #include <tessera/train/trainer.hpp>
@@ -596,4 +597,49 @@ TEST_CASE("initial_load_path: a new run on one rank starts from debug_2d's model
   train::checkpointer<model_t> ck(m, tr, loader, o);
   const std::string refused = "initial_load_path '" + o.initial_load_path + "' holds no complete checkpoint";
   CHECK_THROWS_WITH(ck.resume(), doctest::Contains(refused.c_str()));
+}
+
+// export_dtype bf16 (TorchTitan's): the model-only last save holds bf16 values, half the bytes
+// of f32 weights; a new run loads them widened -- the trained weights rounded to bf16.
+TEST_CASE("last_save_model_only with export_dtype bf16: half the bytes, loaded as the weights rounded") {
+  const auto toks = tc::tokens();
+  using model_t = basic_llama_model<cpu_kernels>;
+  scratch s("model_only_bf16");
+  std::vector<float> trained;
+  std::uint64_t f32_bytes = 0;
+  for (const dtype type : {dtype::f32, dtype::bf16}) {
+    model_t m(tc::smallmodel::config);
+    m.init_weights(9);
+    train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+    train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+    train::checkpoint_options o{.folder = (s.dir / (type == dtype::f32 ? "f32" : "bf16")).string(),
+                                .last_save_model_only = true};
+    o.export_dtype = type;
+    train::checkpointer<model_t> ck(m, tr, loader, o);
+    for (int i = 0; i < 3; ++i) tr.train_step();
+    ck.save(3, true);
+    const auto meta = io::checkpoint::read_metadata(io::checkpoint::step_folder(o.folder, 3));
+    for (const auto& t : meta.tensors) CHECK(t.dtype == (type == dtype::f32 ? "F32" : "BF16"));
+    if (type == dtype::f32) {
+      f32_bytes = meta.bytes();
+      trained.assign(m.params().data(), m.params().data() + m.params().size());
+    } else {
+      CHECK(meta.bytes() * 2 == f32_bytes);
+    }
+  }
+  model_t m(tc::smallmodel::config);
+  m.init_weights(1234);
+  train::batch_loader loader(toks, tc::batch, tc::seq_len, 3);
+  train::basic_trainer<model_t> tr(m, loader, tc::steps, 1, tc::options<tc::smallmodel>(), 0);
+  train::checkpoint_options o{.folder = ""};
+  o.initial_load_path = (s.dir / "bf16").string();
+  train::checkpointer<model_t> ck(m, tr, loader, o);
+  CHECK(!ck.resume().has_value());
+  std::size_t differ = 0;
+  for (std::size_t i = 0; i < trained.size(); ++i) {
+    const float want = io::safetensors::detail::bf16_to_f32(io::safetensors::detail::f32_to_bf16(trained[i]));
+    REQUIRE(m.params().data()[i] == want);
+    differ += want != trained[i];
+  }
+  CHECK(differ > trained.size() / 2);  // the save did round
 }

@@ -1,6 +1,6 @@
 // Checkpoint metadata (metadata.json of a distributed checkpoint, io/checkpoint_format.hpp;
 // what a resume and tessera-ckpt read): any text gives metadata whose every box lies inside
-// its tensor with a byte range of its values, a plain file name and, where it has chunk
+// its tensor with a byte range of its values (F32 or BF16), a plain file name and, where it has chunk
 // checksums, one per chunk -- the chunks a reader of any part of the box reads lie among
 // them -- and which writes and reads back the same; or tessera::error naming the file.
 #include <tessera/io/checkpoint_format.hpp>
@@ -40,8 +40,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                   b.where.offset[u] + b.where.size[u] <= t.shape.extent[u],
                               "a box outside its tensor was accepted: " + t.name);
       }
-      fuzz_support::require(b.end - b.begin == static_cast<std::uint64_t>(b.where.numel()) * 4,
-                            "a byte range that does not hold the box was accepted");
+      fuzz_support::require((t.dtype == "F32" || t.dtype == "BF16") &&
+                                b.end - b.begin == static_cast<std::uint64_t>(b.where.numel()) * t.value(),
+                            "a byte range that does not hold the box (or a dtype not read) was accepted");
       fuzz_support::require(!b.file.empty() && b.file.find('/') == std::string::npos, "a file path was accepted");
       covered += b.where.numel();
       if (b.chunk_sums.empty()) continue;
@@ -50,7 +51,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                 b.chunk_sums.size() == (n + b.chunk_bytes - 1) / b.chunk_bytes,
                             "chunk checksums that do not count the chunks were accepted");
       for (const tessera::box& x : parts_of(b.where)) {
-        const ck::chunk_range k = ck::chunks_holding(b, x);
+        const ck::chunk_range k = ck::chunks_holding(b, x, t.value());
         fuzz_support::require(k.first < k.last && k.last <= b.chunk_sums.size(),
                               "a part's chunks lie outside the box's: " + t.name);
       }

@@ -55,7 +55,8 @@ int main(int argc, char** argv) {
       one.write(next("safetensors"));
     }
     // checkpoint metadata: two ranks' row blocks of a matrix (one with chunk checksums, as
-    // the shard writer computes them), a vector written by rank 0, the state
+    // the shard writer computes them), a vector written by rank 0, the state; the matrix in
+    // BF16 (a model-only last save)
     {
       namespace ck = tessera::io::checkpoint;
       ck::metadata m;
@@ -81,6 +82,15 @@ int main(int argc, char** argv) {
       n.boxes.push_back(v);
       put("checkpoint", ck::to_json(m));
       m.tensors.pop_back();  // and one tensor alone
+      put("checkpoint", ck::to_json(m));
+      // a model-only save in bf16 (export_dtype): 2 bytes a value, with chunk checksums
+      m.state["contents"] = "model";
+      ck::tensor_entry& h = m.tensors.front();
+      h.dtype = "BF16";
+      for (auto& b : h.boxes) {
+        b.end = b.begin + 160;
+        ck::checksums(rows.data(), 160, b.chunk_sums.empty() ? 0 : 64, b.sum, b.chunk_sums);
+      }
       put("checkpoint", ck::to_json(m));
     }
     // JSON: what the safetensors header and the flight recorder write, and dumps of values

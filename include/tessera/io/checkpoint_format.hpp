@@ -5,7 +5,7 @@
 // shaped as its box) and one "metadata.json":
 //   {"format": "tessera-checkpoint", "version": 1, "step": N, "world": W,
 //    "state": {"key": "value", ...},              // step, LR schedule, data loader, RNG
-//    "tensors": {"<name>": {"dtype": "F32", "shape": [..],
+//    "tensors": {"<name>": {"dtype": "F32" or "BF16", "shape": [..],
 //       "boxes": [{"offsets": [..], "sizes": [..], "file": "shard-0.safetensors",
 //                  "begin": B, "end": E, "checksum": "<16 hex digits>",
 //                  "chunk_bytes": C, "chunk_checksums": ["<16 hex digits>", ...]}, ...]}, ...}}
@@ -15,8 +15,9 @@
 // more than C bytes also has the checksum of each C bytes of it (the last chunk shorter), so a
 // reader that needs part of the box -- a rank of another mesh -- reads and verifies only the
 // chunks that hold its part. The chunk fields are optional (a reader reads such a box
-// whole). parse_metadata checks every field and throws tessera::error naming the file and the
-// tensor.
+// whole). A tensor's values are F32 (weights, AdamW's moments), or BF16 (rounded to nearest
+// even: a model-only last save with export_dtype bf16, which a reader widens to f32).
+// parse_metadata checks every field and throws tessera::error naming the file and the tensor.
 #pragma once
 
 #include <algorithm>
@@ -80,21 +81,33 @@ struct saved_box {
   std::vector<std::uint64_t> chunk_sums;   ///< checksum of bytes [k C, min((k+1) C, end - begin))
 };
 
-/// The chunks [first, last) of box `b` (one with chunk checksums) that hold its part `x`
-/// (intersect(b.where, x) == x, x not empty): from the chunk of x's first element, row-major in
-/// b, to the chunk of its last.
-struct chunk_range {
-  std::size_t first = 0, last = 0;
+/// Bytes of one value of a tensor of dtype `name` ("F32": 4, "BF16": 2); 0 for any other.
+inline std::uint64_t value_bytes(std::string_view name) { return name == "F32" ? 4 : name == "BF16" ? 2 : 0; }
+
+/// The elements [first, last) of box `b`, row-major in it, from the first of its part `x`
+/// (intersect(b.where, x) == x, x not empty) to the last.
+struct element_range {
+  std::uint64_t first = 0, last = 0;
 };
-inline chunk_range chunks_holding(const saved_box& b, const box& x) {
-  std::uint64_t first = 0, last = 0;  // elements, row-major in b
+inline element_range elements_holding(const saved_box& b, const box& x) {
+  std::uint64_t first = 0, last = 0;
   for (int d = 0; d < b.where.rank; ++d) {
     const auto u = static_cast<std::size_t>(d);
     const auto lo = static_cast<std::uint64_t>(x.offset[u] - b.where.offset[u]);
     first = first * static_cast<std::uint64_t>(b.where.size[u]) + lo;
     last = last * static_cast<std::uint64_t>(b.where.size[u]) + lo + static_cast<std::uint64_t>(x.size[u]) - 1;
   }
-  return {static_cast<std::size_t>(first * 4 / b.chunk_bytes), static_cast<std::size_t>(last * 4 / b.chunk_bytes + 1)};
+  return {first, last + 1};
+}
+/// The chunks [first, last) of box `b` (one with chunk checksums, values of `value` bytes)
+/// that hold its part `x`: from the chunk of x's first element to the chunk of its last.
+struct chunk_range {
+  std::size_t first = 0, last = 0;
+};
+inline chunk_range chunks_holding(const saved_box& b, const box& x, std::uint64_t value = 4) {
+  const element_range e = elements_holding(b, x);
+  return {static_cast<std::size_t>(e.first * value / b.chunk_bytes),
+          static_cast<std::size_t>((e.last - 1) * value / b.chunk_bytes + 1)};
 }
 
 /// The checksum of `n` bytes and, when `chunk` > 0 and n > chunk, of each `chunk` bytes of
@@ -127,7 +140,9 @@ struct tensor_entry {
   std::string name;
   shape_t shape;  ///< global shape
   std::vector<saved_box> boxes;
+  std::string dtype = "F32";  ///< "F32" or "BF16"
   std::int64_t numel() const { return shape.numel(); }
+  std::uint64_t value() const { return value_bytes(dtype); }  ///< bytes of one value
 };
 
 struct metadata {
@@ -141,10 +156,10 @@ struct metadata {
       if (t.name == name) return &t;
     return nullptr;
   }
-  tensor_entry& add(const std::string& name, const shape_t& shape) {
+  tensor_entry& add(const std::string& name, const shape_t& shape, const std::string& dtype = "F32") {
     for (auto& t : tensors)
       if (t.name == name) return t;
-    tensors.push_back({name, shape, {}});
+    tensors.push_back({name, shape, {}, dtype});
     return tensors.back();
   }
   /// Bytes of tensor data the checkpoint holds.
@@ -192,7 +207,7 @@ inline std::string to_json(const metadata& m) {
   for (std::size_t t = 0; t < m.tensors.size(); ++t) {
     const auto& e = m.tensors[t];
     s += t ? ",\n" : "\n";
-    s += quote(e.name) + ":{\"dtype\":\"F32\",\"shape\":" +
+    s += quote(e.name) + ":{\"dtype\":" + quote(e.dtype) + ",\"shape\":" +
          detail::ints(e.shape.extent.data(), e.shape.rank) + ",\"boxes\":[";
     for (std::size_t i = 0; i < e.boxes.size(); ++i) {
       const auto& b = e.boxes[i];
@@ -247,13 +262,14 @@ inline metadata parse_metadata(std::string_view text, const std::string& source,
     const std::string where = "tensor '" + name + "'";
     if (!v.is_object()) throw bad(where + " is not an object");
     const json::value* dt = v.get("dtype");
-    if (!dt || !dt->is_string() || dt->str != "F32") throw bad(where + " has a dtype other than \"F32\"");
+    if (!dt || !dt->is_string() || value_bytes(dt->str) == 0) throw bad(where + " has a dtype other than \"F32\" and \"BF16\"");
     const json::value* sh = v.get("shape");
     if (!sh || !sh->is_array() || sh->items.size() > static_cast<std::size_t>(max_tensor_rank))
       throw bad(where + " has no shape of at most " + std::to_string(max_tensor_rank) + " dimensions");
     tensor_entry e;
     e.name = name;
-    std::int64_t bytes = 4;  // in checked arithmetic: the tensor's f32 bytes must fit 63 bits
+    e.dtype = dt->str;
+    auto bytes = static_cast<std::int64_t>(e.value());  // in checked arithmetic: the tensor's bytes must fit 63 bits
     for (const auto& d : sh->items) {
       const std::int64_t n = integer(&d, where + "'s shape");
       if (bytes != 0 && n > std::numeric_limits<std::int64_t>::max() / bytes)
@@ -285,8 +301,9 @@ inline metadata parse_metadata(std::string_view text, const std::string& source,
       b.file = file->str;
       b.begin = static_cast<std::uint64_t>(integer(bv.get("begin"), where + "'s \"begin\""));
       b.end = static_cast<std::uint64_t>(integer(bv.get("end"), where + "'s \"end\""));
-      if (b.end < b.begin || b.end - b.begin != static_cast<std::uint64_t>(b.where.numel()) * 4)
-        throw bad(where + ": a box's byte range does not hold its " + std::to_string(b.where.numel()) + " f32 values");
+      if (b.end < b.begin || b.end - b.begin != static_cast<std::uint64_t>(b.where.numel()) * e.value())
+        throw bad(where + ": a box's byte range does not hold its " + std::to_string(b.where.numel()) + " " + e.dtype +
+                  " values");
       auto hex = [&](const json::value* cs) -> std::uint64_t {
         if (!cs || !cs->is_string() || cs->str.size() != 16) throw bad(where + ": a box has no 16-digit checksum");
         try {

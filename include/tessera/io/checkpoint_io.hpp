@@ -153,18 +153,20 @@ class shard_writer {
   }
 
   /// Adds the block `where` of tensor `name` (global shape `shape`), copying `data`
-  /// (where.numel() floats, row-major over the block).
-  void add(const std::string& name, const shape_t& shape, const box& where, const float* data) {
+  /// (where.numel() floats, row-major over the block), stored as `type`: f32, or bf16
+  /// (rounded to nearest even).
+  void add(const std::string& name, const shape_t& shape, const box& where, const float* data,
+           dtype type = dtype::f32) {
     const std::size_t n = static_cast<std::size_t>(where.numel());
-    w_.add(box_key(name, where), dims_of(where), std::span<const float>(data, n));
-    record(name, shape, where, n);
+    w_.add(box_key(name, where), dims_of(where), std::span<const float>(data, n), type);
+    record(name, shape, where, n, type == dtype::bf16 ? "BF16" : "F32");
   }
   /// The same without a copy: `data` must stay unchanged until write() returns (the
   /// checkpointer's staging arena, already a copy of the training state).
   void add_view(const std::string& name, const shape_t& shape, const box& where, const float* data) {
     const std::size_t n = static_cast<std::size_t>(where.numel());
     w_.add_view(box_key(name, where), dims_of(where), std::span<const float>(data, n));
-    record(name, shape, where, n);
+    record(name, shape, where, n, "F32");
   }
   /// Bytes of tensor data staged so far.
   std::uint64_t bytes() const { return bytes_; }
@@ -204,15 +206,18 @@ class shard_writer {
   static std::vector<std::int64_t> dims_of(const box& where) {
     return {where.size.begin(), where.size.begin() + where.rank};
   }
-  void record(const std::string& name, const shape_t& shape, const box& where, std::size_t n) {
+  void record(const std::string& name, const shape_t& shape, const box& where, std::size_t n,
+              const std::string& type) {
     saved_box b;
     b.where = where;
-    b.end = n * sizeof(float);  // relative sizes until write() knows the header (checksums: in write())
-    meta_.add(name, shape).boxes.push_back(b);
+    b.end = n * value_bytes(type);  // relative sizes until write() knows the header (checksums: in write())
+    tensor_entry& t = meta_.add(name, shape, type);
+    check(t.dtype == type, "checkpoint: tensor '" + name + "' added as " + type + " and as " + t.dtype);
+    t.boxes.push_back(b);
     order_.emplace_back(meta_.tensors.size(), 0);
-    for (std::size_t t = 0; t < meta_.tensors.size(); ++t)
-      if (meta_.tensors[t].name == name) order_.back() = {t, meta_.tensors[t].boxes.size() - 1};
-    bytes_ += n * sizeof(float);
+    for (std::size_t k = 0; k < meta_.tensors.size(); ++k)
+      if (meta_.tensors[k].name == name) order_.back() = {k, meta_.tensors[k].boxes.size() - 1};
+    bytes_ += b.end;
   }
 };
 
@@ -287,9 +292,9 @@ inline fs::path commit(const fs::path& folder, std::int64_t step, std::int64_t w
     ss << in.rdbuf();
     const metadata part = parse_metadata(ss.str(), p.string(), false);
     for (const auto& t : part.tensors) {
-      tensor_entry& dst = all.add(t.name, t.shape);
-      if (dst.shape != t.shape)
-        throw error("checkpoint: '" + p.string() + "': tensor '" + t.name + "' has another shape than on rank 0");
+      tensor_entry& dst = all.add(t.name, t.shape, t.dtype);
+      if (dst.shape != t.shape || dst.dtype != t.dtype)
+        throw error("checkpoint: '" + p.string() + "': tensor '" + t.name + "' has another shape or dtype than on rank 0");
       dst.boxes.insert(dst.boxes.end(), t.boxes.begin(), t.boxes.end());
     }
   }
@@ -320,7 +325,7 @@ class box_reader {
   /// from the saved boxes that intersect it: each box read once, whole and its checksum
   /// verified, or -- a box with chunk checksums that `want` needs only part of -- the chunks
   /// from the one holding the first element it needs to the one holding the last, each
-  /// verified. Returns the bytes read from files.
+  /// verified. BF16 values are widened to f32. Returns the bytes read from files.
   std::uint64_t read(const std::string& name, const shape_t& shape, const box& want, float* out) {
     const std::string meta_path = (dir_ / metadata_file).string();
     const tensor_entry* t = meta_.find(name);
@@ -335,8 +340,16 @@ class box_reader {
     for (const auto& b : t->boxes) {
       const box x = intersect(b.where, want);
       if (x.numel() == 0 || b.where.numel() == 0) continue;
-      float* buf = buffer(static_cast<std::size_t>(b.where.numel()));
-      bytes += x == b.where ? read_box(*t, b, buf) : read_part(*t, b, x, buf);
+      const auto n = static_cast<std::size_t>(b.where.numel());
+      float* buf = buffer(n);
+      if (t->value() == 4) {
+        bytes += x == b.where ? read_box(*t, b, buf) : read_part(*t, b, x, buf);
+      } else {  // BF16: the bytes into their own buffer, then the values that were read widened
+        if (n > raw_size_) raw_.reset(new std::uint16_t[n]), raw_size_ = n;
+        bytes += x == b.where ? read_box(*t, b, raw_.get()) : read_part(*t, b, x, raw_.get());
+        const element_range e = x == b.where || b.chunk_sums.empty() ? element_range{0, n} : elements_holding(b, x);
+        for (std::uint64_t i = e.first; i < e.last; ++i) buf[i] = safetensors::detail::bf16_to_f32(raw_[i]);
+      }
       tessera::detail::copy_region(buf, b.where, out, want, x);
       covered += x.numel();
     }
@@ -347,9 +360,10 @@ class box_reader {
     return bytes;
   }
 
-  /// Reads one saved box whole (b.where.numel() floats) and verifies its checksum (and with
-  /// `chunks`, each chunk's too: tessera-ckpt verify). Returns the bytes read.
-  std::uint64_t read_box(const tensor_entry& t, const saved_box& b, float* out, bool chunks = false) {
+  /// Reads one saved box whole (its bytes: b.where.numel() values of t's dtype) and verifies
+  /// its checksum (and with `chunks`, each chunk's too: tessera-ckpt verify). Returns the
+  /// bytes read.
+  std::uint64_t read_box(const tensor_entry& t, const saved_box& b, void* out, bool chunks = false) {
     const fs::path p = read_bytes(t, b, 0, b.end - b.begin, out);
     const std::uint64_t sum = checksum(out, b.end - b.begin);
     if (sum != b.sum)
@@ -362,11 +376,11 @@ class box_reader {
   /// Reads the chunks of box `b` that hold its part `x` into their places in `out` (the
   /// whole box's buffer) and verifies them; without chunk checksums the box whole. Returns
   /// the bytes read.
-  std::uint64_t read_part(const tensor_entry& t, const saved_box& b, const box& x, float* out) {
+  std::uint64_t read_part(const tensor_entry& t, const saved_box& b, const box& x, void* out) {
     if (b.chunk_sums.empty()) return read_box(t, b, out);
-    const chunk_range k = chunks_holding(b, x);
+    const chunk_range k = chunks_holding(b, x, t.value());
     const std::uint64_t lo = k.first * b.chunk_bytes, hi = std::min<std::uint64_t>(b.end - b.begin, k.last * b.chunk_bytes);
-    const fs::path p = read_bytes(t, b, lo, hi, out + lo / sizeof(float));
+    const fs::path p = read_bytes(t, b, lo, hi, static_cast<char*>(out) + lo);
     verify_chunks(t, b, p, out, k.first, k.last);
     return hi - lo;
   }
@@ -377,6 +391,8 @@ class box_reader {
   std::map<std::string, std::unique_ptr<std::ifstream>> files_;
   std::unique_ptr<float[]> buf_;  // a box (not value-initialised: a part's read touches only its chunks' pages)
   std::size_t buf_size_ = 0;
+  std::unique_ptr<std::uint16_t[]> raw_;  // a BF16 box's bytes
+  std::size_t raw_size_ = 0;
 
   float* buffer(std::size_t n) {
     if (n > buf_size_) {
@@ -387,7 +403,7 @@ class box_reader {
   }
 
   /// Reads bytes [lo, hi) of box b's data into `to`; returns the file's path.
-  fs::path read_bytes(const tensor_entry& t, const saved_box& b, std::uint64_t lo, std::uint64_t hi, float* to) {
+  fs::path read_bytes(const tensor_entry& t, const saved_box& b, std::uint64_t lo, std::uint64_t hi, void* to) {
     const fs::path p = dir_ / b.file;
     std::ifstream& in = stream(p);
     std::error_code ec;
@@ -398,16 +414,16 @@ class box_reader {
                   std::to_string(ec ? 0 : size));
     in.clear();
     in.seekg(static_cast<std::streamoff>(b.begin + lo));
-    in.read(reinterpret_cast<char*>(to), static_cast<std::streamsize>(hi - lo));
+    in.read(static_cast<char*>(to), static_cast<std::streamsize>(hi - lo));
     if (!in) throw error("checkpoint: reading tensor '" + t.name + "' from '" + p.string() + "' failed");
     return p;
   }
 
   /// Verifies chunks [k0, k1) of box b, read into `box_data` (the whole box's buffer).
-  static void verify_chunks(const tensor_entry& t, const saved_box& b, const fs::path& p, const float* box_data,
+  static void verify_chunks(const tensor_entry& t, const saved_box& b, const fs::path& p, const void* box_data,
                             std::size_t k0, std::size_t k1) {
     const std::uint64_t n = b.end - b.begin, c = b.chunk_bytes;
-    const auto* bytes = reinterpret_cast<const unsigned char*>(box_data);
+    const auto* bytes = static_cast<const unsigned char*>(box_data);
     for (std::size_t k = k0; k < k1; ++k) {
       const std::uint64_t lo = k * c, len = std::min(c, n - lo);
       const std::uint64_t sum = checksum(bytes + lo, len);

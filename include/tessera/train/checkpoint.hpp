@@ -380,6 +380,7 @@ class checkpointer {
   /// always copied to the arena (the backend's to_host), in both modes.
   void stage_into(io::checkpoint::shard_writer& w, bool model_only) {
     const std::int64_t n = llm().n_tensors();
+    const bool bf16 = model_only && opt_.export_dtype == dtype::bf16;
     const bool copy = opt_.mode == async_mode::async || !on_host;
     if (copy && arena_.empty()) {
       std::size_t total = 0;
@@ -399,8 +400,15 @@ class checkpointer {
       const float* from[3] = {stored(i), tr_.exp_avg().data() + off, tr_.exp_avg_sq().data() + off};
       const std::string names[3] = {name, "optimizer.exp_avg." + name, "optimizer.exp_avg_sq." + name};
       for (int k = 0; k < (model_only ? 1 : 3); ++k) {
-        if (!copy) {
-          w.add_view(names[k], g, b, from[k]);
+        if (!copy || bf16) {  // (bf16: the writer keeps its own rounded copy)
+          if constexpr (!on_host) {
+            K::to_host(at, from[k], static_cast<std::int64_t>(count));
+            from[k] = at;
+          }
+          if (bf16)
+            w.add(names[k], g, b, from[k], dtype::bf16);
+          else
+            w.add_view(names[k], g, b, from[k]);
           continue;
         }
         if constexpr (on_host) {

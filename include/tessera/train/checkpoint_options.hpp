@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <tessera/core/dtype.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/io/checkpoint_format.hpp>
 
@@ -66,6 +67,9 @@ struct checkpoint_options {
   /// moments), a third of the bytes: a model to export or to start a new run from, not to
   /// resume (step_loop's save_if_due asks for it; save(step, true)).
   bool last_save_model_only = false;
+  /// --checkpoint.export_dtype: the values of that model-only last save, f32 or bf16 (rounded
+  /// to nearest even; a load widens them to f32). Full checkpoints are always f32.
+  dtype export_dtype = dtype::f32;
   /// --checkpoint.initial_load_path when it names a tessera checkpoint (a step-<N> folder, or
   /// a folder of them: the newest): a run with nothing to resume in `folder` starts from its
   /// weights, at step 0 with a fresh optimizer and data (TorchTitan's initial_load_path with

@@ -76,7 +76,9 @@ struct run_config {
   struct checkpoint_section {
     std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors or a tessera checkpoint
     std::string save_weights;          ///< checkpoint.save_weights: HF safetensors at the end
-    std::string export_dtype = "f32";  ///< checkpoint.export_dtype: f32|bf16
+    std::string export_dtype = "f32";  ///< checkpoint.export_dtype: f32|bf16 (or TorchTitan's float32|bfloat16)
+    /// export_dtype as f32 or bf16.
+    std::string export_short() const { return export_dtype == "float32" ? "f32" : export_dtype == "bfloat16" ? "bf16" : export_dtype; }
     std::string folder;                ///< checkpoint.folder: distributed checkpoints (under job.dump_folder)
     std::int64_t interval = 0;         ///< checkpoint.interval: save every N steps (0: at the end only)
     int keep_latest_k = 0;             ///< checkpoint.keep_latest_k: 0 keeps all
@@ -210,8 +212,9 @@ inline void bind(option_set& options, run_config& c) {
            "checkpoint (a step-<N> folder, or a folder of them: the newest; its weights alone, when "
            "checkpoint.folder holds nothing to resume)")
       .add("checkpoint.save_weights", &c.checkpoint.save_weights, "write the trained weights as HF safetensors")
-      .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16"},
-                  "dtype of checkpoint.save_weights")
+      .add_choice("checkpoint.export_dtype", &c.checkpoint.export_dtype, {"f32", "bf16", "float32", "bfloat16"},
+                  "dtype of checkpoint.save_weights and of the model-only last save (checkpoint.last_save_model_only); "
+                  "float32 and bfloat16 are TorchTitan's names")
       .add("checkpoint.folder", &c.checkpoint.folder,
            "folder of distributed checkpoints (under job.dump_folder when relative); a run resumes from the "
            "latest complete one there")

@@ -39,7 +39,7 @@ box make_box1(std::int64_t o, std::int64_t n) {
 
 /// A 6x4 tensor "w" (value = 10 * row + col) split in rows over 2 ranks, and a replicated
 /// vector "n" written by rank 0; committed as step `step`.
-fs::path save(const fs::path& folder, std::int64_t step) {
+fs::path save(const fs::path& folder, std::int64_t step, const std::string& contents = "full") {
   const shape_t g{6, 4};
   std::vector<float> full(24);
   for (int i = 0; i < 24; ++i) full[static_cast<std::size_t>(i)] = static_cast<float>(10 * (i / 4) + i % 4);
@@ -57,7 +57,7 @@ fs::path save(const fs::path& folder, std::int64_t step) {
     w.write(tmp, r);
   }
   ck::wait_for_ranks(tmp, 2, 5);
-  return ck::commit(folder, step, 2, {{"k", "v"}});
+  return ck::commit(folder, step, 2, {{"k", "v"}, {"contents", contents}});
 }
 
 std::string error_of(auto&& f) {
@@ -101,6 +101,16 @@ TEST_CASE("latest ignores unfinished saves; keep_latest_k prunes; a complete che
   save(s.dir, 30);  // replaces the crashed leftover
   CHECK(ck::prune(s.dir, 2) == 1);
   CHECK(ck::complete_steps(s.dir) == std::vector<std::int64_t>{20, 30});
+  // a model-only last save does not take the newest full checkpoint with it
+  save(s.dir, 40, "model");
+  CHECK(ck::holds_weights_alone(ck::step_folder(s.dir, 40)));
+  CHECK(!ck::holds_weights_alone(ck::step_folder(s.dir, 30)));
+  CHECK(ck::prune(s.dir, 1) == 1);
+  CHECK(ck::complete_steps(s.dir) == std::vector<std::int64_t>{30, 40});
+  save(s.dir, 50, "model");
+  CHECK(ck::prune(s.dir, 1) == 1);  // 40 goes, 30 (full) stays
+  CHECK(ck::complete_steps(s.dir) == std::vector<std::int64_t>{30, 50});
+  CHECK(ck::prune(s.dir, 2) == 0);
 }
 
 TEST_CASE("bad checkpoints: errors name the file and the tensor") {

@@ -86,13 +86,36 @@ inline std::optional<fs::path> checkpoint_in(const fs::path& p) {
   return latest(p);
 }
 
+/// Whether the complete checkpoint in `dir` holds the weights alone (state "contents" is
+/// "model": a model-only last save); false when its metadata does not read.
+inline bool holds_weights_alone(const fs::path& dir) {
+  try {
+    const metadata m = read_metadata(dir);
+    const auto it = m.state.find("contents");
+    return it != m.state.end() && it->second == "model";
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 /// Removes all but the newest `keep` complete checkpoints (keep = 0 keeps all, as
-/// TorchTitan's keep_latest_k), and returns how many it removed.
+/// TorchTitan's keep_latest_k), and returns how many it removed. When each of those holds the
+/// weights alone (a model-only last save), the newest full checkpoint stays too: a run's
+/// last save does not take the last one it could resume from with it.
 inline int prune(const fs::path& folder, int keep) {
   if (keep <= 0) return 0;
   const auto s = complete_steps(folder);
+  if (s.size() <= static_cast<std::size_t>(keep)) return 0;
+  const std::size_t first_kept = s.size() - static_cast<std::size_t>(keep);
+  bool full_kept = false;
+  for (std::size_t i = first_kept; i < s.size() && !full_kept; ++i)
+    full_kept = !holds_weights_alone(step_folder(folder, s[i]));
+  std::size_t spare = s.size();  // (none)
+  for (std::size_t i = first_kept; !full_kept && i-- > 0;)
+    if (!holds_weights_alone(step_folder(folder, s[i]))) spare = i, full_kept = true;
   int removed = 0;
-  for (std::size_t i = 0; i + static_cast<std::size_t>(keep) < s.size(); ++i) {
+  for (std::size_t i = 0; i < first_kept; ++i) {
+    if (i == spare) continue;
     std::error_code ec;
     // drop the marker first: a crash halfway leaves an incomplete folder, never a damaged "complete" one
     fs::remove(step_folder(folder, s[i]) / metadata_file, ec);

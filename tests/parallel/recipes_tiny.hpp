@@ -292,3 +292,20 @@ struct tp_async_f8_rows {
                            float8<fp8::tensorwise, fp8::linears<param_role::attention_o, param_role::ffn_w2>>>;
 };
 }  // namespace tiny_recipes
+
+// Async TP with Float8 rowwise: per-row scales, so every region runs in parts (each part's
+// casts and amax all-reduces apart); with FSDP and selective op checkpointing too.
+namespace tiny_recipes {
+struct tp_async_f8_rowwise {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>, float8<fp8::rowwise>>;
+};
+struct fsdp_tp_async_f8_op {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel, async_tp>,
+                                           float8<fp8::rowwise>, activation_checkpointing<ac::selective_op<>>>;
+};
+}  // namespace tiny_recipes

@@ -44,6 +44,19 @@ struct tp_sync_f8_rows {
       tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>,
                            float8<fp8::tensorwise, fp8::linears<param_role::attention_o, param_role::ffn_w2>>>;
 };
+/// Their twins without async TP: the references of the Float8 rowwise recipes.
+struct tp_sync_f8_rowwise {
+  using model = tiny_recipes::tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>, float8<fp8::rowwise>>;
+};
+struct fsdp_tp_sync_f8_op {
+  using model = tiny_recipes::tiny;
+  using mesh = tessera::mesh<axis<"dp", 2>, axis<"tp", 2>>;
+  using parallelize = tessera::parallelize<fsdp<"dp">, tensor_parallel<"tp", sequence_parallel>, float8<fp8::rowwise>,
+                                           activation_checkpointing<ac::selective_op<>>>;
+};
 /// The loss and full gradients of one forward + backward of R on `world` thread ranks.
 template <class R>
 reference parallel_reference(int world, const batch& b) {
@@ -104,6 +117,17 @@ TEST_CASE("async TP composes: FSDP, selective and full checkpointing, zero-bubbl
   const batch b = make_batch(2, 8, 39);
   check_recipe_against<tiny_recipes::tp_async_f8_rows>(parallel_reference<tp_sync_f8_rows>(2, b), 2, b, 2e-5, {}, -1,
                                                        "tp async, Float8 on wo and w2");
+}
+
+TEST_CASE("async TP with Float8 rowwise: every region in parts, equal to TP + SP with the same casts") {
+  // rowwise scales are per row: a part's casts are the whole tensor's rows', so only the ring's
+  // order of sums differs from the same recipe without async TP
+  const batch b = make_batch(3, 8, 41);
+  check_recipe_against<tiny_recipes::tp_async_f8_rowwise>(parallel_reference<tp_sync_f8_rowwise>(2, b), 2, b, 2e-5, {},
+                                                          -1, "tp async, Float8 rowwise");
+  const batch b4 = make_batch(4, 8, 42);
+  check_recipe_against<tiny_recipes::fsdp_tp_async_f8_op>(parallel_reference<fsdp_tp_sync_f8_op>(4, b4), 4, b4, 2e-5,
+                                                          {}, -1, "fsdp x tp async, Float8 rowwise, op AC");
 }
 
 TEST_CASE("async TP: the blocks' gathers and reduce-scatters run as ring sends on the tp axis") {

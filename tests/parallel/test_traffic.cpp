@@ -181,6 +181,9 @@ TEST_CASE("traffic: async TP's rings are point-to-point sends on tp, and the est
   check_recipe<pp_zbv_tp_async>("tiny pp (ZBV) x tp async", 4, {}, 8, 8);
   check_recipe<cp_tp_async>("tiny cp x tp async", 4, {}, 2, 16);
   check_recipe<tp_async_f8_rows>("tiny tp async, Float8 wo, w2", 2, {}, 2, 8);
+  // rowwise: every region in parts, each part's amax all-reduces apart (3 sequences: 6 parts)
+  check_recipe<tp_async_f8_rowwise>("tiny tp async, Float8 rowwise", 2, {}, 3, 8);
+  check_recipe<fsdp_tp_async_f8_op>("tiny fsdp x tp async, rowwise, op AC", 4, {}, 4, 8);
   // the same bytes as the collectives they replace, now sent point to point
   constexpr traffic_estimate sync = estimate_traffic<tp_sp_lp>(mesh_shape{1, {2}}, 2, 8);
   constexpr traffic_estimate async = estimate_traffic<tp_async<2>>(mesh_shape{1, {2}}, 2, 8);

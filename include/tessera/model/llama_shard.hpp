@@ -34,6 +34,9 @@ struct f8_linears {
 
   constexpr bool any() const { return roles != 0; }
   constexpr bool covers(param_role r) const { return ((roles >> static_cast<unsigned>(r)) & 1u) != 0; }
+  /// Whether linear r's casts need every row of its input before the first GEMM: a
+  /// tensorwise scale does (async TP then runs its region whole); rowwise scales are per row.
+  constexpr bool needs_every_row(param_role r) const { return covers(r) && recipe == f8_recipe::tensorwise; }
   friend constexpr bool operator==(const f8_linears&, const f8_linears&) = default;
 };
 

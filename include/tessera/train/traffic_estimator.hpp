@@ -216,16 +216,26 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
         if (!(keep & (1u << o))) ++redone[o];
     }
     const std::int64_t blocks = last - first;
+    // under async TP a region run in parts (llama_block_regions.hpp) casts each part of
+    // T / tp rows of each sequence apart: its forward and input-gradient GEMMs make their
+    // amax all-reduces once per part, of the part's rows (and the weight's every time)
+    constexpr bool async = Ps.async_tp && Ps.sequence_parallel;
+    llama_dims part = d;
+    part.B = 1, part.T = d.Tl;
     for (param_role r : block_linears) {
       const ac_op o = ac_op_of(r);
       const std::int64_t outputs = blocks + (o == ac_op::count ? 0 : redone[static_cast<int>(o)]);
+      const bool parts = async && d.seq_split && !d.f8.needs_every_row(r);
+      const std::int64_t per = parts ? d.B * (d.T / d.Tl) : 1;  // calls of each GEMM: B x tp parts
       const std::pair<cpu::f8_gemm, std::int64_t> runs[] = {
           {cpu::f8_gemm::output, outputs}, {cpu::f8_gemm::grad_input, blocks}, {cpu::f8_gemm::grad_weight, blocks}};
-      for (const auto& run : runs)
-        for (std::int64_t floats : f8_amax_reductions(r, run.first, d))
+      for (const auto& run : runs) {
+        const bool split = parts && run.first != cpu::f8_gemm::grad_weight;  // (weight gradients: every row)
+        for (std::int64_t floats : f8_amax_reductions(r, run.first, split ? part : d))
           if (floats > 0 && run.second > 0)
             add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.tp)>, typename Types::scalar, float>(
-                e, e.activations, m, shape_t{floats}, times * run.second, cm, at);
+                e, e.activations, m, shape_t{floats}, times * run.second * (split ? per : 1), cm, at);
+      }
     }
   }
 }
@@ -261,9 +271,9 @@ constexpr void add_cp_traffic(traffic_estimate& e, const mesh_shape& m, const ll
 }
 
 /// Async TP (tensor_parallel's async_tp): of the blocks [first, last)'s TP activation moves in
-/// one step, those that run as ring sends -- each region's gather and reduce unless it holds
-/// a Float8 linear (model/llama_block_regions.hpp), and the recomputes' of the regions that
-/// overlap. A block has four regions (q/k/v, wo, w1/w3, w2), each one gather and one reduce
+/// one step, those that run as ring steps -- each region's gather and reduce unless it holds
+/// a Float8 tensorwise linear (model/llama_block_regions.hpp), and the recomputes' of the
+/// regions that overlap. A block has four regions (q/k/v, wo, w1/w3, w2), each one gather and one reduce
 /// per step (forward and backward).
 struct ring_moves {
   std::int64_t gathers = 0, reduces = 0;
@@ -273,9 +283,11 @@ constexpr ring_moves async_tp_moves(const parallel_spec& ps, const f8_linears& f
   ring_moves r;
   if (!ps.async_tp || ps.tp < 0) return r;
   using p = param_role;
-  const bool qkv = !(f8.covers(p::attention_q) || f8.covers(p::attention_k) || f8.covers(p::attention_v));
-  const bool o = !f8.covers(p::attention_o), w13 = !(f8.covers(p::ffn_w1) || f8.covers(p::ffn_w3));
-  const bool w2 = !f8.covers(p::ffn_w2);
+  const bool qkv = !(f8.needs_every_row(p::attention_q) || f8.needs_every_row(p::attention_k) ||
+                     f8.needs_every_row(p::attention_v));
+  const bool o = !f8.needs_every_row(p::attention_o);
+  const bool w13 = !(f8.needs_every_row(p::ffn_w1) || f8.needs_every_row(p::ffn_w3));
+  const bool w2 = !f8.needs_every_row(p::ffn_w2);
   const std::int64_t each = std::int64_t{qkv} + o + w13 + w2;
   for (std::int64_t l = first; l < last; ++l) {
     r.gathers += each, r.reduces += each;

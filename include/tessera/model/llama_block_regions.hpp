@@ -112,8 +112,7 @@ void qkv_forward(basic_block_saved<typename K::space>& s, basic_block_scratch<ty
     if (kk) linear_forward<K>(s.k.data() + r0 * Hk, in, w.wk, n, D, Hk, param_role::attention_k, d, k, h);
     if (v) linear_forward<K>(s.v.data() + r0 * Hk, in, w.wv, n, D, Hk, param_role::attention_v, d, k, h);
   };
-  const bool whole = d.f8.needs_every_row(param_role::attention_q) || d.f8.needs_every_row(param_role::attention_k) ||
-                     d.f8.needs_every_row(param_role::attention_v);
+  const bool whole = runs_whole(d.f8, tp_region::qkv);
   if (gather)
     s.an_seen = h.gather_each(s.an.data(), s.an_full.data(), D, d.B, d.T, whole, gemms);
   else
@@ -127,7 +126,7 @@ void wo_forward(const float* x, basic_block_saved<typename K::space>& s, basic_b
   auto gemm = [&](float* out, std::int64_t r0, std::int64_t n) {
     linear_forward<K>(out, s.att.data() + r0 * Hq, w.wo, n, Hq, D, param_role::attention_o, d, k, h);
   };
-  const bool whole = d.f8.needs_every_row(param_role::attention_o);
+  const bool whole = runs_whole(d.f8, tp_region::wo);
   K::add(s.mid.data(), x, h.reduce_each(k.proj.data(), s.mid.data(), D, d.B, d.T, whole, gemm, adder<K>()),
          d.Nr() * D);
 }
@@ -141,7 +140,7 @@ void ffn_in_forward(basic_block_saved<typename K::space>& s, basic_block_scratch
     if (w1) linear_forward<K>(s.h1.data() + r0 * F, in, w.w1, n, D, F, param_role::ffn_w1, d, k, h);
     if (w3) linear_forward<K>(s.h3.data() + r0 * F, in, w.w3, n, D, F, param_role::ffn_w3, d, k, h);
   };
-  const bool whole = d.f8.needs_every_row(param_role::ffn_w1) || d.f8.needs_every_row(param_role::ffn_w3);
+  const bool whole = runs_whole(d.f8, tp_region::w13);
   if (gather)
     s.fn_seen = h.gather_each(s.fn.data(), s.fn_full.data(), D, d.B, d.T, whole, gemms);
   else
@@ -153,8 +152,7 @@ template <class K = cpu_kernels, class Hooks>
 void ffn_forward(float* out, basic_block_saved<typename K::space>& s, basic_block_scratch<typename K::space>& k,
                  const block_params& w, const llama_dims& d, Hooks& h) {
   const std::int64_t N = d.N(), Nr = d.Nr(), D = d.D, F = d.F;
-  const bool whole_in = d.f8.needs_every_row(param_role::ffn_w1) || d.f8.needs_every_row(param_role::ffn_w3);
-  const bool whole_out = d.f8.needs_every_row(param_role::ffn_w2);
+  const bool whole_in = runs_whole(d.f8, tp_region::w13), whole_out = runs_whole(d.f8, tp_region::w2);
   if (!h.overlaps(whole_in) && !h.overlaps(whole_out)) {
     s.fn_seen = h.gather(s.fn.data(), s.fn_full.data());
     feed_forward_forward<K>(k.proj.data(), s.h1.data(), s.h3.data(), s.act.data(), s.fn_seen, w, d, k, h);
@@ -177,8 +175,7 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
                           Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
   float* dfull = k.dfull.data();
-  const bool whole_in = d.f8.needs_every_row(param_role::ffn_w1) || d.f8.needs_every_row(param_role::ffn_w3);
-  const bool whole_out = d.f8.needs_every_row(param_role::ffn_w2);
+  const bool whole_in = runs_whole(d.f8, tp_region::w13), whole_out = runs_whole(d.f8, tp_region::w2);
   if (!h.overlaps(whole_in) && !h.overlaps(whole_out)) {
     K::zero(dfull, N * D);
     const float* dout = h.gather(dres, k.dgath.data());
@@ -211,7 +208,7 @@ const float* wo_backward(float* dres, float* dwo, const basic_block_saved<typena
                          basic_block_scratch<typename K::space>& k, const block_params& w, const llama_dims& d,
                          Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, Hq = d.Hq();
-  const bool whole = d.f8.needs_every_row(param_role::attention_o);
+  const bool whole = runs_whole(d.f8, tp_region::wo);
   K::zero(k.datt.data(), N * Hq);
   if (!h.overlaps(whole)) {
     const float* dout = h.gather(dres, k.dgath.data());
@@ -235,8 +232,7 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
   const std::int64_t N = d.N(), D = d.D, Hq = d.Hq(), Hk = d.Hk();
   using r = param_role;
   float* dfull = k.dfull.data();
-  const bool whole =
-      d.f8.needs_every_row(r::attention_q) || d.f8.needs_every_row(r::attention_k) || d.f8.needs_every_row(r::attention_v);
+  const bool whole = runs_whole(d.f8, tp_region::qkv);
   if (!h.overlaps(whole)) {
     K::zero(dfull, N * D);
     linear_backward<K>(dfull, dwq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, r::attention_q, d, k, h);

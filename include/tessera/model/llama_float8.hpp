@@ -30,6 +30,29 @@ constexpr cpu::f8_linear_casts f8_casts_of(const f8_linears& f) {
   return c;
 }
 
+/// The regions around tensor parallel's layout changes (llama_block_regions.hpp), by the
+/// linears they hold: q/k/v and w1/w3 behind a gather, wo and w2 in front of a reduce.
+enum class tp_region : std::uint8_t { qkv, wo, w13, w2 };
+inline constexpr std::array<tp_region, 4> tp_regions{tp_region::qkv, tp_region::wo, tp_region::w13, tp_region::w2};
+/// The region of block linear r.
+constexpr tp_region tp_region_of(param_role r) {
+  switch (r) {
+    case param_role::attention_o: return tp_region::wo;
+    case param_role::ffn_w1:
+    case param_role::ffn_w3: return tp_region::w13;
+    case param_role::ffn_w2: return tp_region::w2;
+    default: return tp_region::qkv;
+  }
+}
+/// Whether async TP runs region g whole rather than in parts of the sequence: one of its
+/// linears has a cast whose scale needs every row before the first GEMM (Float8 tensorwise).
+/// The regions (the runtime) and the traffic estimator both ask this.
+constexpr bool runs_whole(const f8_linears& f, tp_region g) {
+  for (param_role r : block_linears)
+    if (tp_region_of(r) == g && f.needs_every_row(r)) return true;
+  return false;
+}
+
 /// Which features of linear `r` other ranks hold on this shard (tensor parallel splits the
 /// heads and FFN columns: the column-parallel linears' outputs, the row-parallel ones' inputs).
 constexpr cpu::f8_split f8_split_of(param_role r, const llama_dims& d) {

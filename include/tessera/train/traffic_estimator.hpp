@@ -225,7 +225,7 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
     for (param_role r : block_linears) {
       const ac_op o = ac_op_of(r);
       const std::int64_t outputs = blocks + (o == ac_op::count ? 0 : redone[static_cast<int>(o)]);
-      const bool parts = async && d.seq_split && !d.f8.needs_every_row(r);
+      const bool parts = async && d.seq_split && !runs_whole(d.f8, tp_region_of(r));
       const std::int64_t per = parts ? d.B * (d.T / d.Tl) : 1;  // calls of each GEMM: B x tp parts
       const std::pair<cpu::f8_gemm, std::int64_t> runs[] = {
           {cpu::f8_gemm::output, outputs}, {cpu::f8_gemm::grad_input, blocks}, {cpu::f8_gemm::grad_weight, blocks}};
@@ -282,13 +282,10 @@ constexpr ring_moves async_tp_moves(const parallel_spec& ps, const f8_linears& f
                                     std::int64_t last) {
   ring_moves r;
   if (!ps.async_tp || ps.tp < 0) return r;
-  using p = param_role;
-  const bool qkv = !(f8.needs_every_row(p::attention_q) || f8.needs_every_row(p::attention_k) ||
-                     f8.needs_every_row(p::attention_v));
-  const bool o = !f8.needs_every_row(p::attention_o);
-  const bool w13 = !(f8.needs_every_row(p::ffn_w1) || f8.needs_every_row(p::ffn_w3));
-  const bool w2 = !f8.needs_every_row(p::ffn_w2);
-  const std::int64_t each = std::int64_t{qkv} + o + w13 + w2;
+  std::int64_t each = 0;
+  for (tp_region g : tp_regions) each += !runs_whole(f8, g);
+  const bool qkv = !runs_whole(f8, tp_region::qkv), o = !runs_whole(f8, tp_region::wo);
+  const bool w13 = !runs_whole(f8, tp_region::w13);
   for (std::int64_t l = first; l < last; ++l) {
     r.gathers += each, r.reduces += each;
     const std::uint16_t keep = ac_keep_mask(ps.ac, l, ps.sequence_parallel);
@@ -298,15 +295,20 @@ constexpr ring_moves async_tp_moves(const parallel_spec& ps, const f8_linears& f
   }
   return r;
 }
-/// Adds `times` x `n` ring moves of async TP over the tp axis (p ranks), each p - 1 sends of a
-/// part of `part_bytes`.
-constexpr void add_ring_traffic(traffic_estimate& e, int tp_axis, std::int64_t p, std::int64_t n,
-                                std::int64_t part_bytes, std::int64_t times, const cost_model& cm) {
-  if (p <= 1 || n == 0) return;
-  const std::int64_t bytes = times * n * (p - 1) * part_bytes;
-  e.activations += bytes;
-  e.by_axes.add_sent(1u << tp_axis, bytes);
-  e.time_us += sends_us(cm, tp_axis, times * n * (p - 1), bytes);
+/// Adds `times` x the ring moves of async TP over the tp axis of mesh `m`, each p - 1 sends
+/// of a part of this rank's residual stream (d's [Nr, D]); nothing without async TP.
+template <parallel_spec Ps>
+constexpr void add_ring_traffic(traffic_estimate& e, const mesh_shape& m, const ring_moves& ring,
+                                const llama_dims& d, std::int64_t times, const cost_model& cm) {
+  if constexpr (Ps.async_tp) {
+    constexpr int tp = Ps.tp;  // a compile-time copy, as in add_f8_amax_traffic
+    const std::int64_t p = m[tp], n = ring.gathers + ring.reduces;
+    if (p <= 1 || n == 0) return;
+    const std::int64_t bytes = times * n * (p - 1) * d.Nr() * d.D * 4;
+    e.activations += bytes;
+    e.by_axes.add_sent(1u << tp, bytes);
+    e.time_us += sends_us(cm, tp, times * n * (p - 1), bytes);
+  }
 }
 
 template <class Recipe>
@@ -364,10 +366,7 @@ struct traffic_walk {
     // this rank's tokens (under context parallel T / cp of each sequence)
     const box tokens = local_box(parallel::batch_spec(ps, 2), shape, shape_t{batch, seq}, at);
     const llama_dims d = dims_of(cfg, parallel::llama_shard_of(cfg, ps, shape, at), tokens.size[0], tokens.size[1]);
-    if constexpr (ps.async_tp) {
-      constexpr int tp = ps.tp;
-      add_ring_traffic(e, tp, shape[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, mb, cm);
-    }
+    add_ring_traffic<ps>(e, shape, ring, d, mb, cm);
     add_f8_amax_traffic<types, ps>(e, shape, d, 0, L, mb, cm, at);  // Float8's amax all-reduces over tp
     add_cp_traffic<ps>(e, shape, d, mb * (L + rc.attentions), mb * L, cm);
     // scalars: the loss mean per micro-batch, one gradient-norm sum per TP style present
@@ -441,10 +440,7 @@ struct pipeline_traffic_walk {
           e, e.activations, sm, act, times * (moves + rc.gathers - ring.gathers), cm, sc);
       add_plan_traffic<typename types::partial, typename types::residual, float>(
           e, e.activations, sm, act, times * (moves + rc.reduces - ring.reduces), cm, sc);
-      if constexpr (ps.async_tp) {
-        constexpr int tp = ps.tp;
-        add_ring_traffic(e, tp, sm[tp], ring.gathers + ring.reduces, d.Nr() * cfg.dim * 4, times, cm);
-      }
+      add_ring_traffic<ps>(e, sm, ring, d, times, cm);
       add_f8_amax_traffic<types, ps>(e, sm, d, plan.first_layer(st), plan.last_layer(st), times, cm, sc);
       add_cp_traffic<ps>(e, sm, d, times * (plan.blocks(st) + rc.attentions), times * plan.blocks(st), cm);
     }

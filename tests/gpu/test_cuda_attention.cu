@@ -6,9 +6,9 @@
 // head-tail split over cp = 2 with packed documents, against its own block and rank 1's,
 // merged, then both blocks' backward, accumulating; 160 tokens a rank, so that thread blocks
 // skip whole tiles). The tensor-core backward both ways: dq added inside the dk/dv kernel in
-// turns (what cuda_bf16_kernels runs; run twice, its dq must be the same bits: the order of
-// its sums is fixed) and from its own kernel (cuda::dq_path::separate); TESSERA_DQ_PATH's
-// values, which choose between them. Without a GPU the test prints why and exits 77 (skipped).
+// turns (cuda::dq_path::fused; run twice, its dq must be the same bits: the order of its sums
+// is fixed) and from its own kernel (cuda::dq_path::separate, what cuda_bf16_kernels runs by
+// default); TESSERA_DQ_PATH's values, which choose between them. Without a GPU the test prints why and exits 77 (skipped).
 //
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
 //   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
@@ -147,15 +147,15 @@ void ring_attention(const char* name, tolerances tol) {
   }
 }
 /// TESSERA_DQ_PATH's values (cuda::dq_path_named, what cuda::default_dq_path reads once): the
-/// two paths, unset or empty for the fused one, and anything else refused with a message that
+/// two paths, unset or empty for the separate one, and anything else refused with a message that
 /// names the variable and both values.
 void dq_path_names() {
   const auto expect = [](const char* what, bool ok) {
     std::printf("%-40s %s\n", what, ok ? "PASS" : "FAIL");
     failures += ok ? 0 : 1;
   };
-  expect("TESSERA_DQ_PATH unset: fused", cuda::dq_path_named(nullptr) == cuda::dq_path::fused);
-  expect("TESSERA_DQ_PATH='': fused", cuda::dq_path_named("") == cuda::dq_path::fused);
+  expect("TESSERA_DQ_PATH unset: separate", cuda::dq_path_named(nullptr) == cuda::dq_path::separate);
+  expect("TESSERA_DQ_PATH='': separate", cuda::dq_path_named("") == cuda::dq_path::separate);
   expect("TESSERA_DQ_PATH=fused", cuda::dq_path_named("fused") == cuda::dq_path::fused);
   expect("TESSERA_DQ_PATH=separate", cuda::dq_path_named("separate") == cuda::dq_path::separate);
   std::string message;

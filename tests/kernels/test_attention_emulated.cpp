@@ -61,10 +61,6 @@ double worst(const std::vector<float>& a, const std::vector<float>& b) {
 struct shape {
   std::int64_t B, Tq, Tk, NH, NKV;
 };
-dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
-  return {static_cast<unsigned>((rows + tc::rows - 1) / tc::rows), static_cast<unsigned>(heads),
-          static_cast<unsigned>(B)};
-}
 
 /// x [B, T, N, HD] staged as the entry points stage it (attention_tc.cuh: its rows, its
 /// transpose, or both), into host buffers that start as NaN (a tile read from where the
@@ -90,7 +86,7 @@ void emulated_forward(float* out, float* lse, const float* q, const float* k, co
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   staging sk, sv;
   const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, false, true);
-  emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
+  emu::launch(tc::tc_grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
               [&] { tc::forward_k<HD, Mask>(out, lse, q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
 }
 /// The backward as attention_tc.cuh launches it: `fused`, dkv_k adding dq in turns; else dq_k
@@ -105,17 +101,17 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
   if (fused) {
     std::vector<int> turns(static_cast<std::size_t>(s.B * s.NH * tc::dq_turns(s.Tq)), 0);
     if (!Accumulate && Mask::skips_tiles) std::fill(dq, dq + s.B * s.Tq * s.NH * HD, 0.0f);
-    emu::launch(tc::fused_grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkvq_bytes<HD>, [&] {
+    emu::launch(tc::tc_grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkvq_bytes<HD>, [&] {
       tc::dkv_k<HD, Mask, Accumulate, true>(dk, dv, dq, turns.data(), gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV,
                                             scale);
     });
     return;
   }
   const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, true, false);
-  emu::launch(grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
+  emu::launch(tc::tc_grid(s.Tq, s.NH, s.B), tc::threads, tc::dq_bytes<HD>, [&] {
     tc::dq_k<HD, Mask, Accumulate>(dq, dout, q, ks, vs, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
-  emu::launch(grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkv_bytes<HD>, [&] {
+  emu::launch(tc::tc_grid(s.Tk, s.NKV, s.B), tc::threads, tc::dkv_bytes<HD>, [&] {
     tc::dkv_k<HD, Mask, Accumulate>(dk, dv, nullptr, nullptr, gs, qs, k, v, lse, D, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
   });
 }
@@ -123,6 +119,11 @@ void emulated_backward(float* dq, float* dk, float* dv, const float* dout, const
 // The f32 kernels, launched as attention.cuh and ring_attention.cuh launch them.
 namespace f32 {
 namespace k = cuda::detail;
+/// attention.cuh's grid for the f32 kernels: (block of attention_rows rows, head, batch).
+dim3 grid(std::int64_t rows, std::int64_t heads, std::int64_t B) {
+  return {static_cast<unsigned>((rows + k::attention_rows - 1) / k::attention_rows), static_cast<unsigned>(heads),
+          static_cast<unsigned>(B)};
+}
 template <int HD, class Mask>
 void forward(float* out, float* lse, const float* q, const float* kk, const float* v, Mask m, shape s) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));

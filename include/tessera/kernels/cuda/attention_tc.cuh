@@ -26,14 +26,17 @@
 //            registers: S's accumulators, rounded to bf16, are P's A fragments for O = O *
 //            corr + P V; three blocks an SM;
 //   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
-//            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way; and (the default,
-//            dq_path::fused) dq: the step's dS^T through shared memory, dS K added to dq's 32
+//            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way; and with
+//            dq_path::fused dq: the step's dS^T through shared memory, dS K added to dq's 32
 //            rows in a fixed order of key blocks, each block waiting for its turn -- 5
 //            products in all, as FlashAttention-2 (whose dq atomics add in no fixed order);
 //            deterministic, as FlashAttention-3's deterministic mode;
-//   dq       (dq_path::separate) its own kernel: S = Q K^T and dP = dO V^T again, dS = P (dP
-//            - D) rounded to bf16 as the A fragments of dq += dS K -- 7 products in all,
-//            every row of dq written by one warp.
+//   dq       (dq_path::separate, the default) its own kernel: S = Q K^T and dP = dO V^T
+//            again, dS = P (dP - D) rounded to bf16 as the A fragments of dq += dS K -- 7
+//            products in all, every row of dq written by one warp.
+// On an H200 (2026-11-29, 8,192 tokens, 32 / 8 heads of 128) the fused backward took 23.9 ms
+// and the separate one 10.6: the turns cost more than the two products they save, so
+// `separate` is the default.
 // A tile every row of the block sees whole skips the per-element mask (Mask::sees_all).
 // The mask is a type, as in attention.cuh (causal_mask, span_mask with tile skipping).
 // Needs sm_80 or newer and a head dim of 16, 32, 64 or 128; the entry points below fall back
@@ -48,10 +51,10 @@
 // other in launch order, so a block that waits for a turn no earlier block passed is an
 // error there (on a GPU, a hang).
 // Not yet: wgmma and TMA (Hopper's own instructions) -- measured against FlashAttention-2
-// and cuDNN in docs/performance.md, "On GPUs". The fused dq has not run on a GPU yet: the
-// environment variable TESSERA_DQ_PATH=separate makes dq_k the default (default_dq_path),
-// and a block of the fused kernel that waits 10 s for its turn stops the kernel with a
-// message that says so (wait_turn, attention_tc_tiles.cuh).
+// and cuDNN in docs/performance.md, "On GPUs". The environment variable TESSERA_DQ_PATH=fused
+// makes the fused dq the default (default_dq_path); a block of the fused kernel that waits
+// 10 s for its turn stops the kernel with a message that says so (wait_turn,
+// attention_tc_tiles.cuh).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -78,21 +81,22 @@ namespace tessera::cuda {
 /// How the tensor-core attention's backward computes dq: `fused` adds it inside the dk/dv
 /// kernel in a fixed order of key blocks (5 tensor-core products where dq_k's recomputation of
 /// S and dP makes 7; deterministic); `separate` launches dq_k beside dkv_k (every row of dq
-/// written by one warp). Both give the same results up to the order of dq's f32 sums.
+/// written by one warp). Both give the same results up to the order of dq's f32 sums; on an
+/// H200 `separate` took 10.6 ms where `fused` took 23.9 (docs/performance.md, "On GPUs").
 enum class dq_path { fused, separate };
 
 /// The dq_path named by `value` (TESSERA_DQ_PATH's): "fused", "separate", or nullptr or
-/// empty for the default, fused; anything else is refused with what to give.
+/// empty for the default, separate; anything else is refused with what to give.
 inline dq_path dq_path_named(const char* value) {
   const std::string_view v = value ? value : "";
-  if (v.empty() || v == "fused") return dq_path::fused;
-  if (v == "separate") return dq_path::separate;
+  if (v.empty() || v == "separate") return dq_path::separate;
+  if (v == "fused") return dq_path::fused;
   throw error("TESSERA_DQ_PATH is '" + std::string(v) +
-              "': give 'fused' (dq inside the dk/dv kernel, the default) or 'separate' (dq from its own kernel)");
+              "': give 'separate' (dq from its own kernel, the default) or 'fused' (dq inside the dk/dv kernel)");
 }
 /// The path the *_bf16 backwards take when not given one (cuda_bf16_kernels' attention): the
-/// environment variable TESSERA_DQ_PATH, read once -- a switch for a GPU on which the fused
-/// path fails (its blocks wait for turns: wait_turn, attention_tc_tiles.cuh) without a rebuild.
+/// environment variable TESSERA_DQ_PATH, read once -- a switch between the two without a
+/// rebuild.
 inline dq_path default_dq_path() {
   static const dq_path p = dq_path_named(std::getenv("TESSERA_DQ_PATH"));
   return p;
@@ -135,7 +139,7 @@ void launch_forward(float* out, float* lse, const float* q, const float* k, cons
                     cudaStream_t st) {
   const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, false, true, st);
   allow_shared(forward_k<HD, Mask>, forward_bytes<HD>);
-  TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
+  TESSERA_LAUNCH(tc_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
       out, lse, q, ks, vs, mask, Tq, Tk, NH, NKV, scale);
 }
 /// This host thread's dq turns (dkv_k's FusedDq), at least n ints: a float buffer's words
@@ -156,10 +160,10 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
   if (path == dq_path::separate) {
     const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, true, false, st);
     allow_shared(dq_k<HD, Mask, Accumulate>, dq_bytes<HD>);
-    TESSERA_LAUNCH(attention_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
+    TESSERA_LAUNCH(tc_grid(Tq, NH, B), threads, dq_bytes<HD>, st, dq_k<HD, Mask, Accumulate>)(
         dq, dout, q, ks, vs, lse, D, mask, Tq, Tk, NH, NKV, scale);
     allow_shared(dkv_k<HD, Mask, Accumulate>, dkv_bytes<HD>);
-    TESSERA_LAUNCH(attention_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
+    TESSERA_LAUNCH(tc_grid(Tk, NKV, B), threads, dkv_bytes<HD>, st, dkv_k<HD, Mask, Accumulate>)(
         dk, dv, nullptr, nullptr, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
     return;
   }
@@ -170,7 +174,7 @@ void launch_backward(float* dq, float* dk, float* dv, const float* dout, const f
     cuda_check(cudaMemsetAsync(dq, 0, static_cast<std::size_t>(B * Tq * NH * HD) * sizeof(float), st),
                "cudaMemsetAsync (dq)");
   allow_shared(dkv_k<HD, Mask, Accumulate, true>, dkvq_bytes<HD>);
-  TESSERA_LAUNCH(fused_grid(Tk, NKV, B), threads, dkvq_bytes<HD>, st, dkv_k<HD, Mask, Accumulate, true>)(
+  TESSERA_LAUNCH(tc_grid(Tk, NKV, B), threads, dkvq_bytes<HD>, st, dkv_k<HD, Mask, Accumulate, true>)(
       dk, dv, dq, t, gs, qs, k, v, lse, D, mask, Tq, Tk, NH, NKV, scale);
 }
 }  // namespace detail::tc

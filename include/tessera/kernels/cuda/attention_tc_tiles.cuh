@@ -252,11 +252,17 @@ __device__ inline void store2_l2(float* p, float lo, float hi) {
 #endif
 }
 
-/// The fused backward's grid: (KV head, key block, batch) -- x fastest, so every KV head's
-/// blocks of one key block launch before the next key block's (dkv_k reverses the key blocks).
-/// Shorter blocks wait less for the longest, last-launched ones than with the heads outermost.
-__host__ __device__ inline dim3 fused_grid(std::int64_t Tk, std::int64_t NKV, std::int64_t B) {
-  return {static_cast<unsigned>(NKV), static_cast<unsigned>((Tk + rows - 1) / rows), static_cast<unsigned>(B)};
+/// The tensor-core kernels' grid: (head, block of 64 rows, batch) -- x fastest, so every
+/// head's blocks of one row block launch before the next row block's. Which row block a
+/// blockIdx.y is: the kernels launch the blocks with the most work first under the causal
+/// mask -- query blocks from the last (forward_k, dq_k: query_block), key blocks from the
+/// first (dkv_k) -- so that the last blocks to start are short and the SMs finish together
+/// (a list-scheduling model of 8B's shapes put the tail at 24% of dkv_k's time, 12% of the
+/// forward's and 8% of dq_k's with the row blocks outermost and the light ones first).
+/// dkv_k with the fused dq reverses its key blocks instead (its turns need the lighter blocks
+/// first).
+__host__ __device__ inline dim3 tc_grid(std::int64_t T, std::int64_t heads, std::int64_t B) {
+  return {static_cast<unsigned>(heads), static_cast<unsigned>((T + rows - 1) / rows), static_cast<unsigned>(B)};
 }
 /// The fused backward's turns of one (batch, head): one per 32 queries of the staged length.
 __host__ __device__ inline std::int64_t dq_turns(std::int64_t Tq) { return staged_length(Tq) / dq_step; }
@@ -270,14 +276,14 @@ __host__ __device__ inline std::int64_t dq_turns(std::int64_t Tq) { return stage
 /// the other in launch order, so a turn not passed when it is awaited is an error there. On
 /// a GPU a wait longer than turn_wait_ns (a whole backward takes milliseconds) stops the
 /// kernel with a message (printf, then __trap: the launch fails and cuda_check reports it)
-/// instead of hanging the job: the turns' assumption failed on that GPU, and TESSERA_DQ_PATH=
-/// separate (attention_tc.cuh) runs the backward without them.
+/// instead of hanging the job: the turns' assumption failed on that GPU, and the default dq
+/// path (TESSERA_DQ_PATH unset or `separate`, attention_tc.cuh) runs the backward without them.
 inline constexpr unsigned long long turn_wait_ns = 10'000'000'000ULL;
 #ifndef TESSERA_CUDA_EMULATION
 /// wait_turn's way out, out of line: the kernels' registers do not hold its printf's.
 __device__ __noinline__ inline void turn_timed_out(int v, int seen) {
   printf("tessera: the fused attention backward's block (%u, %u, %u) waited 10 s for dq turn %d (at %d): "
-         "this GPU did not run the blocks it waits for; run with TESSERA_DQ_PATH=separate\n",
+         "this GPU did not run the blocks it waits for; run with TESSERA_DQ_PATH=separate (or unset)\n",
          blockIdx.x, blockIdx.y, blockIdx.z, v, seen);
   __trap();
 }
@@ -315,8 +321,8 @@ __device__ inline void pass_turn(int* turn, int v) {
   }
 }
 
-/// Where a thread of a query-block kernel (forward_k, dq_k: block (64 queries, head, batch),
-/// warp w owning queries 16w..16w+15) stands: its lane, its two rows, the block's keys' end,
+/// Where a thread of a query-block kernel (forward_k, dq_k on tc_grid: block (head, 64
+/// queries from the last, batch), warp w owning queries 16w..16w+15) stands: its lane, its two rows, the block's keys' end,
 /// and the tiles of keys the block visits (next_tile).
 template <class Mask>
 struct query_block {
@@ -327,8 +333,8 @@ struct query_block {
   int chalf;
   std::int64_t end;
   __device__ query_block(const Mask& mask, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV)
-      : w(threadIdx.x / 32), lane(threadIdx.x % 32), g(lane / 4), t(lane % 4), b(blockIdx.z), h(blockIdx.y),
-        grp(h / (NH / NKV)), t0(std::int64_t(blockIdx.x) * rows), row{t0 + 16 * w + g, t0 + 16 * w + g + 8},
+      : w(threadIdx.x / 32), lane(threadIdx.x % 32), g(lane / 4), t(lane % 4), b(blockIdx.z), h(blockIdx.x),
+        grp(h / (NH / NKV)), t0(std::int64_t(gridDim.y - 1 - blockIdx.y) * rows), row{t0 + 16 * w + g, t0 + 16 * w + g + 8},
         live{row[0] < Tq, row[1] < Tq}, crow(t0 + threadIdx.x / 2), chalf(threadIdx.x % 2),
         end(block_key_end(mask, t0, Tq, Tk)) {}
   /// The first tile of keys from s0 on that a row of the block sees (or end); every thread

@@ -139,40 +139,35 @@ __device__ inline std::uint8_t transpose_input(const void* in, const float* scal
     return Cast(static_cast<const float*>(in)[r * cols + c] * scale_at(scales, g, r, c)).bits;
   }
 }
-/// The side of transpose_k's square tiles, and its threads (blocks of 32 x 8).
+/// The side of transpose_k's square tiles, and the threads of the blocks it is launched on
+/// (32 x 8; the kernel strides over blockDim's threads).
 inline constexpr int transpose_tile = 64;
 inline constexpr int transpose_threads = 256;
 /// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 64 x 64 shared-memory
 /// tiles of bytes on blocks of 32 x 8 threads: each warp reads 32 consecutive elements of a
 /// row of `in`, and each output row's 64 bytes go out as 16 four-byte words when `words` (rows
 /// a multiple of 4 and `out` 4-byte aligned: every output row starts on a word), else byte by
-/// byte. A thread issues all 16 of its reads before it stores any (loops of constant length,
-/// unrolled): with one read in flight per thread, a GPU's SMs cannot hold enough bytes in flight
-/// to reach its memory bandwidth (the H200 ran this transpose at 1.3 TB/s so).
-/// A word gathers a column of the tile, rows 65 bytes apart: the 16 words of a column read 16
-/// distinct banks. `scales` and `g` only for an FP8 Cast.
+/// byte. A word gathers a column of the tile, rows 65 bytes apart: the 16 words of a column
+/// read 16 distinct banks. `scales` and `g` only for an FP8 Cast.
+/// Measured on an H200 (docs/performance.md, "On GPUs"): this form, each read stored to the
+/// tile as it comes, 60.5 ms a Float8 step of the 8B benchmark; a thread's 16 reads issued
+/// into registers before any store (unrolled, fixed blocks), 71.1 ms -- so not that.
 template <class Cast>
-__global__ void __launch_bounds__(transpose_threads)
-    transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows, std::int64_t cols,
-                cpu::f8_granularity g, bool words) {
-  constexpr int n = transpose_tile, wn = transpose_tile / 4, nt = transpose_threads;
-  constexpr int reads = n * n / nt, writes = n * wn / nt;  // a thread's: 16 and 4
+__global__ void transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows,
+                            std::int64_t cols, cpu::f8_granularity g, bool words) {
+  constexpr int n = transpose_tile, wn = transpose_tile / 4;
   __shared__ std::uint8_t tile[n][n + 1];
-  const int tid = static_cast<int>(threadIdx.y * 32 + threadIdx.x);
+  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  const int nt = static_cast<int>(blockDim.x * blockDim.y);
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * n, r0 = static_cast<std::int64_t>(blockIdx.y) * n;
-  std::uint8_t v[reads];
-  for (int i = 0; i < reads; ++i) {
-    const int e = tid + i * nt;
-    const std::int64_t r = r0 + e / n, c = c0 + e % n;
-    v[i] = r < rows && c < cols ? transpose_input<Cast>(in, scales, g, r, c, cols) : std::uint8_t{0};
-  }
-  for (int i = 0; i < reads; ++i) {
-    const int e = tid + i * nt;
-    tile[e / n][e % n] = v[i];
+  for (int e = tid; e < n * n; e += nt) {
+    const int dr = e / n, dc = e % n;
+    const std::int64_t r = r0 + dr, c = c0 + dc;
+    if (r < rows && c < cols) tile[dr][dc] = transpose_input<Cast>(in, scales, g, r, c, cols);
   }
   __syncthreads();
-  for (int i = 0; i < writes; ++i) {
-    const int e = tid + i * nt, dc = e / wn, w = e % wn;
+  for (int e = tid; e < n * wn; e += nt) {
+    const int dc = e / wn, w = e % wn;
     const std::int64_t c = c0 + dc, r = r0 + 4 * w;  // out row c, its columns r .. r + 3
     if (c >= cols || r >= rows) continue;
     std::uint8_t* o = out + c * rows + r;
@@ -190,8 +185,7 @@ inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {
   return dim3(static_cast<unsigned>((cols + transpose_tile - 1) / transpose_tile),
               static_cast<unsigned>((rows + transpose_tile - 1) / transpose_tile));
 }
-/// transpose_k's block: 32 x 8 threads (the kernel indexes its threads as threadIdx.y * 32 +
-/// threadIdx.x and counts transpose_threads of them).
+/// transpose_k's block: 32 x 8 threads.
 inline dim3 transpose_block() { return dim3(32, transpose_threads / 32); }
 /// Whether transpose_k may store words into `out` for a [rows, cols] input.
 inline bool transpose_words(const std::uint8_t* out, std::int64_t rows) { return rows % 4 == 0 && aligned(out, 4); }

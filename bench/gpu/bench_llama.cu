@@ -57,8 +57,20 @@ constexpr std::uint16_t all_linears() {
 }
 constexpr f8_linears float8_rowwise{.roles = all_linears(), .recipe = f8_recipe::rowwise};
 
+/// The estimate of a row's device memory (model/device_llama.hpp): its four arenas at 16
+/// bytes per parameter, its activations and its backend's workspace.
+template <class K>
+double estimated_bytes(const llama_config& c, std::int64_t B, std::int64_t T, const f8_linears& f8 = {}) {
+  return 16.0 * static_cast<double>(param_count(c)) +
+         static_cast<double>(device_llama<K>::activation_bytes_for(c, B, T, f8) +
+                             device_llama<K>::workspace_bytes_for(c, B, T, f8));
+}
+
 /// The largest number of 8B blocks whose state (16 bytes per parameter) and activations
-/// (with the Float8 row's operand buffers, the largest) fit `budget` bytes.
+/// (with the Float8 row's operand buffers, the largest) fit `budget` bytes -- the rule of the
+/// sessions measured so far (18 layers on an H200), kept so that their rows compare; the
+/// budget's margin holds the backends' workspace (about 4.2 GiB at 8,192 tokens), which the
+/// table's estimate column counts.
 std::int64_t layers_that_fit(std::int64_t B, std::int64_t T, double budget) {
   llama_config c = llama3_8b::config;
   std::int64_t best = 0;
@@ -125,14 +137,16 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
     profiles.push_back({name, step, p.stop()});
   }
 #endif
+  // read before gemm_peak_flops allocates its operands
+  const double peak_bytes = static_cast<double>(memory_tracker<cuda_space>::peak_bytes());
   const double achieved = tps * flops_per_token(c, T);
   char vs_bf16[32] = "--";
   if (bf16_peak > 0) std::snprintf(vs_bf16, sizeof vs_bf16, "%.1f%%", 100 * achieved / bf16_peak);
   init_seconds.emplace_back(name, init);
   const double gemm_peak = K::gemm_peak_flops();  // of the GEMMs K runs: f32 or bf16 operands
-  std::printf("| %s | %.3f | %.0f | %.1f | %.1f | %.1f%% | %s | %.1f |\n", name.c_str(), step, tps,
-              achieved / 1e12, gemm_peak / 1e12, 100 * achieved / gemm_peak, vs_bf16,
-              static_cast<double>(memory_tracker<cuda_space>::peak_bytes()) / (1 << 30));
+  std::printf("| %s | %.3f | %.0f | %.1f | %.1f | %.1f%% | %s | %.2f | %.2f |\n", name.c_str(), step, tps,
+              achieved / 1e12, gemm_peak / 1e12, 100 * achieved / gemm_peak, vs_bf16, peak_bytes / (1 << 30),
+              estimated_bytes<K>(c, B, T, f8) / (1 << 30));
   std::fflush(stdout);
 }
 }  // namespace
@@ -196,8 +210,9 @@ int main(int argc, char** argv) {
                 static_cast<long long>(T),
                 cuda::default_dq_path() == cuda::dq_path::fused ? "inside the dk/dv kernel" : "from its own kernel");
     std::printf("| backend | step (s) | tokens/s | TFLOP/s (TorchTitan's count) | measured GEMM peak of its operands "
-                "(TFLOP/s) | MFU vs that peak | MFU vs dense bf16 peak (%.0f TFLOP/s) | peak GPU memory (GiB) |\n"
-                "|---|---|---|---|---|---|---|---|\n",
+                "(TFLOP/s) | MFU vs that peak | MFU vs dense bf16 peak (%.0f TFLOP/s) | peak GPU memory, tracked (GiB) "
+                "| its estimate (GiB) |\n"
+                "|---|---|---|---|---|---|---|---|---|\n",
                 bf16_peak / 1e12);
     if (wanted("cuda")) row<cuda_kernels>(c, B, T, bf16_peak);
     if (wanted("cuda-bf16")) row<cuda_bf16_kernels>(c, B, T, bf16_peak);

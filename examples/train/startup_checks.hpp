@@ -63,29 +63,32 @@ inline launched mpi_launcher() {
 
 /// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
 /// (config cfg, policies p) that needs more memory than one of `devices` has free
-/// (train::device_memory_problem: the memory estimate of the rank that needs most).
+/// (train::device_memory_problem: the memory estimate of the rank that needs most, with the
+/// workspace of cuda_bf16_kernels when `bf16_operands`, else cuda_kernels').
 [[maybe_unused]] inline void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
                                        const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                       const std::vector<int>& devices) {
+                                       const std::vector<int>& devices, bool bf16_operands) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
   for (const int d : devices) {
     const auto gpu = cuda_memory_of(d);
     if (const std::string problem =
-            train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name);
+            train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name,
+                                         bf16_operands);
         !problem.empty())
       throw error(problem);
   }
 #else
-  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices;
+  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands;
 #endif
 }
 
 /// The same for recipe R's ranks on `devices`.
 template <class R>
 void check_gpu_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                      const std::vector<int>& devices) {
+                      const std::vector<int>& devices, bool bf16_operands) {
   using T = recipe_traits<R>;
-  check_gpu_memory(T::config, T::spec, "recipe " + std::string(T::name()), shape, global_batch, seq_len, devices);
+  check_gpu_memory(T::config, T::spec, "recipe " + std::string(T::name()), shape, global_batch, seq_len, devices,
+                   bf16_operands);
 }
 
 }  // namespace train_llama_cli

@@ -170,7 +170,7 @@ int run_cuda(options& o, const llama_config& cfg) {
     mesh_shape one;
     one.ndim = 1, one.size[0] = 1;
     check_gpu_memory(cfg, parallel_spec{}, "model " + std::string(cfg.name), one,
-                     o.global_batch > 0 ? o.global_batch : o.batch, o.seq_len, {0});
+                     o.global_batch > 0 ? o.global_batch : o.batch, o.seq_len, {0}, o.compute_dtype == "bf16");
   }
   const auto tokens = load_tokens(o, cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
@@ -422,7 +422,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
         train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
       else  // this process's GPU
-        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, {train_llama_cli::local_device(world.rank())});
+        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, {train_llama_cli::local_device(world.rank())},
+                            o.compute_dtype == "bf16");
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = batch;
@@ -459,7 +460,7 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
     } else {  // rank r on GPU r
       std::vector<int> gpus(static_cast<std::size_t>(ranks));
       for (std::size_t r = 0; r < gpus.size(); ++r) gpus[r] = static_cast<int>(r);
-      check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, gpus);
+      check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, gpus, o.compute_dtype == "bf16");
     }
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);

@@ -57,6 +57,38 @@ int compare(llama_config c, std::int64_t B, std::int64_t T, int steps, const f8_
               std::string(R::name).c_str(), static_cast<long long>(B), static_cast<long long>(T), opt.lr);
   return testing::report_steps(cpu_run, gpu_run, tol);
 }
+
+/// The device memory of a training step -- memory_tracker<cuda_space>'s peak over one step of
+/// forward, backward, clipping and AdamW -- against the estimate: the four arenas (parameters,
+/// gradients, AdamW's m and v), the activations and the backend's workspace
+/// (device_llama<K>::activation_bytes_for, workspace_bytes_for; model/cuda_workspace.hpp).
+/// The estimate may be short by what it leaves out: Float8's amax partials and the gradient
+/// norm's per-block sums, at most `slack` bytes (a tensorwise amax's 1,024 floats, a column
+/// amax's row of at most 1,024 columns, 1,024 doubles). Run before the other cases, which
+/// would leave larger scratch behind: f32, then bf16, then bf16 with Float8 (each keeps what
+/// the one before grew).
+template <class K>
+int memory_case(const f8_linears& f8 = {}) {
+  llama_config c = debugmodel::config;
+#ifdef TESSERA_CUDA_EMULATION
+  c.n_layers = std::min(c.n_layers, std::int64_t{2});
+#endif
+  const std::int64_t B = 2, T = 64, slack = 3 * 1024 * 4 + 1024 * 8;
+  memory_tracker<cuda_space>::reset_peak();
+  (void)testing::device_steps<K>(c, B, T, 1, {.lr = 3e-3f}, f8);
+  const auto peak = static_cast<std::int64_t>(memory_tracker<cuda_space>::peak_bytes());
+  const std::int64_t arenas = 16 * device_llama<cpu_kernels>(c, f8).arena_size(),
+                     act = device_llama<K>::activation_bytes_for(c, B, T, f8),
+                     work = device_llama<K>::workspace_bytes_for(c, B, T, f8), estimate = arenas + act + work;
+  const bool ok = peak >= estimate && peak - estimate <= slack;
+  std::printf("memory of a step on %s%s: tracked peak %lld B, estimate %lld B (arenas %lld, activations %lld, "
+              "workspace %lld): %lld B not estimated (at most %lld) %s\n",
+              std::string(K::name).c_str(), f8.any() ? " + Float8 rowwise" : "", static_cast<long long>(peak),
+              static_cast<long long>(estimate), static_cast<long long>(arenas), static_cast<long long>(act),
+              static_cast<long long>(work), static_cast<long long>(peak - estimate), static_cast<long long>(slack),
+              ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
+}
 }  // namespace
 
 int main() {
@@ -67,7 +99,12 @@ int main() {
     return 77;
   }
   try {
-    int bad = compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 20);
+    std::uint16_t all = 0;
+    for (param_role r : block_linears) all = static_cast<std::uint16_t>(all | (1u << static_cast<unsigned>(r)));
+    int bad = memory_case<cuda_kernels>();
+    bad += memory_case<cuda_bf16_kernels>();
+    bad += memory_case<cuda_bf16_kernels>({.roles = all, .recipe = f8_recipe::rowwise});
+    bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 20);
     bad += compare<cpu_kernels, cuda_kernels>(gqa_tied::config, 3, 24, 8);
     // bf16 GEMM operands on the tensor cores against the same rounding on the CPU
     bad += compare<cpu_bf16_kernels, cuda_bf16_kernels>(debugmodel::config, 2, 64, 20);
@@ -75,8 +112,6 @@ int main() {
     for (const ac_mode m : {ac_mode::full, ac_mode::selective_op})
       bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 5, {}, {.mode = m});
     // Float8 linears: FP8 GEMMs (sm_89 and newer; the emulation below) against the CPU's emulation
-    std::uint16_t all = 0;
-    for (param_role r : block_linears) all = static_cast<std::uint16_t>(all | (1u << static_cast<unsigned>(r)));
     for (f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise, f8_recipe::rowwise_with_gw_hp})
       bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 8, {.roles = all, .recipe = r});
     std::printf(bad ? "FAILED: %d steps beyond the tolerance\n" : "PASSED\n", bad);

@@ -194,17 +194,30 @@ TEST_CASE("TESSERA_HOST_MEMORY: a size that replaces what Linux says; a wrong on
 
 TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, named with the GPU and the fix") {
   using R = recipes::debug_fsdp;
-  const std::int64_t each = estimate_memory<R>(dp(2), 64, 100000).peak();
+  // the rank's estimate and its CUDA backend's workspace (model/cuda_workspace.hpp) for the
+  // rank's dims: 32 of the 64 sequences
+  const memory_estimate est = estimate_memory<R>(dp(2), 64, 100000);
+  CHECK(est.dims.B == 32);
+  CHECK(est.dims.T == 100000);
+  const std::int64_t workspace = cuda::llama_workspace(est.dims, false, true).total(), each = est.peak() + workspace;
+  CHECK(workspace == cuda::blas_workspace_bytes + 4 * (32 * 16 * 100000 + 32 * 100000 + 3200000 / 256 * 256));
   const std::string why = train::device_memory_problem<R>(dp(2), 64, 100000, 80 * GiB, "GPU 1 (NVIDIA H100)");
   INFO(why);
   CHECK(has(why, "seq_len 100000 x global batch 64: one training step of recipe debug_fsdp needs about " +
                      train::detail::size_text(each) + " on each GPU (of which activations "));
+  CHECK(has(why, "; the CUDA kernels' workspace " + train::detail::size_text(workspace) + "), but"));
   CHECK(has(why, "), but GPU 1 (NVIDIA H100) has 80.0 GiB free; give a smaller seq_len or global batch, more GPUs, or "
                  "a recipe with activation checkpointing"));
   // the rank's own need, not the host's: what fits one GPU passes, a byte less does not
   CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0").empty());
   CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, each - 1, "GPU 0").empty());
   CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, 0, "GPU 0").empty());  // unknown: no check
+  // bf16 GEMM operands (cuda_bf16_kernels): their slots and the tensor-core attention's staging
+  // on top -- what fits the f32 backend does not fit it
+  const std::int64_t bf16_more = cuda::llama_workspace(est.dims, true, true).total() - workspace;
+  CHECK(bf16_more > 0);
+  CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0", true).empty());
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each + bf16_more, "GPU 0", true).empty());
   // one GPU, no recipe (train_llama --device cuda): the model's own step
   mesh_shape one = dp(1);
   const std::string single = train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one,

@@ -31,6 +31,7 @@
 #include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/model/cuda_workspace.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/model/llama_ac.hpp>
 #include <tessera/model/llama_shard.hpp>
@@ -86,6 +87,18 @@ class device_llama : public basic_llama_model<K> {
   static std::int64_t activation_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T,
                                            const f8_linears& f8 = {}, const ac_settings& ac = {}) {
     return llama_activation_bytes(c, shard_of(c, f8), B, T, ac, false) + (space::host_accessible ? 0 : 8 * B * T);
+  }
+  /// Bytes of device memory the backend keeps besides the model's tensors for such a step:
+  /// the CUDA backends' scratch and cuBLASLt's workspace (model/cuda_workspace.hpp; what it
+  /// leaves out is a few KiB); 0 for a backend without (the CPU's).
+  static std::int64_t workspace_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T,
+                                          const f8_linears& f8 = {}) {
+    if constexpr (requires { K::device_workspace; }) {
+      const llama_dims d = dims_of(c, shard_of(c, f8), B, T);
+      return cuda::llama_workspace(d, K::bf16_operands, K::tc_attention(d.hd)).total();
+    } else {
+      return 0;
+    }
   }
 
  private:

@@ -32,6 +32,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/host_memory.hpp>
 #include <tessera/layout/mesh.hpp>
+#include <tessera/model/cuda_workspace.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/parallel/policies.hpp>
 #include <tessera/train/memory_estimator.hpp>
@@ -151,19 +152,22 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
 /// config `cfg`, policies `p`, a mesh of `shape`, `global_batch` x `seq_len` tokens -- needs
 /// more memory on a GPU than the `free_bytes` that `device` (its name, for the message) has,
 /// for the rank that needs most; "" when it fits or `free_bytes` is 0 (unknown). The
-/// estimate counts tessera's arenas and activations, not the CUDA kernels' workspaces
-/// (cuBLASLt's, the attention kernel's) or the CUDA context: a step it passes may still
-/// not fit, one it refuses does not.
+/// estimate counts tessera's arenas and activations and the CUDA kernel backend's workspace
+/// (model/cuda_workspace.hpp: `bf16_operands` for cuda_bf16_kernels -- train_llama's
+/// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it),
+/// not the CUDA context: a step it passes may still not fit, one it refuses does not.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
                                          const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                         std::int64_t free_bytes, std::string_view device) {
+                                         std::int64_t free_bytes, std::string_view device, bool bf16_operands = false) {
   if (free_bytes <= 0) return {};
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
-  if (e.peak() <= free_bytes) return {};
+  const std::int64_t workspace = cuda::llama_workspace(e.dims, bf16_operands, true).total(), need = e.peak() + workspace;
+  if (need <= free_bytes) return {};
   const auto [parts, activations] = detail::largest_parts(e);
   const bool one = world_size(shape) == 1;
-  std::string msg = detail::step_text(seq_len, global_batch, what) + detail::size_text(e.peak()) +
-                    (one ? " on its GPU" : " on each GPU") + " (of which " + parts + "), but " + std::string(device) +
+  std::string msg = detail::step_text(seq_len, global_batch, what) + detail::size_text(need) +
+                    (one ? " on its GPU" : " on each GPU") + " (of which " + parts + "; the CUDA kernels' workspace " +
+                    detail::size_text(workspace) + "), but " + std::string(device) +
                     " has " + detail::size_text(free_bytes) + " free; ";
   if (activations)
     msg += std::string("give a smaller seq_len or global batch") + (one ? "" : ", more GPUs") +
@@ -185,10 +189,10 @@ std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_bat
 /// The same for recipe R, on one GPU per rank.
 template <class Recipe>
 std::string device_memory_problem(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                  std::int64_t free_bytes, std::string_view device) {
+                                  std::int64_t free_bytes, std::string_view device, bool bf16_operands = false) {
   using R = recipe_traits<Recipe>;
   return device_memory_problem(R::config, R::spec, "recipe " + std::string(R::name()), shape, global_batch, seq_len,
-                               free_bytes, device);
+                               free_bytes, device, bf16_operands);
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of

@@ -73,6 +73,7 @@ struct memory_estimate {
   /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
   std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
   std::int64_t local_batch = 0, local_seq = 0;
+  llama_dims dims{};  ///< the rank's model dims for one (micro)batch (dims_of), as the step runs them
 
   /// The peak of what tessera's tracking allocator counts (tensors and arenas).
   constexpr std::int64_t tracked_peak() const {
@@ -236,7 +237,7 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   const std::int64_t Bm = plan.m > 0 && B % plan.m == 0 ? B / plan.m : B;
   const llama_dims d = dims_of(cfg, shard, Bm, tokens.size[1]);
   e.context = context_bytes(p, sm, d);
-  e.local_batch = Bm, e.local_seq = d.Tl;
+  e.local_batch = Bm, e.local_seq = d.Tl, e.dims = d;
   e.activations = pipeline_activation_peak(plan, v.lowered, v.me, d, p.ac, p.sequence_parallel) +
                   4 * total_of(block_scratch_sizes(d)) + llama_recompute_bytes(d, p.ac, cfg.n_layers, p.sequence_parallel);
   // staging as without a pipeline, for one microbatch (no prefetch under PP)
@@ -275,7 +276,7 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   const box tokens = local_box(parallel::batch_spec(p, 2), m, shape_t{global_batch, seq_len}, coords);
   const std::int64_t B = tokens.size[0], T = tokens.size[1];  // T: this cp rank's part of each sequence
   const llama_dims d = dims_of(cfg, shard, B, T);
-  e.local_batch = B, e.local_seq = d.Tl;
+  e.local_batch = B, e.local_seq = d.Tl, e.dims = d;
   e.activations = llama_activation_bytes(cfg, shard, B, T, p.ac, p.sequence_parallel);
   e.context = detail::context_bytes(p, m, d);
 

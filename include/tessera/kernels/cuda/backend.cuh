@@ -36,6 +36,12 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, space_transfers<cuda_
   static constexpr std::string_view name = "cuda";
   static constexpr bool float8 = true;
   static constexpr bool vocab_parallel = true;
+  /// What the memory estimate of a GPU adds for this backend (model/cuda_workspace.hpp: its
+  /// scratch and cuBLASLt's workspace): bf16 operand slots (cuda_bf16_kernels), and whether
+  /// the tensor-core attention, with its staging, runs at head dim hd.
+  static constexpr bool device_workspace = true;
+  static constexpr bool bf16_operands = false;
+  static bool tc_attention(std::int64_t) { return false; }
 
   static void add(float* y, const float* a, const float* b, std::int64_t n) { cuda::add(y, a, b, n); }
 
@@ -213,6 +219,8 @@ static_assert(kernel_backend<cuda_kernels>);
 /// an emulated one multiplies in f32), as cpu_bf16_kernels' are cpu_kernels'.
 struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels> {
   static constexpr std::string_view name = "cuda-bf16";
+  static constexpr bool bf16_operands = true;
+  static bool tc_attention(std::int64_t hd) { return cuda::tc_attention_supported(hd); }
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_backward;
 

@@ -1,0 +1,89 @@
+// tessera/model/cuda_workspace.hpp: the device memory the CUDA kernel backends keep for a
+// training step of one rank's Llama besides its tensors -- their scratch, grown to the largest
+// call and kept, and cuBLASLt's workspace -- as host arithmetic (no CUDA needed), for the
+// memory estimate of a GPU (device_llama<K>::workspace_bytes_for, train::device_memory_problem).
+//
+//   const auto w = tessera::cuda::llama_workspace(dims_of(cfg, shard, B, T), true, true);
+//   w.total();   // bytes: cuda_bf16_kernels with the tensor-core attention
+//
+// What each part follows (kernels/cuda/backend.cuh and the headers it includes):
+//   blas       the cuBLASLt handle's workspace (cuda::blas, 32 MiB), one per host thread;
+//   scratch    cuda_kernels' float scratch: attention's D (B x heads x T), the per-token losses
+//              (N), with Float8 linears their two scale buffers (the largest of N, C and OC
+//              over those linears), and RMSNorm's weight-gradient partial sums (one row of D
+//              per 256 rows);
+//   operands   cuda_bf16_kernels' three bf16 slots of rounded GEMM operands, each as large as
+//              the largest operand it holds over the linears that are not Float8 and the output
+//              layer (slot 0: the forward's input or the backward's output gradient, slot 1: the
+//              forward's weight or the backward's input, slot 2: the backward's weight);
+//   attention  the tensor-core attention's bf16 staging of k and v (KV heads) and q and dout
+//              (query heads), T padded to whole tiles of 64 (attention_tc.cuh: buffers 0, 2, 3,
+//              5; buffer 3 holds v's transposed tiles in the forward and q's rows in the
+//              backward).
+// Not counted: Float8's amax partials (at most 1,024 floats for a tensorwise amax, a row of
+// the operand's columns per 256 of its rows for a column amax), the gradient norm's per-block
+// sums (at most 1,024 doubles, freed at once), and the turns of the fused dq path
+// (TESSERA_DQ_PATH=fused). gpu.cuda_llama checks the estimate against the tracked peak.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_shard.hpp>
+
+namespace tessera::cuda {
+
+/// cuBLASLt's workspace per handle (cuda::blas's default).
+inline constexpr std::int64_t blas_workspace_bytes = std::int64_t{32} << 20;
+
+/// Whether the tensor-core attention takes head dim hd (on sm_80 and newer; else the f32
+/// kernels run, with no staging).
+constexpr bool tc_attention_head_dim(std::int64_t hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128; }
+
+/// The parts of llama_workspace, in bytes.
+struct workspace_bytes {
+  std::int64_t blas = 0, scratch = 0, operands = 0, attention = 0;
+  constexpr std::int64_t total() const { return blas + scratch + operands + attention; }
+};
+
+/// What a backend keeps for a training step of a Llama of dims d: cuda_kernels
+/// (bf16_operands false), cuda_bf16_kernels (true; tc_attention: the tensor-core attention
+/// runs, its head dim and the GPU allow it).
+constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention) {
+  struct linear {
+    param_role role;
+    std::int64_t C, OC;
+  };
+  const std::int64_t N = d.N(), D = d.D;
+  const linear block[] = {{param_role::attention_q, D, d.Hq()}, {param_role::attention_k, D, d.Hk()},
+                          {param_role::attention_v, D, d.Hk()}, {param_role::attention_o, d.Hq(), D},
+                          {param_role::ffn_w1, D, d.F},         {param_role::ffn_w3, D, d.F},
+                          {param_role::ffn_w2, d.F, D}};
+  workspace_bytes w;
+  w.blas = blas_workspace_bytes;
+  std::int64_t f8_scales = 0;  // floats of each of the Float8 linears' two scale buffers
+  std::int64_t s0 = 0, s1 = 0, s2 = 0;  // bf16 operand slots
+  const auto bf16_linear = [&](std::int64_t C, std::int64_t OC) {
+    s0 = std::max({s0, N * C, N * OC});
+    s1 = std::max({s1, OC * C, N * C});
+    s2 = std::max(s2, OC * C);
+  };
+  for (const linear& l : block) {
+    if (d.f8.covers(l.role))
+      f8_scales = std::max({f8_scales, N, l.C, l.OC});
+    else
+      bf16_linear(l.C, l.OC);
+  }
+  bf16_linear(D, d.Vl);  // the output layer
+  const std::int64_t norm_partials = (d.Nr() + 255) / 256 * D;
+  w.scratch = 4 * (d.B * d.heads * d.T + N + 2 * f8_scales + norm_partials);
+  if (bf16_operands) w.operands = 2 * (s0 + s1 + s2);
+  if (bf16_operands && tc_attention && tc_attention_head_dim(d.hd)) {
+    const std::int64_t Tp = (d.T + 63) / 64 * 64, kv = d.B * Tp * d.Hk(), q = d.B * Tp * d.Hq();
+    w.attention = 2 * (2 * kv + std::max(kv, q) + q);
+  }
+  return w;
+}
+
+}  // namespace tessera::cuda

@@ -61,6 +61,31 @@ inline launched mpi_launcher() {
   return {};
 }
 
+/// Checks before any work that the trace can be written at the end: its folder exists
+/// (the default profiling.save_traces_folder is created, as TorchTitan does).
+inline void check_trace_path(const std::string& trace, bool create_folder) {
+  const output_file_state f = prepare_output_file(trace, create_folder);
+  if (f.state == output_file_state::is_folder)
+    throw error("profiling: the trace file '" + trace + "' is a folder; name a file, e.g. " +
+                (fs::path(trace) / "trace.json").string());
+  if (f.state == output_file_state::no_folder)
+    throw error("profiling: the folder of the trace file '" + trace + "' does not exist; create it or change "
+                "--profiling.trace_file");
+}
+
+/// Checks before any work that the trained weights can be written at the end: the folder of
+/// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
+/// is a folder or whose folder cannot be created is refused before anything is trained.
+inline void check_save_weights_path(const std::string& save_weights) {
+  const output_file_state f = prepare_output_file(save_weights, true);
+  if (f.state == output_file_state::is_folder)
+    throw error("checkpoint.save_weights: '" + save_weights + "' is a folder; name a file, e.g. " +
+                (fs::path(save_weights) / "model.safetensors").string());
+  if (f.state == output_file_state::no_folder)
+    throw error("checkpoint.save_weights: cannot create the folder '" + f.folder + "' of '" + save_weights + "'" +
+                (f.why.empty() ? std::string() : " (" + f.why + ")") + "; change --save-weights");
+}
+
 /// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
 /// (config cfg, policies p) that needs more memory than one of `devices` has free
 /// (train::device_memory_problem: the memory estimate of the rank that needs most, with the

@@ -54,10 +54,10 @@ namespace {
 namespace fs = std::filesystem;
 using namespace tessera;
 using train_llama_cli::check_gpu_memory;
+using train_llama_cli::check_save_weights_path;
+using train_llama_cli::check_trace_path;
 using train_llama_cli::launched;
 using train_llama_cli::mpi_launcher;
-using train_llama_cli::output_file_state;
-using train_llama_cli::prepare_output_file;
 
 struct options {
   std::string model = "debugmodel";
@@ -209,31 +209,6 @@ void from_config(options& o, const train::run_config& c) {
   o.ckpt_model_only = c.checkpoint.last_save_model_only;
 }
 
-/// Checks before any work that the trace can be written at the end: its folder exists
-/// (the default profiling.save_traces_folder is created, as TorchTitan does).
-void check_trace_path(const options& o, bool create_folder) {
-  const output_file_state f = prepare_output_file(o.trace, create_folder);
-  if (f.state == output_file_state::is_folder)
-    throw error("profiling: the trace file '" + o.trace + "' is a folder; name a file, e.g. " +
-                (fs::path(o.trace) / "trace.json").string());
-  if (f.state == output_file_state::no_folder)
-    throw error("profiling: the folder of the trace file '" + o.trace + "' does not exist; create it or change "
-                "--profiling.trace_file");
-}
-
-/// Checks before any work that the trained weights can be written at the end: the folder of
-/// checkpoint.save_weights is created when missing (as the metrics file's is), and a path that
-/// is a folder or whose folder cannot be created is refused before anything is trained.
-void check_save_weights_path(const options& o) {
-  const output_file_state f = prepare_output_file(o.save_weights, true);
-  if (f.state == output_file_state::is_folder)
-    throw error("checkpoint.save_weights: '" + o.save_weights + "' is a folder; name a file, e.g. " +
-                (fs::path(o.save_weights) / "model.safetensors").string());
-  if (f.state == output_file_state::no_folder)
-    throw error("checkpoint.save_weights: cannot create the folder '" + f.folder + "' of '" + o.save_weights + "'" +
-                (f.why.empty() ? std::string() : " (" + f.why + ")") + "; change --save-weights");
-}
-
 int run(int argc, char** argv) {
   options o;
   train::option_set cli("train_llama", "Train a Llama 3 model on one rank (CPU) or with a recipe on many.");
@@ -255,7 +230,7 @@ int run(int argc, char** argv) {
     }
     train::validate(rc);  // ranges of every configured value, in "key (--flag)" words
     from_config(o, rc);
-    check_trace_path(o, rc.profiling.trace_file.empty());
+    check_trace_path(o.trace, rc.profiling.trace_file.empty());
     check(o.ranks >= 0, "--ranks must be >= 0");
     check(!o.recipe.empty() || (o.ranks == 0 && o.backend == "threads"),
           "--ranks and --backend need --recipe (a single-rank run has no ranks to choose)");
@@ -279,7 +254,7 @@ int run(int argc, char** argv) {
                   "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
                   std::to_string(l.size) + " processes, or start train_llama without mpirun");
     }
-    check_save_weights_path(o);  // last: creates the folder once the flags are known to be good
+    check_save_weights_path(o.save_weights);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
     return 2;

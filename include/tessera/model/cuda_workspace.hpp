@@ -38,7 +38,8 @@ namespace tessera::cuda {
 inline constexpr std::int64_t blas_workspace_bytes = std::int64_t{32} << 20;
 
 /// Whether the tensor-core attention takes head dim hd (on sm_80 and newer; else the f32
-/// kernels run, with no staging).
+/// kernels run, with no staging): attention_tc.cuh's with_head_dim list, for host code that
+/// cannot include it (the CUDA backends ask tc_attention_supported itself).
 constexpr bool tc_attention_head_dim(std::int64_t hd) { return hd == 16 || hd == 32 || hd == 64 || hd == 128; }
 
 /// The parts of llama_workspace, in bytes.

@@ -322,8 +322,8 @@ __device__ inline void pass_turn(int* turn, int v) {
 }
 
 /// Where a thread of a query-block kernel (forward_k, dq_k on tc_grid: block (head, 64
-/// queries from the last, batch), warp w owning queries 16w..16w+15) stands: its lane, its two rows, the block's keys' end,
-/// and the tiles of keys the block visits (next_tile).
+/// queries from the last, batch), warp w owning queries 16w..16w+15) stands: its lane, its
+/// two rows, the block's keys' end, and the tiles of keys the block visits (next_tile).
 template <class Mask>
 struct query_block {
   int w, lane, g, t;

@@ -257,8 +257,9 @@ __device__ inline void store2_l2(float* p, float lo, float hi) {
 /// blockIdx.y is: the kernels launch the blocks with the most work first under the causal
 /// mask -- query blocks from the last (forward_k, dq_k: query_block), key blocks from the
 /// first (dkv_k) -- so that the last blocks to start are short and the SMs finish together
-/// (a list-scheduling model of 8B's shapes put the tail at 24% of dkv_k's time, 12% of the
-/// forward's and 8% of dq_k's with the row blocks outermost and the light ones first).
+/// (a list-scheduling model of 8B's shapes, bench/gpu/block_order_model.py, put the tail at
+/// 24% of dkv_k's time, 12% of the forward's and 8% of dq_k's with the row blocks outermost
+/// and the light ones first).
 /// dkv_k with the fused dq reverses its key blocks instead (its turns need the lighter blocks
 /// first).
 __host__ __device__ inline dim3 tc_grid(std::int64_t T, std::int64_t heads, std::int64_t B) {

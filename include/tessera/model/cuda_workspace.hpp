@@ -30,6 +30,7 @@
 #include <cstdint>
 
 #include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_float8.hpp>
 #include <tessera/model/llama_shard.hpp>
 
 namespace tessera::cuda {
@@ -52,15 +53,7 @@ struct workspace_bytes {
 /// (bf16_operands false), cuda_bf16_kernels (true; tc_attention: the tensor-core attention
 /// runs, its head dim and the GPU allow it).
 constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention) {
-  struct linear {
-    param_role role;
-    std::int64_t C, OC;
-  };
   const std::int64_t N = d.N(), D = d.D;
-  const linear block[] = {{param_role::attention_q, D, d.Hq()}, {param_role::attention_k, D, d.Hk()},
-                          {param_role::attention_v, D, d.Hk()}, {param_role::attention_o, d.Hq(), D},
-                          {param_role::ffn_w1, D, d.F},         {param_role::ffn_w3, D, d.F},
-                          {param_role::ffn_w2, d.F, D}};
   workspace_bytes w;
   w.blas = blas_workspace_bytes;
   std::int64_t f8_scales = 0;  // floats of each of the Float8 linears' two scale buffers
@@ -70,11 +63,12 @@ constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operand
     s1 = std::max({s1, OC * C, N * C});
     s2 = std::max(s2, OC * C);
   };
-  for (const linear& l : block) {
-    if (d.f8.covers(l.role))
-      f8_scales = std::max({f8_scales, N, l.C, l.OC});
+  for (param_role r : block_linears) {
+    const auto [C, OC] = block_linear_features(r, d);
+    if (d.f8.covers(r))
+      f8_scales = std::max({f8_scales, N, C, OC});
     else
-      bf16_linear(l.C, l.OC);
+      bf16_linear(C, OC);
   }
   bf16_linear(D, d.Vl);  // the output layer
   const std::int64_t norm_partials = (d.Nr() + 255) / 256 * D;

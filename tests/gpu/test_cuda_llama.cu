@@ -90,6 +90,25 @@ int memory_case(const f8_linears& f8 = {}) {
               ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
 }
+
+#ifdef TESSERA_CUDA_EMULATION
+/// The bf16 roundings of one step on cuda_bf16_kernels (the emulation counts launches; on a
+/// GPU, bench_gpu_llama's profile): each operand of the step's GEMMs rounded once -- a block's
+/// 7 weights in the forward and again in the backward, its 4 distinct GEMM inputs (attention_norm's
+/// output, which q, k and v share; the attention's; ffn_norm's, which w1 and w3 share; SwiGLU's)
+/// likewise, and its 7 output gradients: 29 a block, and the output layer's 2 + 3.
+int rounding_case() {
+  llama_config c = debugmodel::config;
+  c.n_layers = 2;
+  const std::int64_t before = cuda::emulation::launches("to_bf16_k");
+  (void)testing::device_steps<cuda_bf16_kernels>(c, 2, 16, 1, {.lr = 3e-3f});
+  const std::int64_t n = cuda::emulation::launches("to_bf16_k") - before, want = 29 * c.n_layers + 5;
+  std::printf("bf16 roundings of a step of %lld blocks: %lld (each operand once: %lld) %s\n",
+              static_cast<long long>(c.n_layers), static_cast<long long>(n), static_cast<long long>(want),
+              n == want ? "PASS" : "FAIL");
+  return n == want ? 0 : 1;
+}
+#endif
 }  // namespace
 
 int main() {
@@ -105,6 +124,9 @@ int main() {
     int bad = memory_case<cuda_kernels>();
     bad += memory_case<cuda_bf16_kernels>();
     bad += memory_case<cuda_bf16_kernels>({.roles = all, .recipe = f8_recipe::rowwise});
+#ifdef TESSERA_CUDA_EMULATION
+    bad += rounding_case();
+#endif
     bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 20);
     bad += compare<cpu_kernels, cuda_kernels>(gqa_tied::config, 3, 24, 8);
     // bf16 GEMM operands on the tensor cores against the same rounding on the CPU

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
@@ -163,4 +164,61 @@ TEST_CASE("swiglu and the feed-forward block: finite-difference backward") {
   check_grad("dw1", w1, dw1, loss);
   check_grad("dw3", w3, dw3, loss);
   check_grad("dw2", w2, dw2, loss);
+}
+
+namespace {
+/// Linears sharing one input as a group (K::matmuls_forward / _backward) against the same
+/// linears one by one (K::matmul_forward / _backward): the same bits, din accumulating in the
+/// group's order. Three linears of unequal widths, one without a weight gradient.
+std::vector<float> rn(std::int64_t n, std::uint32_t seed) { return randn(static_cast<std::size_t>(n), seed); }
+
+template <class K>
+void check_groups_equal_one_by_one() {
+  const std::int64_t N = 5, C = 12, OC[3] = {8, 4, 6};
+  const std::vector<float> in = rn(N * C, 1);
+  std::vector<float> w[3], dout[3];
+  for (int i = 0; i < 3; ++i) w[i] = rn(OC[i] * C, 2 + i), dout[i] = rn(N * OC[i], 5 + i);
+  std::vector<float> out_g[3], out_1[3], dw_g[3], dw_1[3];
+  for (int i = 0; i < 3; ++i) {
+    out_g[i].assign(static_cast<std::size_t>(N * OC[i]), 0.0f), out_1[i] = out_g[i];
+    dw_g[i] = rn(OC[i] * C, 9 + i), dw_1[i] = dw_g[i];  // accumulated into
+  }
+  const tessera::linear_out fwd[] = {{out_g[0].data(), w[0].data(), OC[0]},
+                                     {out_g[1].data(), w[1].data(), OC[1]},
+                                     {out_g[2].data(), w[2].data(), OC[2]}};
+  K::matmuls_forward(in.data(), N, C, fwd);
+  for (int i = 0; i < 3; ++i) K::matmul_forward(out_1[i].data(), in.data(), w[i].data(), N, C, OC[i]);
+  std::vector<float> din_g = rn(N * C, 12), din_1 = din_g;
+  const tessera::linear_grad bwd[] = {{dw_g[0].data(), dout[0].data(), w[0].data(), OC[0]},
+                                      {nullptr, dout[1].data(), w[1].data(), OC[1]},
+                                      {dw_g[2].data(), dout[2].data(), w[2].data(), OC[2]}};
+  K::matmuls_backward(din_g.data(), in.data(), N, C, bwd);
+  for (int i = 0; i < 3; ++i)
+    K::matmul_backward(din_1.data(), i == 1 ? nullptr : dw_1[i].data(), dout[i].data(), in.data(), w[i].data(), N, C,
+                       OC[i]);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(out_g[i] == out_1[i]);
+    CHECK(dw_g[i] == dw_1[i]);
+  }
+  CHECK(din_g == din_1);
+  // the weight gradients alone (no din): what the overlapped regions run first
+  std::vector<float> dw_only = dw_1[0];
+  const tessera::linear_grad only[] = {{dw_only.data(), dout[0].data(), w[0].data(), OC[0]}};
+  K::matmuls_backward(nullptr, in.data(), N, C, only);
+  K::matmul_backward(nullptr, dw_1[0].data(), dout[0].data(), in.data(), nullptr, N, C, OC[0]);
+  CHECK(dw_only == dw_1[0]);
+}
+}  // namespace
+
+TEST_CASE("linears sharing an input: a group equals its linears one by one (f32 and bf16 operands)") {
+  check_groups_equal_one_by_one<tessera::cpu_kernels>();
+  check_groups_equal_one_by_one<tessera::cpu_bf16_kernels>();
+  // with bf16 operands the group differs from f32 ones: the rounding happened
+  const std::int64_t N = 3, C = 8, OC = 4;
+  const std::vector<float> in = rn(N * C, 21), w = rn(OC * C, 22);
+  std::vector<float> a(static_cast<std::size_t>(N * OC)), b = a;
+  const tessera::linear_out la[] = {{a.data(), w.data(), OC}}, lb[] = {{b.data(), w.data(), OC}};
+  tessera::cpu_kernels::matmuls_forward(in.data(), N, C, la);
+  tessera::cpu_bf16_kernels::matmuls_forward(in.data(), N, C, lb);
+  CHECK(a != b);
 }

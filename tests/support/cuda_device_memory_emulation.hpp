@@ -31,6 +31,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <vector>
 
 #include <cuda_stream_order.hpp>
@@ -51,6 +52,7 @@ struct runtime {
   std::map<std::uintptr_t, allocation> allocations;
   std::set<const void*> streams, events;
   std::map<const void*, int> shared_optin;
+  std::map<std::string, std::int64_t> launches;  // kernel launches by the kernel's name, as spelled
   static runtime& get() {
     static runtime r;
     return r;

@@ -41,6 +41,7 @@
 #include <new>
 #include <set>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -205,6 +206,7 @@ struct launcher {
     {
       auto& r = runtime::get();
       std::lock_guard lock(r.m);
+      ++r.launches[name];
       if (auto it = r.shared_optin.find(key); it != r.shared_optin.end())
         limit = std::max(limit, static_cast<std::size_t>(it->second));
     }
@@ -236,6 +238,16 @@ struct launcher {
     if (reach.overran()) fail(cudaErrorIllegalAddress);
   }
 };
+/// Launches so far of the kernels whose name (as TESSERA_LAUNCH spells it, e.g.
+/// "detail::to_bf16_k<V>") contains `part`: what a test counts where a GPU's profiler would.
+inline std::int64_t launches(std::string_view part) {
+  auto& r = runtime::get();
+  std::lock_guard lock(r.m);
+  std::int64_t n = 0;
+  for (const auto& [kernel, count] : r.launches)
+    if (kernel.find(part) != std::string::npos) n += count;
+  return n;
+}
 template <class R, class... P, class Kernel>
 launcher<Kernel> make_launcher(dim3 grid, dim3 block, std::size_t shared, cudaStream_t s, R (*key)(P...),
                                const char* name, Kernel k) {

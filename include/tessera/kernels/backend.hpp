@@ -22,9 +22,11 @@
 // (kernels/cuda/attention_tc.cuh), which the CPU's keeps in f32.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -60,16 +62,81 @@ concept kernel_backend = memory_space<typename K::space> && requires(float* p, c
   K::synchronize();
 };
 
+/// One of several linears that read one input [N, C] (q, k and v read attention_norm's output;
+/// w1 and w3 ffn_norm's): out [N, OC] = inp . w^T.
+struct linear_out {
+  float* out;
+  const float* w;
+  std::int64_t OC;
+};
+/// Its backward: dinp += dout . w (when the group's dinp is not nullptr), dw += dout^T . inp
+/// (when dw is not nullptr).
+struct linear_grad {
+  float* dw;
+  const float* dout;
+  const float* w;
+  std::int64_t OC;
+};
+
+/// Linears that share their input, as backend K's own GEMMs one after the other (K derives
+/// from composed_linears<K>): K::matmuls_forward / matmuls_backward for a backend whose GEMMs
+/// read the input as it is. dinp accumulates in the group's order.
+template <class K>
+struct composed_linears {
+  static void matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls) {
+    for (const linear_out& l : ls) K::matmul_forward(l.out, inp, l.w, N, C, l.OC);
+  }
+  static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
+                               std::span<const linear_grad> ls) {
+    for (const linear_grad& l : ls)
+      if (dinp || l.dw) K::matmul_backward(dinp, l.dw, l.dout, inp, l.w, N, C, l.OC);
+  }
+};
+
+/// The linears of a backend with bf16 GEMM operands (cpu_bf16_kernels, cuda_bf16_kernels):
+/// each operand rounded by K::operand(x, n, slot) into K's scratch slot -- an input the group's
+/// linears share once for all of them (the 635 roundings of a step of 18 of Llama 3 8B's
+/// blocks were 6% of it on an H200; docs/cuda.md) -- and multiplied by K::operand_forward /
+/// operand_backward (the GEMMs on rounded operands, f32 accumulation). Slots: forward 0 the
+/// input, 1 the weight; backward 0 the output gradient, 1 the input, 2 the weight.
+template <class K>
+struct bf16_operand_linears {
+  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                             std::int64_t OC) {
+    const linear_out l{out, w, OC};
+    matmuls_forward(inp, N, C, {&l, 1});
+  }
+  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+    const linear_grad l{dw, dout, w, OC};
+    matmuls_backward(dinp, inp, N, C, {&l, 1});
+  }
+  static void matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls) {
+    if (ls.empty()) return;
+    const auto* x = K::operand(inp, N * C, 0);
+    for (const linear_out& l : ls) K::operand_forward(l.out, x, K::operand(l.w, l.OC * C, 1), N, C, l.OC);
+  }
+  static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
+                               std::span<const linear_grad> ls) {
+    const bool dw = std::any_of(ls.begin(), ls.end(), [](const linear_grad& l) { return l.dw != nullptr; });
+    const auto* x = dw ? K::operand(inp, N * C, 1) : nullptr;
+    for (const linear_grad& l : ls)
+      if (dinp || l.dw)
+        K::operand_backward(dinp, l.dw, K::operand(l.dout, N * l.OC, 0), l.dw ? x : nullptr,
+                            dinp ? K::operand(l.w, l.OC * C, 2) : nullptr, N, C, l.OC);
+  }
+};
+
 /// The feed-forward branch from backend K's own GEMMs and SwiGLU, in cpu::feed_forward_forward
 /// / _backward's order: the feed_forward_* of a backend with no fused one (K derives from
-/// composed_feed_forward<K>).
+/// composed_feed_forward<K>). w1 and w3 run as one group on their shared input.
 template <class K>
 struct composed_feed_forward {
   /// h1 = inp w1^T, h3 = inp w3^T, act = silu(h1) h3, out = act w2^T.
   static void feed_forward_forward(float* out, float* h1, float* h3, float* act, const float* inp, const float* w1,
                                    const float* w3, const float* w2, std::int64_t N, std::int64_t C, std::int64_t H) {
-    K::matmul_forward(h1, inp, w1, N, C, H);
-    K::matmul_forward(h3, inp, w3, N, C, H);
+    const linear_out in13[] = {{h1, w1, H}, {h3, w3, H}};
+    K::matmuls_forward(inp, N, C, in13);
     K::swiglu_forward(act, h1, h3, N * H);
     K::matmul_forward(out, act, w2, N, H, C);
   }
@@ -83,8 +150,8 @@ struct composed_feed_forward {
     K::zero(dh1, N * H);
     K::matmul_backward(dh1, dw2, dout, act, w2, N, H, C);
     K::swiglu_backward(dh1, dh3, dh1, h1, h3, N * H);
-    K::matmul_backward(dinp, dw1, dh1, inp, w1, N, C, H);
-    K::matmul_backward(dinp, dw3, dh3, inp, w3, N, C, H);
+    const linear_grad in13[] = {{dw1, dh1, w1, H}, {dw3, dh3, w3, H}};
+    K::matmuls_backward(dinp, inp, N, C, in13);
   }
 };
 
@@ -109,7 +176,7 @@ struct space_transfers {
 };
 
 /// The CPU kernels on host memory.
-struct cpu_kernels : space_transfers<host_space> {
+struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> {
   static constexpr std::string_view name = "cpu";
   static constexpr bool float8 = true;
   static constexpr bool vocab_parallel = true;
@@ -272,21 +339,17 @@ struct cpu_kernels : space_transfers<host_space> {
 static_assert(kernel_backend<cpu_kernels>);
 
 /// The CPU kernels with bf16 GEMM operands (see the top of this file).
-struct cpu_bf16_kernels : cpu_kernels, composed_feed_forward<cpu_bf16_kernels> {
+struct cpu_bf16_kernels : cpu_kernels,
+                          composed_feed_forward<cpu_bf16_kernels>,
+                          bf16_operand_linears<cpu_bf16_kernels> {
   static constexpr std::string_view name = "cpu-bf16";  // its Float8 linears are cpu_kernels'
   using composed_feed_forward<cpu_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cpu_bf16_kernels>::feed_forward_backward;
+  using bf16_operand_linears<cpu_bf16_kernels>::matmul_forward;
+  using bf16_operand_linears<cpu_bf16_kernels>::matmul_backward;
+  using bf16_operand_linears<cpu_bf16_kernels>::matmuls_forward;
+  using bf16_operand_linears<cpu_bf16_kernels>::matmuls_backward;
 
-  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
-                             std::int64_t OC) {
-    cpu_kernels::matmul_forward(out, rounded(inp, N * C, 0), rounded(w, OC * C, 1), N, C, OC);
-  }
-  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                              std::int64_t N, std::int64_t C, std::int64_t OC) {
-    const float* d = rounded(dout, N * OC, 0);
-    cpu_kernels::matmul_backward(dinp, dw, d, dw ? rounded(inp, N * C, 1) : nullptr,
-                                 dinp ? rounded(w, OC * C, 2) : nullptr, N, C, OC);
-  }
   static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
                                 std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
     cpu_kernels::attention_forward(out, lse, rounded(q, B * T * NH * HD, 0), rounded(k, B * T * NKV * HD, 1),
@@ -315,6 +378,16 @@ struct cpu_bf16_kernels : cpu_kernels, composed_feed_forward<cpu_bf16_kernels> {
                                           rounded(v, B * ks.n * NKV * HD, 2), lse, D, qs, ks, B, NH, NKV, HD);
   }
 
+  /// The GEMMs on rounded operands (bf16_operand_linears): f32 ones, as the values are bf16's.
+  static void operand_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
+                              std::int64_t OC) {
+    cpu_kernels::matmul_forward(out, inp, w, N, C, OC);
+  }
+  static void operand_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
+                               std::int64_t N, std::int64_t C, std::int64_t OC) {
+    cpu_kernels::matmul_backward(dinp, dw, dout, inp, w, N, C, OC);
+  }
+  static const float* operand(const float* x, std::int64_t n, int i) { return rounded(x, n, i); }
   /// x rounded to bf16 and widened back, in this thread's scratch slot i (a GEMM's operands).
   static const float* rounded(const float* x, std::int64_t n, int i) {
     thread_local std::vector<float> slots[4];

@@ -3,7 +3,11 @@
 // tessera-requires: openblas
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 #include <tessera/model/llama_block_parts.hpp>
 
@@ -46,6 +50,48 @@ void linear_backward(float* din, float* dW, const float* dout, const float* in, 
   if constexpr (K::float8)
     K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
                           f8_split_of(r, d), amax_reduce(h));
+}
+/// A linear of a group that reads one input (q, k, v; w1, w3), run when `on`.
+struct grouped_linear {
+  bool on;
+  param_role r;
+  linear_out l;
+};
+/// The group's linears on `in` [N, C]: as one K::matmuls_forward (the input's operand
+/// prepared once) when none is Float8, else one by one.
+template <class K = cpu_kernels, class Hooks>
+void grouped_forward(const float* in, std::int64_t N, std::int64_t C, std::initializer_list<grouped_linear> g,
+                     const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h) {
+  std::array<linear_out, 3> ls{};
+  std::size_t n = 0;
+  const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_linear& x) { return x.on && d.f8.covers(x.r); });
+  for (const grouped_linear& x : g)
+    if (!x.on) continue;
+    else if (f8) linear_forward<K>(x.l.out, in, x.l.w, N, C, x.l.OC, x.r, d, k, h);
+    else ls.at(n++) = x.l;
+  K::matmuls_forward(in, N, C, std::span<const linear_out>(ls.data(), n));
+}
+/// A linear's backward in a group (din += dout . W, dW += dout^T . in when not nullptr).
+struct grouped_grad {
+  param_role r;
+  linear_grad l;
+};
+/// The group's backward, din accumulating in the group's order: one K::matmuls_backward when
+/// none is Float8, else one by one.
+template <class K = cpu_kernels, class Hooks>
+void grouped_backward(float* din, const float* in, std::int64_t N, std::int64_t C,
+                      std::initializer_list<grouped_grad> g, const llama_dims& d,
+                      basic_block_scratch<typename K::space>& k, Hooks& h) {
+  std::array<linear_grad, 3> ls{};
+  std::size_t n = 0;
+  const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_grad& x) { return d.f8.covers(x.r); });
+  for (const grouped_grad& x : g)
+    if (f8) {
+      if (din || x.l.dw) linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h);
+    } else {
+      ls.at(n++) = x.l;
+    }
+  K::matmuls_backward(din, in, N, C, std::span<const linear_grad>(ls.data(), n));
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).
@@ -108,9 +154,11 @@ void qkv_forward(basic_block_saved<typename K::space>& s, basic_block_scratch<ty
   if (!gather && !(q || kk || v)) return;
   const std::int64_t D = d.D, Hq = d.Hq(), Hk = d.Hk();
   auto gemms = [&](const float* in, std::int64_t r0, std::int64_t n) {
-    if (q) linear_forward<K>(s.q.data() + r0 * Hq, in, w.wq, n, D, Hq, param_role::attention_q, d, k, h);
-    if (kk) linear_forward<K>(s.k.data() + r0 * Hk, in, w.wk, n, D, Hk, param_role::attention_k, d, k, h);
-    if (v) linear_forward<K>(s.v.data() + r0 * Hk, in, w.wv, n, D, Hk, param_role::attention_v, d, k, h);
+    grouped_forward<K>(in, n, D,
+                       {{q, param_role::attention_q, {s.q.data() + r0 * Hq, w.wq, Hq}},
+                        {kk, param_role::attention_k, {s.k.data() + r0 * Hk, w.wk, Hk}},
+                        {v, param_role::attention_v, {s.v.data() + r0 * Hk, w.wv, Hk}}},
+                       d, k, h);
   };
   const bool whole = runs_whole(d.f8, tp_region::qkv);
   if (gather)
@@ -137,8 +185,10 @@ void ffn_in_forward(basic_block_saved<typename K::space>& s, basic_block_scratch
   if (!gather && !(w1 || w3)) return;
   const std::int64_t D = d.D, F = d.F;
   auto gemms = [&](const float* in, std::int64_t r0, std::int64_t n) {
-    if (w1) linear_forward<K>(s.h1.data() + r0 * F, in, w.w1, n, D, F, param_role::ffn_w1, d, k, h);
-    if (w3) linear_forward<K>(s.h3.data() + r0 * F, in, w.w3, n, D, F, param_role::ffn_w3, d, k, h);
+    grouped_forward<K>(in, n, D,
+                       {{w1, param_role::ffn_w1, {s.h1.data() + r0 * F, w.w1, F}},
+                        {w3, param_role::ffn_w3, {s.h3.data() + r0 * F, w.w3, F}}},
+                       d, k, h);
   };
   const bool whole = runs_whole(d.f8, tp_region::w13);
   if (gather)
@@ -192,12 +242,14 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
                                     });
   if (dw2) linear_backward<K>(nullptr, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
   K::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
-  if (dw1) linear_backward<K>(nullptr, dw1, dh1, s.fn_seen, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
-  if (dw3) linear_backward<K>(nullptr, dw3, dh3, s.fn_seen, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
+  grouped_backward<K>(nullptr, s.fn_seen, N, D,
+                      {{param_role::ffn_w1, {dw1, dh1, w.w1, F}}, {param_role::ffn_w3, {dw3, dh3, w.w3, F}}}, d, k, h);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
     K::zero(out, n * D);
-    linear_backward<K>(out, nullptr, dh1 + r0 * F, s.fn_seen + r0 * D, w.w1, n, D, F, param_role::ffn_w1, d, k, h);
-    linear_backward<K>(out, nullptr, dh3 + r0 * F, s.fn_seen + r0 * D, w.w3, n, D, F, param_role::ffn_w3, d, k, h);
+    grouped_backward<K>(out, s.fn_seen + r0 * D, n, D,
+                        {{param_role::ffn_w1, {nullptr, dh1 + r0 * F, w.w1, F}},
+                         {param_role::ffn_w3, {nullptr, dh3 + r0 * F, w.w3, F}}},
+                        d, k, h);
   };
   return {dout, h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole_in, gemms, adder<K>())};
 }
@@ -233,22 +285,23 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
   using r = param_role;
   float* dfull = k.dfull.data();
   const bool whole = runs_whole(d.f8, tp_region::qkv);
+  // the weight gradients (dfull too when the region does not overlap), then the input's
+  auto group = [&](float* din, std::int64_t r0, std::int64_t n, bool dw) {
+    grouped_backward<K>(din, s.an_seen + r0 * D, n, D,
+                        {{r::attention_q, {dw ? dwq : nullptr, k.dq.data() + r0 * Hq, w.wq, Hq}},
+                         {r::attention_k, {dw ? dwk : nullptr, k.dk.data() + r0 * Hk, w.wk, Hk}},
+                         {r::attention_v, {dw ? dwv : nullptr, k.dv.data() + r0 * Hk, w.wv, Hk}}},
+                        d, k, h);
+  };
   if (!h.overlaps(whole)) {
     K::zero(dfull, N * D);
-    linear_backward<K>(dfull, dwq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, r::attention_q, d, k, h);
-    linear_backward<K>(dfull, dwk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, r::attention_k, d, k, h);
-    linear_backward<K>(dfull, dwv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, r::attention_v, d, k, h);
+    group(dfull, 0, N, true);
     return h.reduce(dfull, k.dtmp.data());
   }
-  if (dwq) linear_backward<K>(nullptr, dwq, k.dq.data(), s.an_seen, w.wq, N, D, Hq, r::attention_q, d, k, h);
-  if (dwk) linear_backward<K>(nullptr, dwk, k.dk.data(), s.an_seen, w.wk, N, D, Hk, r::attention_k, d, k, h);
-  if (dwv) linear_backward<K>(nullptr, dwv, k.dv.data(), s.an_seen, w.wv, N, D, Hk, r::attention_v, d, k, h);
+  group(nullptr, 0, N, true);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
-    const float* in = s.an_seen + r0 * D;
     K::zero(out, n * D);
-    linear_backward<K>(out, nullptr, k.dq.data() + r0 * Hq, in, w.wq, n, D, Hq, r::attention_q, d, k, h);
-    linear_backward<K>(out, nullptr, k.dk.data() + r0 * Hk, in, w.wk, n, D, Hk, r::attention_k, d, k, h);
-    linear_backward<K>(out, nullptr, k.dv.data() + r0 * Hk, in, w.wv, n, D, Hk, r::attention_v, d, k, h);
+    group(out, r0, n, false);
   };
   return h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole, gemms, adder<K>());
 }

@@ -32,7 +32,7 @@
 
 namespace tessera {
 
-struct cuda_kernels : composed_feed_forward<cuda_kernels>, space_transfers<cuda_space> {
+struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda_kernels>, space_transfers<cuda_space> {
   static constexpr std::string_view name = "cuda";
   static constexpr bool float8 = true;
   static constexpr bool vocab_parallel = true;
@@ -217,23 +217,19 @@ static_assert(kernel_backend<cuda_kernels>);
 /// (cuda/attention_tc.cuh). cpu_bf16_kernels computes the same on the host, except that it
 /// keeps attention's probabilities in f32. The Float8 linears are cuda_kernels' (FP8 GEMMs;
 /// an emulated one multiplies in f32), as cpu_bf16_kernels' are cpu_kernels'.
-struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels> {
+struct cuda_bf16_kernels : cuda_kernels,
+                           composed_feed_forward<cuda_bf16_kernels>,
+                           bf16_operand_linears<cuda_bf16_kernels> {
   static constexpr std::string_view name = "cuda-bf16";
   static constexpr bool bf16_operands = true;
   static bool tc_attention(std::int64_t hd) { return cuda::tc_attention_supported(hd); }
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_backward;
+  using bf16_operand_linears<cuda_bf16_kernels>::matmul_forward;
+  using bf16_operand_linears<cuda_bf16_kernels>::matmul_backward;
+  using bf16_operand_linears<cuda_bf16_kernels>::matmuls_forward;
+  using bf16_operand_linears<cuda_bf16_kernels>::matmuls_backward;
 
-  static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
-                             std::int64_t OC) {
-    cuda::matmul_forward<bf16>(blas(), out, as_bf16(inp, N * C, 0), as_bf16(w, OC * C, 1), N, C, OC);
-  }
-  static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                              std::int64_t N, std::int64_t C, std::int64_t OC) {
-    const bf16* d = as_bf16(dout, N * OC, 0);
-    cuda::matmul_backward<bf16>(blas(), dinp, dw, d, dw ? as_bf16(inp, N * C, 1) : nullptr,
-                                dinp ? as_bf16(w, OC * C, 2) : nullptr, N, C, OC);
-  }
   /// The MFU denominator: a measured cuBLASLt GEMM peak with bf16 operands (the GEMMs this
   /// backend runs).
   static double gemm_peak_flops() { return cuda::gemm_peak_flops<bf16>(blas()); }
@@ -259,8 +255,18 @@ struct cuda_bf16_kernels : cuda_kernels, composed_feed_forward<cuda_bf16_kernels
     cuda::attention_block_backward_bf16(dq, dk, dv, dout, q, k, v, lse, D, qs, ks, B, NH, NKV, HD);
   }
  private:
+  friend bf16_operand_linears<cuda_bf16_kernels>;
+  /// The GEMMs on rounded operands (bf16_operand_linears): cuBLASLt's with bf16 operands.
+  static void operand_forward(float* out, const bf16* inp, const bf16* w, std::int64_t N, std::int64_t C,
+                              std::int64_t OC) {
+    cuda::matmul_forward<bf16>(blas(), out, inp, w, N, C, OC);
+  }
+  static void operand_backward(float* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w,
+                               std::int64_t N, std::int64_t C, std::int64_t OC) {
+    cuda::matmul_backward<bf16>(blas(), dinp, dw, dout, inp, w, N, C, OC);
+  }
   /// x rounded to bf16 in this thread's bf16 scratch slot i.
-  static const bf16* as_bf16(const float* x, std::int64_t n, int i) {
+  static const bf16* operand(const float* x, std::int64_t n, int i) {
     bf16* y = cuda_kernels::scratch<bf16>(i, n);
     cuda::to_bf16(y, x, n);
     return y;

@@ -72,6 +72,8 @@ const k::f32_group<V>* groups_of(const std::vector<float>& x, std::int64_t i) {
 dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
 /// A grid-stride launch, as blocks_for sizes it.
 dim3 stride_grid(std::int64_t n) { return {k::blocks_for(n), 1, 1}; }
+/// Three blocks: a grid-stride kernel's threads stride over more than one element.
+dim3 grid3_of() { return {3, 1, 1}; }
 }  // namespace
 
 TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, scale, bf16 casts -- over grid strides") {
@@ -81,19 +83,42 @@ TEST_CASE("emulated CUDA kernels: the per-element ones -- SwiGLU, AdamW, add, sc
   const dim3 grid3{3, 1, 1};
   const auto a = randn(n, 11), b = randn(n, 12), g = randn(n, 13);
   std::vector<float> y(n), e(n), d1(n), d3(n), e1(n), e3(n);
-  emu::launch(grid3, k::threads, 0, [&] { k::swiglu_forward_k(y.data(), a.data(), b.data(), n); });
+  // SwiGLU and AdamW in groups of 4 (as cuda::swiglu_* and adamw_update launch them on aligned
+  // pointers), the rest one by one
+  const std::int64_t groups = n / 4, rest = 4 * groups;
+  emu::launch(grid3, k::threads, 0,
+              [&] { k::swiglu_forward_k<4>(groups_of<4>(y, 0), groups_of<4>(a, 0), groups_of<4>(b, 0), groups); });
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::swiglu_forward_k<1>(groups_of<1>(y, rest), groups_of<1>(a, rest), groups_of<1>(b, rest), n - rest);
+  });
   cpu::swiglu_forward(e.data(), a.data(), b.data(), n);
   CHECK(worst(y, e) <= 2e-6);  // the same formula; a build that contracts a * b + c may round differently
-  emu::launch(grid3, k::threads, 0,
-              [&] { k::swiglu_backward_k(d1.data(), d3.data(), g.data(), a.data(), b.data(), n); });
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::swiglu_backward_k<4>(groups_of<4>(d1, 0), groups_of<4>(d3, 0), groups_of<4>(g, 0), groups_of<4>(a, 0),
+                            groups_of<4>(b, 0), groups);
+  });
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::swiglu_backward_k<1>(groups_of<1>(d1, rest), groups_of<1>(d3, rest), groups_of<1>(g, rest),
+                            groups_of<1>(a, rest), groups_of<1>(b, rest), n - rest);
+  });
   cpu::swiglu_backward(e1.data(), e3.data(), g.data(), a.data(), b.data(), n);
   CHECK(worst(d1, e1) <= 2e-6);
   CHECK(worst(d3, e3) <= 2e-6);
+  // in place, as the feed-forward backward runs it (dh1 over its output gradient)
+  std::vector<float> inplace = g, d3b(n);
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::swiglu_backward_k<4>(groups_of<4>(inplace, 0), groups_of<4>(d3b, 0), groups_of<4>(inplace, 0),
+                            groups_of<4>(a, 0), groups_of<4>(b, 0), groups);
+  });
+  emu::launch(grid3, k::threads, 0, [&] {
+    k::swiglu_backward_k<1>(groups_of<1>(inplace, rest), groups_of<1>(d3b, rest), groups_of<1>(inplace, rest),
+                            groups_of<1>(a, rest), groups_of<1>(b, rest), n - rest);
+  });
+  CHECK(inplace == d1);
+  CHECK(d3b == d3);
   std::vector<float> p = a, m(n, 0.1f), v(n, 0.2f), ep = a, em = m, ev = v;
   const cpu::adamw_config cfg{.lr = 1e-3f};
   const pointwise::adamw_scalars sc = cpu::adamw_step_scalars(3, cfg);
-  // in groups of 4 (as cuda::adamw_update launches it on aligned pointers), the rest one by one
-  const std::int64_t groups = n / 4;
   emu::launch(grid3, k::threads, 0, [&] {
     k::adamw_k<4>(groups_of<4>(p, 0), groups_of<4>(g, 0), groups_of<4>(m, 0), groups_of<4>(v, 0), groups, sc);
   });
@@ -381,24 +406,41 @@ TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in b
   cpu::embedding_shard_backward(edt.data(), dy.data(), ids.data(), N, V, v0, Vl, C);
   CHECK(dt == edt);
 
-  const std::int64_t B = 2, T = 11, NH = 3, HD = 16;
-  std::vector<float> cs(T * HD / 2), sn(T * HD / 2);
-  cpu::rope_table(cs.data(), sn.data(), T, HD);
-  const auto x = randn(B * T * NH * HD, 9);
-  for (const cpu::rope_style style : {cpu::rope_style::interleaved, cpu::rope_style::half})
-    for (const bool inverse : {false, true}) {
-      CAPTURE(inverse);
-      std::vector<float> y(x.size()), e(x.size());
-      emu::launch(stride_grid(B * T * NH * (HD / 2)), k::threads, 0, [&] {
-        k::rope_k(y.data(), x.data(), cs.data(), sn.data(), B * T, T, NH, HD, style == cpu::rope_style::interleaved,
-                  inverse ? -1.0f : 1.0f);
-      });
-      if (inverse)
-        cpu::rope_backward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
-      else
-        cpu::rope_forward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
-      CHECK(worst(y, e) <= 2e-6);
-    }
+  // RoPE: two pairs a thread with 32-bit indices (what cuda::rope_apply launches for a head
+  // dim that is a multiple of 4 on aligned tensors), one pair a thread with 64-bit ones (an odd
+  // number of pairs, HD 6, or tensors past 2^32 elements), in both pairings and both directions;
+  // three blocks, so that threads stride
+  const std::int64_t B = 2, T = 11, NH = 3;
+  for (const std::int64_t HD : {16, 6})
+    for (const cpu::rope_style style : {cpu::rope_style::interleaved, cpu::rope_style::half})
+      for (const bool inverse : {false, true}) {
+        CAPTURE(HD);
+        CAPTURE(inverse);
+        std::vector<float> cs(static_cast<std::size_t>(T * HD / 2)), sn(cs.size());
+        cpu::rope_table(cs.data(), sn.data(), T, HD);
+        const auto x = randn(B * T * NH * HD, 9);
+        std::vector<float> y(x.size()), e(x.size()), z = x;
+        const bool il = style == cpu::rope_style::interleaved;
+        const float sign = inverse ? -1.0f : 1.0f;
+        if (HD % 4 == 0)
+          emu::launch(grid3_of(), k::threads, 0, [&] {
+            k::rope_k<std::uint32_t, 2>(y.data(), x.data(), cs.data(), sn.data(), B * T, T, NH, HD, il, sign);
+          });
+        else
+          emu::launch(grid3_of(), k::threads, 0, [&] {
+            k::rope_k<std::int64_t, 1>(y.data(), x.data(), cs.data(), sn.data(), B * T, T, NH, HD, il, sign);
+          });
+        // 64-bit, one pair a thread, in place
+        emu::launch(grid3_of(), k::threads, 0, [&] {
+          k::rope_k<std::int64_t, 1>(z.data(), z.data(), cs.data(), sn.data(), B * T, T, NH, HD, il, sign);
+        });
+        if (inverse)
+          cpu::rope_backward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
+        else
+          cpu::rope_forward(e.data(), x.data(), cs.data(), sn.data(), B, T, NH, HD, style);
+        CHECK(worst(y, e) <= 2e-6);
+        CHECK(worst(z, e) <= 2e-6);
+      }
 }
 
 TEST_CASE("the emulation refuses a launch it should not run: too many threads, too much shared memory") {

@@ -109,24 +109,57 @@ inline void from_bf16(float* y, const bf16* x, std::int64_t n, cudaStream_t s = 
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::from_bf16_k)(y, x, n);
   detail::launched("cuda::from_bf16");
 }
-/// out = silu(h1) * h3 (n elements).
+/// out = silu(h1) * h3 (n elements; in groups of 4 where the pointers are aligned for them).
 inline void swiglu_forward(float* out, const float* h1, const float* h3, std::int64_t n, cudaStream_t s = nullptr) {
-  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::swiglu_forward_k)(out, h1, h3, n);
+  using detail::aligned, detail::f32_group;
+  if (n <= 0) return;
+  detail::in_fours(n, aligned(out, 16) && aligned(h1, 16) && aligned(h3, 16),
+                   [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
+                     TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::swiglu_forward_k<V>)(
+                         reinterpret_cast<f32_group<V>*>(out + i), reinterpret_cast<const f32_group<V>*>(h1 + i),
+                         reinterpret_cast<const f32_group<V>*>(h3 + i), count);
+                   });
   detail::launched("cuda::swiglu_forward");
 }
-/// WRITES dh1, dh3 (they may alias h1, h3 or dout), as cpu::swiglu_backward.
+/// WRITES dh1, dh3 (they may alias h1, h3 or dout), as cpu::swiglu_backward; in groups of 4
+/// as swiglu_forward.
 inline void swiglu_backward(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3, std::int64_t n,
                             cudaStream_t s = nullptr) {
-  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::swiglu_backward_k)(dh1, dh3, dout, h1, h3, n);
+  using detail::aligned, detail::f32_group;
+  if (n <= 0) return;
+  detail::in_fours(n, aligned(dh1, 16) && aligned(dh3, 16) && aligned(dout, 16) && aligned(h1, 16) && aligned(h3, 16),
+                   [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
+                     TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::swiglu_backward_k<V>)(
+                         reinterpret_cast<f32_group<V>*>(dh1 + i), reinterpret_cast<f32_group<V>*>(dh3 + i),
+                         reinterpret_cast<const f32_group<V>*>(dout + i), reinterpret_cast<const f32_group<V>*>(h1 + i),
+                         reinterpret_cast<const f32_group<V>*>(h3 + i), count);
+                   });
   detail::launched("cuda::swiglu_backward");
 }
 /// RoPE of [B, T, NH, HD] with the tables cos, sin [T, HD / 2] (cpu::rope_table's; out may
-/// alias inp); `inverse` rotates back (the backward).
+/// alias inp); `inverse` rotates back (the backward). Two pairs a thread where HD / 2 is even
+/// and the pointers are aligned for their groups, 32-bit indices where they fit (rope_k).
 inline void rope_apply(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B, std::int64_t T,
                        std::int64_t NH, std::int64_t HD, bool inverse,
                        cpu::rope_style style = cpu::rope_style::interleaved, cudaStream_t s = nullptr) {
-  TESSERA_LAUNCH(detail::blocks_for(B * T * NH * (HD / 2)), detail::threads, 0, s, detail::rope_k)(
-      out, inp, cos, sin, B * T, T, NH, HD, style == cpu::rope_style::interleaved, inverse ? -1.0f : 1.0f);
+  using detail::aligned;
+  const bool interleaved = style == cpu::rope_style::interleaved;
+  const std::int64_t h = HD / 2, rows = B * T;
+  if (rows * NH * h <= 0) return;
+  const std::size_t x_bytes = interleaved ? 16 : 8;  // a thread's two pairs: 4 floats, or 2 and 2
+  const bool twos = h % 2 == 0 && aligned(out, x_bytes) && aligned(inp, x_bytes) && aligned(cos, 8) && aligned(sin, 8);
+  const float sign = inverse ? -1.0f : 1.0f;
+  auto launch = [&]<class I, int P>(I, std::integral_constant<int, P>) {
+    TESSERA_LAUNCH(detail::blocks_for(rows * NH * (h / P)), detail::threads, 0, s, detail::rope_k<I, P>)(
+        out, inp, cos, sin, static_cast<I>(rows), static_cast<I>(T), static_cast<I>(NH), static_cast<I>(HD),
+        interleaved, sign);
+  };
+  // 32 bits: every element's offset, and the last thread index plus a grid's stride
+  const bool narrow = rows * NH * HD + std::int64_t{65535} * detail::threads <= std::int64_t{0xffffffff};
+  if (narrow && twos) launch(std::uint32_t{}, std::integral_constant<int, 2>{});
+  else if (narrow) launch(std::uint32_t{}, std::integral_constant<int, 1>{});
+  else if (twos) launch(std::int64_t{}, std::integral_constant<int, 2>{});
+  else launch(std::int64_t{}, std::integral_constant<int, 1>{});
   detail::launched("cuda::rope_apply");
 }
 /// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them).

@@ -61,15 +61,31 @@ void in_fours(std::int64_t n, bool grouped, F&& launch) {
   if (n > 4 * groups) launch(std::integral_constant<int, 1>{}, 4 * groups, n - 4 * groups);
 }
 
-static __global__ void swiglu_forward_k(float* out, const float* h1, const float* h3, std::int64_t n) {
-  TESSERA_GRID_STRIDE(i, n) out[i] = pointwise::swiglu(h1[i], h3[i]);
-}
-static __global__ void swiglu_backward_k(float* dh1, float* dh3, const float* dout, const float* h1, const float* h3,
-                                  std::int64_t n) {
+/// out = silu(h1) * h3 over n groups of V elements.
+template <int V>
+__global__ void swiglu_forward_k(f32_group<V>* out, const f32_group<V>* h1, const f32_group<V>* h3, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) {
-    const pointwise::pair d = pointwise::swiglu_grad(dout[i], h1[i], h3[i]);
-    dh1[i] = d.first;
-    dh3[i] = d.second;
+    const f32_group<V> a = h1[i], b = h3[i];
+    f32_group<V> y;
+    for (int j = 0; j < V; ++j) y.v[j] = pointwise::swiglu(a.v[j], b.v[j]);
+    out[i] = y;
+  }
+}
+/// SwiGLU's backward over n groups of V elements (each group read whole before it is written:
+/// the outputs may alias the inputs).
+template <int V>
+__global__ void swiglu_backward_k(f32_group<V>* dh1, f32_group<V>* dh3, const f32_group<V>* dout,
+                                  const f32_group<V>* h1, const f32_group<V>* h3, std::int64_t n) {
+  TESSERA_GRID_STRIDE(i, n) {
+    const f32_group<V> g = dout[i], a = h1[i], b = h3[i];
+    f32_group<V> d1, d3;
+    for (int j = 0; j < V; ++j) {
+      const pointwise::pair d = pointwise::swiglu_grad(g.v[j], a.v[j], b.v[j]);
+      d1.v[j] = d.first;
+      d3.v[j] = d.second;
+    }
+    dh1[i] = d1;
+    dh3[i] = d3;
   }
 }
 static __global__ void add_k(float* y, const float* a, const float* b, std::int64_t n) {
@@ -101,18 +117,39 @@ __global__ void adamw_k(f32_group<V>* p, const f32_group<V>* g, f32_group<V>* m,
     v[i] = vi;
   }
 }
-/// One thread per rotated pair: row r of [B * T, NH], pair i of head hd.
-static __global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, std::int64_t rows,
-                       std::int64_t T, std::int64_t NH, std::int64_t HD, bool interleaved, float sign) {
-  const std::int64_t h = HD / 2, n = rows * NH * h;
-  TESSERA_GRID_STRIDE(e, n) {
-    const std::int64_t i = e % h, head = (e / h) % NH, r = e / (h * NH), t = r % T;
-    const float* x = inp + (r * NH + head) * HD;
-    float* y = out + (r * NH + head) * HD;
-    const std::int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + h;
-    const pointwise::pair q = pointwise::rope_rotate(x[a], x[b], cos[t * h + i], sign * sin[t * h + i]);
-    y[a] = q.first;
-    y[b] = q.second;
+/// RoPE over rows [B * T] of NH heads of HD: one thread per P consecutive rotated pairs of a
+/// head (P = 2: the pairs' elements and their cos, sin moved as aligned groups), index
+/// arithmetic in I (32 bits where the tensor's elements and the grid's stride fit them: a
+/// GPU divides 64-bit integers in software, three divisions an element).
+template <class I, int P>
+__global__ void rope_k(float* out, const float* inp, const float* cos, const float* sin, I rows, I T, I NH, I HD,
+                       bool interleaved, float sign) {
+  const I h = HD / 2, per_head = h / P, n = rows * NH * per_head;
+  for (I e = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x); e < n;
+       e += static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x)) {
+    const I head = e / per_head, i = (e - head * per_head) * P, t = (head / NH) % T;
+    const f32_group<P> c = *reinterpret_cast<const f32_group<P>*>(cos + t * h + i),
+                       s = *reinterpret_cast<const f32_group<P>*>(sin + t * h + i);
+    const float* x = inp + head * HD;
+    float* y = out + head * HD;
+    if (interleaved) {  // pair i = (x[2i], x[2i + 1])
+      f32_group<2 * P> v = *reinterpret_cast<const f32_group<2 * P>*>(x + 2 * i);
+      for (int p = 0; p < P; ++p) {
+        const pointwise::pair q = pointwise::rope_rotate(v.v[2 * p], v.v[2 * p + 1], c.v[p], sign * s.v[p]);
+        v.v[2 * p] = q.first;
+        v.v[2 * p + 1] = q.second;
+      }
+      *reinterpret_cast<f32_group<2 * P>*>(y + 2 * i) = v;
+    } else {  // pair i = (x[i], x[i + h])
+      f32_group<P> a = *reinterpret_cast<const f32_group<P>*>(x + i), b = *reinterpret_cast<const f32_group<P>*>(x + i + h);
+      for (int p = 0; p < P; ++p) {
+        const pointwise::pair q = pointwise::rope_rotate(a.v[p], b.v[p], c.v[p], sign * s.v[p]);
+        a.v[p] = q.first;
+        b.v[p] = q.second;
+      }
+      *reinterpret_cast<f32_group<P>*>(y + i) = a;
+      *reinterpret_cast<f32_group<P>*>(y + i + h) = b;
+    }
   }
 }
 /// v reduced by `op` over the block's threads (blockDim.x == threads, a tree in a fixed

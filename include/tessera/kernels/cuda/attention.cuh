@@ -97,7 +97,7 @@ inline void attention_backward(float* dq, float* dk, float* dv, const float* dou
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0, "cuda::attention_backward: bad sizes (NH must be a multiple of NKV)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::with_head_dim(HD, "cuda::attention_backward", [&]<int Dm>() {
-    TESSERA_LAUNCH(detail::blocks_for(B * NH * T), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
+    TESSERA_LAUNCH(detail::attention_delta_blocks(B * NH * T), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
         D, dout, out, B, T, NH);
     detail::launch_backward<Dm, false>(dq, dk, dv, dout, q, k, v, lse, D, detail::causal_mask{}, B, T, T, NH, NKV,
                                        scale, s);

@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include <tessera/kernels/cuda/attention_masks.cuh>
+#include <tessera/kernels/cuda/pointwise_kernels.cuh>
 #include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cuda::detail {
@@ -100,19 +101,25 @@ __global__ void attention_forward_k(float* out, float* lse, const float* q, cons
   lse[(b * NH + h) * Tq + t] = l > 0.0f ? m + logf(l) : -INFINITY;
 }
 
-/// D [B, NH, T] = rowsum(dout . out).
+/// D [B, NH, T] = rowsum(dout . out): one warp a row, its lanes over the row's HD elements
+/// (each warp load one contiguous 128 bytes; a thread a row read 32 rows 16 KiB apart at
+/// once, 0.9 TB/s on an H200), summed by a butterfly of shuffles in a fixed order; rows
+/// grid-strided by warps. Launch with attention_delta_blocks(rows) blocks of `threads`.
 template <int HD>
 __global__ void attention_delta_k(float* D, const float* dout, const float* out, std::int64_t B, std::int64_t T,
                                   std::int64_t NH) {
-  const std::int64_t n = B * NH * T;
-  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < n;
-       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+  const std::int64_t n = B * NH * T, warps = blockDim.x / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (std::int64_t r = blockIdx.x * warps + threadIdx.x / 32; r < n; r += gridDim.x * warps) {  // warp-uniform
     const std::int64_t b = r / (NH * T), h = (r / T) % NH, t = r % T, off = ((b * T + t) * NH + h) * HD;
     float s = 0.0f;
-    for (int d = 0; d < HD; ++d) s += dout[off + d] * out[off + d];
-    D[r] = s;
+    for (int d = lane; d < HD; d += 32) s += dout[off + d] * out[off + d];
+    for (int m = 16; m > 0; m /= 2) s += __shfl_xor_sync(0xffffffffu, s, m);
+    if (lane == 0) D[r] = s;
   }
 }
+/// The blocks of attention_delta_k over `rows` rows: a warp each.
+inline unsigned attention_delta_blocks(std::int64_t rows) { return blocks_for(rows * 32); }
 
 /// dq: block (query tile, head, batch); thread = query row t, over the keys it sees. Writes
 /// dq, or with Accumulate adds to it.

@@ -60,7 +60,7 @@ inline void attention_merge(float* out, float* lse, const float* out_b, const fl
 inline void attention_delta(float* D, const float* dout, const float* out, std::int64_t B, std::int64_t Tq,
                             std::int64_t NH, std::int64_t HD, cudaStream_t s = nullptr) {
   detail::with_head_dim(HD, "cuda::attention_delta", [&]<int Dm>() {
-    TESSERA_LAUNCH(detail::blocks_for(B * NH * Tq), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
+    TESSERA_LAUNCH(detail::attention_delta_blocks(B * NH * Tq), detail::threads, 0, s, detail::attention_delta_k<Dm>)(
         D, dout, out, B, Tq, NH);
   });
   detail::launched("cuda::attention_delta");

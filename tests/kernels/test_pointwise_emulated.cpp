@@ -401,10 +401,14 @@ TEST_CASE("emulated CUDA kernels: the embedding on a vocabulary shard, RoPE in b
               [&] { k::embedding_forward_k(out.data(), ids.data(), table.data(), N, v0, Vl, C); });
   cpu::embedding_shard_forward(eo.data(), ids.data(), table.data(), N, V, v0, Vl, C);
   CHECK(out == eo);
-  emu::launch(stride_grid(C), k::threads, 0,
-              [&] { k::embedding_backward_k(dt.data(), dy.data(), ids.data(), N, v0, Vl, C); });
   cpu::embedding_shard_backward(edt.data(), dy.data(), ids.data(), N, V, v0, Vl, C);
-  CHECK(dt == edt);
+  for (const std::int64_t parts : {1, 4}) {  // the rows by their index's low bits: the same bits
+    CAPTURE(parts);
+    std::vector<float> d = dt;
+    emu::launch(stride_grid(C * parts), k::threads, 0,
+                [&] { k::embedding_backward_k(d.data(), dy.data(), ids.data(), N, v0, Vl, C, parts); });
+    CHECK(d == edt);
+  }
 
   // RoPE: two pairs a thread with 32-bit indices (what cuda::rope_apply launches for a head
   // dim that is a multiple of 4 on aligned tensors), one pair a thread with 64-bit ones (an odd

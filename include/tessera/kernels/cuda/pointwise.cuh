@@ -208,11 +208,16 @@ inline void embedding_forward(float* out, const std::int32_t* tokens, const floa
       out, tokens, wte, N, v0, Vl, C);
   detail::launched("cuda::embedding_forward");
 }
-/// ACCUMULATES dwte's shard rows from dout [N, C].
+/// ACCUMULATES dwte's shard rows from dout [N, C] (deterministic: the CPU's order and bits).
+/// The rows split into parts by their index's low bits, so that C x parts threads (about 2^18)
+/// share the work.
 inline void embedding_backward(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
                                std::int64_t v0, std::int64_t Vl, std::int64_t C, cudaStream_t s = nullptr) {
-  TESSERA_LAUNCH(detail::blocks_for(C), detail::threads, 0, s, detail::embedding_backward_k)(
-      dwte, dout, tokens, N, v0, Vl, C);
+  if (C <= 0) return;
+  std::int64_t parts = 1;
+  while (parts < 64 && C * parts * 2 <= (std::int64_t{1} << 18)) parts *= 2;
+  TESSERA_LAUNCH(detail::blocks_for(C * parts), detail::threads, 0, s, detail::embedding_backward_k)(
+      dwte, dout, tokens, N, v0, Vl, C, parts);
   detail::launched("cuda::embedding_backward");
 }
 

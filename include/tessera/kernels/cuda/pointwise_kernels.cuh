@@ -248,12 +248,17 @@ static __global__ void embedding_forward_k(float* out, const std::int32_t* token
   }
 }
 /// One thread per column, tokens in order (deterministic; no atomics).
+/// dwte [Vl, C] += the rows of dout [N, C] by token: thread (part, c) adds column c of the
+/// rows t with t % parts == part (parts a power of two), over the tokens in order -- each
+/// element's sum in the CPU kernel's order, the same bits, without atomics. A thread a column
+/// alone (parts 1) left most of a GPU idle: 4 ms for 8B's 8,192 tokens of 4,096 columns.
 static __global__ void embedding_backward_k(float* dwte, const float* dout, const std::int32_t* tokens, std::int64_t N,
-                                     std::int64_t v0, std::int64_t Vl, std::int64_t C) {
-  TESSERA_GRID_STRIDE(c, C) {
+                                            std::int64_t v0, std::int64_t Vl, std::int64_t C, std::int64_t parts) {
+  TESSERA_GRID_STRIDE(e, C * parts) {
+    const std::int64_t c = e % C, part = e / C;
     for (std::int64_t i = 0; i < N; ++i) {
       const std::int64_t t = tokens[i] - v0;
-      if (t >= 0 && t < Vl) dwte[t * C + c] += dout[i * C + c];
+      if (t >= 0 && t < Vl && (t & (parts - 1)) == part) dwte[t * C + c] += dout[i * C + c];
     }
   }
 }

@@ -5,8 +5,10 @@
 // gathered) and with loss parallel (the vocabulary-parallel cross-entropy) on 2 (the model's 2
 // KV heads), FSDP x TP with bf16 gathers, and pipeline
 // parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP), context parallel
-// (ring attention, head-tail) over 2 or 4; and FSDP with Float8
-// tensorwise and the FP8 all-gather on every visible GPU. With bf16 operands
+// (ring attention, head-tail) over 2 or 4; FSDP with Float8
+// tensorwise and the FP8 all-gather on every visible GPU; and on 2, TP + SP + loss parallel
+// with Float8 rowwise, whole and under async TP (the TP-split operands' amaxes all-reduced
+// over NCCL in device memory). With bf16 operands
 // (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
 // `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
 // rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
@@ -63,6 +65,20 @@ struct fsdp_f8_all_gather {
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise, fp8::all_gather>>;
 };
+/// Float8 rowwise under TP + SP: the amaxes of the TP-split operands all-reduced over tp on
+/// NCCL (device memory), whole regions and, under async TP, in parts.
+struct tp_f8_rowwise {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>, float8<fp8::rowwise>>;
+};
+struct tp_async_f8_rowwise {
+  using model = tiny;
+  using mesh = tessera::mesh<axis<"tp", 2>>;
+  using parallelize =
+      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>, float8<fp8::rowwise>>;
+};
 struct cp_ring {
   using model = tiny;
   using mesh = tessera::mesh<axis<"cp">>;
@@ -117,6 +133,8 @@ int main() {
       bad += compare<tp_loss_parallel>(2, "TP + SP + loss parallel");
       bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
       bad += compare<fsdp_tp_async>(world, "FSDP x async TP (+ SP + loss parallel)");
+      bad += compare<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
+      bad += compare<tp_async_f8_rowwise>(2, "async TP (+ SP + loss parallel) with Float8 rowwise");
       bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
       bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");

@@ -5,8 +5,11 @@
 //   cuda::f8_scales(scales, x, rows, cols, cast[, reduce])   amaxes, then the scales, on the
 //        device: pointwise::f8_scale, the CPU path's own function (no libm: the scales are
 //        the CPU's bit for bit), with no wait for the device. A `reduce` other than
-//        cpu::f8_local_amax (tensor parallel's max over the TP ranks) runs on the host: the
-//        amaxes (1, rows or cols floats) go there and back, and the host waits for them
+//        cpu::f8_local_amax (tensor parallel's max over the TP ranks) gets the amaxes in
+//        device memory, after their kernel is queued on `s`: it fences before it reads them
+//        (the TP hooks' all-reduce over NCCL does). Until 2026-11-29 they went to the host and
+//        back, and the TP hooks all-reduced host memory over NCCL, which NCCL refuses:
+//        Float8 under tensor parallel on GPUs failed (gpu_emulated.cuda_recipes found it)
 //   cuda::f8_quantize(bits, x, scales, rows, cols, cast)     the FP8 codes of x * scale
 //   cuda::f8_quantize_transposed(bits_t, x, scales, rows, cols, cast)  the same codes,
 //        written transposed [cols, rows] in the same pass (the backward's TN operands)
@@ -21,7 +24,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <vector>
 
 #include <tessera/core/error.hpp>
 #include <tessera/core/float8.hpp>
@@ -95,13 +97,7 @@ void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t co
         "cuda::f8_scales: the target must be dtype::f8_e4m3fn or dtype::f8_e5m2");
   const std::int64_t n = cpu::f8_scale_count(c.granularity, rows, cols);
   f8_amax(scales, x, rows, cols, c.granularity, s);
-  if constexpr (!cpu::f8_reduces_nothing<Reduce>) {
-    std::vector<float> h(static_cast<std::size_t>(n));
-    cuda_check(cudaStreamSynchronize(s), "cuda::f8_scales");
-    copy_to_host(h.data(), scales, h.size() * sizeof(float));
-    reduce(h.data(), n);
-    copy_to_device(scales, h.data(), h.size() * sizeof(float));
-  }
+  if constexpr (!cpu::f8_reduces_nothing<Reduce>) reduce(scales, n);  // device memory (header)
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::f8_scales_k)(
       scales, scales, n, cpu::f8_max_finite(c.target), c.rounding == cpu::f8_scale_rounding::power_of_two);
   detail::launched("cuda::f8_scales");

@@ -6,9 +6,12 @@
 // KV heads), FSDP x TP with bf16 gathers, and pipeline
 // parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP), context parallel
 // (ring attention, head-tail) over 2 or 4; FSDP with Float8
-// tensorwise and the FP8 all-gather on every visible GPU; and on 2, TP + SP + loss parallel
-// with Float8 rowwise, whole and under async TP (the TP-split operands' amaxes all-reduced
-// over NCCL in device memory). With bf16 operands
+// tensorwise and the FP8 all-gather on every visible GPU; on 2, Float8 rowwise under TP
+// (+ SP + loss parallel, whole and under async TP; with full AC), a user's schedule table,
+// context parallel's all-gather rotation and packed documents; and on 4 the compositions
+// tests/parallel/test_device_runtime.cpp runs in a staged space (HSDP, pipelines with FSDP,
+// async TP and CP, CP with FSDP and AC, Float8 with FSDP x TP, async TP, ZBV and CP). Float8
+// recipes within 2^-6 (FP8 GEMMs on sm_89 and newer against the CPU's emulation). With bf16 operands
 // (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
 // `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
 // rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
@@ -24,6 +27,8 @@
 #include <tessera/comm/threads.hpp>
 #include <tessera/kernels/cuda/backend.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
+
+#include "../parallel/recipes_tiny.hpp"
 
 using namespace tessera;
 
@@ -65,19 +70,13 @@ struct fsdp_f8_all_gather {
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">, float8<fp8::tensorwise, fp8::all_gather>>;
 };
-/// Float8 rowwise under TP + SP: the amaxes of the TP-split operands all-reduced over tp on
-/// NCCL (device memory), whole regions and, under async TP, in parts.
+/// Float8 rowwise under TP + SP + loss parallel (the TP-split operands' amaxes all-reduced
+/// over NCCL in device memory); its async TP twin is tiny_recipes::tp_async_f8_rowwise.
 struct tp_f8_rowwise {
   using model = tiny;
   using mesh = tessera::mesh<axis<"tp", 2>>;
   using parallelize =
       tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel>, float8<fp8::rowwise>>;
-};
-struct tp_async_f8_rowwise {
-  using model = tiny;
-  using mesh = tessera::mesh<axis<"tp", 2>>;
-  using parallelize =
-      tessera::parallelize<tensor_parallel<"tp", sequence_parallel, loss_parallel, async_tp>, float8<fp8::rowwise>>;
 };
 struct cp_ring {
   using model = tiny;
@@ -102,17 +101,24 @@ struct pp_zbv_tp {
                            tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
 
+/// 1 when R's steps on `world` GPUs differ from the CPU's by more than 2^-`bits` (or throw:
+/// reported, and the next recipe runs).
 template <class R, class CpuK = cpu_kernels, class GpuK = cuda_kernels>
-int compare(int world, const char* what) {
-  const testing::step_record cpu = testing::recipe_steps_on_threads<R, CpuK>(world, 32);
-  testing::step_record gpu;
-  comm::run_threads(world, [&](comm::threads_communicator& boot) {
-    auto nc = comm::nccl_communicator::bootstrap(boot);
-    auto r = testing::recipe_steps<R, GpuK>(nc, world, 32);
-    if (boot.rank() == 0) gpu = std::move(r);
-  });
-  std::printf("%s on %d GPU(s) against the CPU on %d thread ranks:\n", what, world, world);
-  return testing::report_steps(cpu, gpu, std::ldexp(1.0, -8));
+int compare(int world, const char* what, int bits = 8) {
+  try {
+    const testing::step_record cpu = testing::recipe_steps_on_threads<R, CpuK>(world, 32);
+    testing::step_record gpu;
+    comm::run_threads(world, [&](comm::threads_communicator& boot) {
+      auto nc = comm::nccl_communicator::bootstrap(boot);
+      auto r = testing::recipe_steps<R, GpuK>(nc, world, 32);
+      if (boot.rank() == 0) gpu = std::move(r);
+    });
+    std::printf("%s on %d GPU(s) against the CPU on %d thread ranks:\n", what, world, world);
+    return testing::report_steps(cpu, gpu, std::ldexp(1.0, -bits));
+  } catch (const std::exception& e) {
+    std::printf("%s on %d GPU(s): FAILED: %s\n", what, world, e.what());
+    return 1;
+  }
 }
 }  // namespace
 
@@ -133,11 +139,32 @@ int main() {
       bad += compare<tp_loss_parallel>(2, "TP + SP + loss parallel");
       bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
       bad += compare<fsdp_tp_async>(world, "FSDP x async TP (+ SP + loss parallel)");
-      bad += compare<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
-      bad += compare<tp_async_f8_rowwise>(2, "async TP (+ SP + loss parallel) with Float8 rowwise");
+      // Float8 (FP8 GEMMs on sm_89 and newer against the CPU's emulation: 2^-6, as gpu.cuda_llama)
+      bad += compare<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise", 6);
+      bad += compare<tiny_recipes::tp_async_f8_rowwise>(2, "async TP (+ SP + loss parallel) with Float8 rowwise", 6);
+      bad += compare<tiny_recipes::f8_tp_rowwise_full>(2, "TP with Float8 rowwise and full AC", 6);
+      bad += compare<tiny_recipes::pp_table>(2, "pipeline of a user's schedule table");
+      using tiny_recipes::cp_only, tiny_recipes::cp_docs;
+      bad += compare<cp_only<cp_rotate::allgather, cp_balancing::head_tail>>(2, "context parallel (all-gather, head-tail)");
+      bad += compare<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(
+          2, "context parallel (ring) on packed documents, balanced per document");
       bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
       bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
+    }
+    if (world >= 4) {  // the compositions tests/parallel/test_device_runtime.cpp runs in a staged space
+      using namespace tiny_recipes;
+      bad += compare<hsdp_2x2>(4, "HSDP 2 x 2");
+      bad += compare<fsdp_tp_2d_op>(4, "FSDP (reshard all but the last) x TP + SP + loss parallel, selective op AC");
+      bad += compare<pp_fsdp_bf16>(4, "pipeline 1F1B x FSDP (bf16 gathers)");
+      bad += compare<pp_zbv_tp_async>(4, "pipeline ZBV x async TP");
+      bad += compare<cp_tp_async>(4, "context parallel (ring) x async TP");
+      bad += compare<cp_fsdp_ring>(4, "FSDP x context parallel (ring), full AC");
+      bad += compare<cp_docs_pp>(4, "pipeline 1F1B x context parallel (ring) on packed documents");
+      bad += compare<f8_2d_tw_ag_op>(4, "FSDP x TP, Float8 tensorwise with the FP8 all-gather, selective op AC", 6);
+      bad += compare<fsdp_tp_async_f8_op>(4, "FSDP x async TP, Float8 rowwise, selective op AC", 6);
+      bad += compare<f8_pp_zbv_tp_tw>(4, "pipeline ZBV x TP + SP, Float8 tensorwise", 6);
+      bad += compare<cp_fsdp_f8>(4, "FSDP x context parallel, Float8 with the FP8 all-gather", 6);
     }
     using bf16_cpu = cpu_bf16_kernels;
     using bf16_gpu = cuda_bf16_kernels;

@@ -21,14 +21,16 @@ namespace tessera::pipeline::detail {
 struct tally {
   int stages = 0, microbatches = 0, ranks = 0;
   bool lowered = false;           ///< the schedule has SEND/RECV actions
-  std::vector<int> n[op_count];   ///< per op with a microbatch, per (stage, mb) pair
-  std::vector<int> stage_ops;     ///< per (stage, op) for the ops without a microbatch
+  /// Per op with a microbatch, per (stage, mb) pair: [op][pair], one vector (an array of
+  /// vectors is not destroyed element by element in nvcc 13's constant evaluation, which
+  /// then reports their allocations as leaked and refuses a user's schedule table)
+  std::vector<int> n;
+  std::vector<int> stage_ops;  ///< per (stage, op) for the ops without a microbatch
 
   constexpr explicit tally(const schedule& s)
       : stages(s.stages), microbatches(s.microbatches), ranks(s.ranks),
-        stage_ops(static_cast<std::size_t>(s.stages) * op_count, 0) {
-    for (auto& v : n) v.assign(pairs(), 0);
-  }
+        n(static_cast<std::size_t>(op_count) * pairs(), 0),
+        stage_ops(static_cast<std::size_t>(s.stages) * op_count, 0) {}
   constexpr std::size_t pairs() const {
     return static_cast<std::size_t>(stages) * static_cast<std::size_t>(microbatches);
   }
@@ -36,8 +38,10 @@ struct tally {
   constexpr std::size_t pair(int st, int mb) const {
     return static_cast<std::size_t>(st) * static_cast<std::size_t>(microbatches) + static_cast<std::size_t>(mb);
   }
-  constexpr int& count(op k, int st, int mb) { return n[static_cast<int>(k)][pair(st, mb)]; }
-  constexpr int count(op k, int st, int mb) const { return n[static_cast<int>(k)][pair(st, mb)]; }
+  constexpr int& count(op k, int st, int mb) { return n[per_op(k, pairs()) + pair(st, mb)]; }
+  constexpr int count(op k, int st, int mb) const { return n[per_op(k, pairs()) + pair(st, mb)]; }
+  /// Where op k's run of `size` entries starts in a per-op, per-pair vector.
+  static constexpr std::size_t per_op(op k, std::size_t size) { return static_cast<std::size_t>(k) * size; }
   constexpr int& stage_count(op k, int st) {
     return stage_ops[static_cast<std::size_t>(st) * op_count + static_cast<std::size_t>(k)];
   }

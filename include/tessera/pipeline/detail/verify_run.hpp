@@ -15,17 +15,16 @@ namespace tessera::pipeline::detail {
 
 /// The state of a blocking run (phase 5), read by the diagnosis (phase 6).
 struct blocking_run {
-  std::vector<char> done[op_count];  ///< per op with a microbatch, per pair: has run
-  std::vector<std::size_t> pc;       ///< per rank: index of its next action
+  std::vector<char> done;       ///< per op with a microbatch, per pair: has run ([op][pair], as tally::n)
+  std::vector<std::size_t> pc;  ///< per rank: index of its next action
 
-  constexpr explicit blocking_run(const tally& t) : pc(static_cast<std::size_t>(t.ranks), 0) {
-    for (auto& d : done) d.assign(t.pairs(), 0);
-  }
+  constexpr explicit blocking_run(const tally& t)
+      : done(static_cast<std::size_t>(op_count) * t.pairs(), 0), pc(static_cast<std::size_t>(t.ranks), 0) {}
   constexpr bool is_done(const tally& t, const action& a) const {
-    return done[static_cast<int>(a.kind)][t.pair(a.stage, a.mb)] != 0;
+    return done[tally::per_op(a.kind, t.pairs()) + t.pair(a.stage, a.mb)] != 0;
   }
   constexpr void mark(const tally& t, const action& a) {
-    if (has_microbatch(a.kind)) done[static_cast<int>(a.kind)][t.pair(a.stage, a.mb)] = 1;
+    if (has_microbatch(a.kind)) done[tally::per_op(a.kind, t.pairs()) + t.pair(a.stage, a.mb)] = 1;
   }
   /// The action rank r is at, in `out`; false when its list is finished.
   constexpr bool current(const schedule& s, int r, action& out) const {

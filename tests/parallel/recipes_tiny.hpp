@@ -294,7 +294,8 @@ struct tp_async_f8_rows {
 }  // namespace tiny_recipes
 
 // Async TP with Float8 rowwise: per-row scales, so every region runs in parts (each part's
-// casts and amax all-reduces apart); with FSDP and selective op checkpointing too.
+// casts apart, the spanning amaxes reduced once for the whole tensors); with FSDP and
+// selective op checkpointing too.
 namespace tiny_recipes {
 struct tp_async_f8_rowwise {
   using model = tiny;

@@ -130,6 +130,22 @@ TEST_CASE("async TP with Float8 rowwise: every region in parts, equal to TP + SP
                                                           {}, -1, "fsdp x tp async, Float8 rowwise, op AC");
 }
 
+TEST_CASE("async TP with Float8 rowwise: the amax all-reduces of TP + SP, once for the whole tensors") {
+  // a region in parts reduces the whole tensors' amaxes before its ring (the parts take their
+  // rows' slices), not each part's: the same calls and floats as the region run whole
+  const batch b = make_batch(3, 8, 43);
+  const auto async = calls_of_step<tiny_recipes::tp_async_f8_rowwise>(2, b);
+  const auto sync = calls_of_step<tp_sync_f8_rowwise>(2, b);
+  auto floats = [](const std::vector<comm::flight_entry>& v) {
+    std::size_t n = 0;
+    for (const auto& e : v) n += e.desc.kind == comm::call_kind::all_reduce ? e.desc.count : 0;
+    return n;
+  };
+  CHECK(count(async, comm::call_kind::all_reduce) == count(sync, comm::call_kind::all_reduce));
+  CHECK(floats(async) == floats(sync));
+  CHECK(count(async, comm::call_kind::all_reduce) > 0);
+}
+
 TEST_CASE("async TP: the blocks' gathers and reduce-scatters run as ring sends on the tp axis") {
   const batch b = make_batch(2, 12, 40);
   const auto async = calls_of_step<tp4_async>(4, b), sync = calls_of_step<tp4_sync>(4, b);

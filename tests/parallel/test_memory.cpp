@@ -112,6 +112,9 @@ TEST_CASE("estimate_memory: within 10% of each rank's measured peak (tiny recipe
   check_peak<tp_async<2>>(2, {}, 2, 8, "tiny tp async");
   check_peak<fsdp_tp_async_op>(4, {}, 4, 8, "tiny fsdp x tp async, op AC");
   check_peak<pp_zbv_tp_async>(4, {}, 8, 8, "tiny pp (ZBV) x tp async");
+  // with Float8 rowwise: the whole tensors' amaxes of a region in parts kept too
+  check_peak<tp_async_f8_rowwise>(2, {}, 3, 8, "tiny tp async, Float8 rowwise");
+  check_peak<fsdp_tp_async_f8_op>(4, {}, 4, 8, "tiny fsdp x tp async, Float8 rowwise, op AC");
   // async TP's ring: three parts of [B, T / tp, D] more staging than TP + SP without it
   const memory_estimate sync = estimate_memory<tp_sp_lp>(mesh_shape{1, {2}}, 2, 8, coords_t{0});
   const memory_estimate async = estimate_memory<tp_async<2>>(mesh_shape{1, {2}}, 2, 8, coords_t{0});

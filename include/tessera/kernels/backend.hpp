@@ -299,6 +299,10 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
   /// n values, then the codes of x under one scale and back; amax and scale in this
   /// backend's memory (cpu/float8.hpp's tensorwise casts).
   static void abs_max(float* amax, const float* x, std::int64_t n) { *amax = cpu::abs_max(x, n); }
+  /// The amaxes of x [rows, cols] under granularity g (cpu::f8_amax), in this backend's memory.
+  static void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_granularity g) {
+    cpu::f8_amax(amax, x, rows, cols, g);
+  }
   static void f8_quantize(std::uint8_t* codes, const float* x, const float* scale, std::int64_t n, cpu::f8_cast c) {
     cpu::f8_quantize(codes, x, scale, 1, n, c);
   }

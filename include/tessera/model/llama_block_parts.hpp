@@ -173,6 +173,9 @@ struct basic_serial_hooks : basic_local_attention<K> {
   void slice_logits(const float*, float*) {}
   /// Float8 scales: the amaxes [n] of groups other ranks hold parts of, max-reduced in place.
   void reduce_amax(float*, std::int64_t) {}
+  /// n floats of K's memory for the whole tensors' amaxes of a region run in parts (async TP
+  /// only: never asked of hooks that do not overlap).
+  float* amax_staging(std::int64_t) { return nullptr; }
 };
 using serial_hooks = basic_serial_hooks<>;
 

@@ -29,27 +29,105 @@ template <class Hooks>
 auto amax_reduce(Hooks& h) {
   return [&h](float* amax, std::int64_t n) { h.reduce_amax(amax, n); };
 }
+
+// Async TP runs a reduce region's GEMMs (the row-parallel linears' forward, the
+// column-parallel ones' input gradient) on parts of the sequence. Their rowwise casts' scale
+// groups span the TP ranks (the row-parallel input and weight, the column-parallel output
+// gradient and weight), so their amaxes are max-reduced over tp. The whole tensors' amaxes are
+// reduced once before the ring -- the all-reduces the region makes when it runs whole, in the
+// same order -- and each part's GEMM takes its rows' slice and the weight's, where it made
+// its own all-reduces (B x tp of them a GEMM, the weight's each time). The scales are those of
+// the whole tensor either way.
+
+/// The amax reduction of the part of rows r0 .. r0 + n of a linear whose whole tensors'
+/// amaxes were reduced (f8_whole_amaxes): op[0]'s rows, then op[1]'s (the weight's), in the
+/// order the backends' Float8 GEMMs ask for them (kernels/cpu/float8_linear.hpp).
+template <class K>
+struct f8_part_reduce {
+  const float* rows = nullptr;    ///< op[0]'s amaxes, one a row of the whole tensor (nullptr: none spans)
+  const float* weight = nullptr;  ///< op[1]'s
+  std::int64_t r0 = 0, n = 0, n_weight = 0;
+  int calls = 0;
+  void operator()(float* amax, std::int64_t count) {
+    const bool first = calls++ == 0 && rows != nullptr;
+    const float* src = first ? rows + r0 : weight;
+    check(src != nullptr && count == (first ? n : n_weight),
+          "llama: async TP's Float8 parts: an amax reduction the region did not prepare (tessera bug)");
+    K::copy(amax, src, count);
+  }
+};
+template <class K>
+struct f8_whole_amaxes {
+  const float* rows = nullptr;
+  const float* weight = nullptr;
+  std::int64_t n_weight = 0;
+  f8_part_reduce<K> part(std::int64_t r0, std::int64_t n) const { return {rows, weight, r0, n, n_weight}; }
+};
+/// Where a region in parts keeps the whole tensors' amaxes (the TP hooks' staging of
+/// f8_part_amax_floats), or nullptr when it runs whole or reduces none.
+template <class Hooks>
+float* f8_part_amaxes(const llama_dims& d, Hooks& h, bool whole) {
+  const std::int64_t n = f8_part_amax_floats(d);
+  return n > 0 && h.overlaps(whole) ? h.amax_staging(n) : nullptr;
+}
+/// Linear r's reduce-side GEMM's spanning amaxes over the whole tensors (x0 [N, C or OC] the
+/// activation operand, W the weight), reduced over tp, into `buf` (advanced past them).
+template <class K, class Hooks>
+f8_whole_amaxes<K> f8_reduce_whole(param_role r, const float* x0, const float* W, const llama_dims& d, Hooks& h,
+                                   float*& buf) {
+  f8_whole_amaxes<K> a;
+  if (!d.f8.covers(r) || buf == nullptr) return a;
+  const auto [C, OC] = block_linear_features(r, d);
+  const auto op = cpu::f8_gemm_operands(f8_reduce_side_gemm(r), f8_casts_of(d.f8), d.N(), C, OC, f8_split_of(r, d));
+  if constexpr (K::float8) {
+    if (op[0].spans()) {
+      check(op[0].cast->granularity == cpu::f8_granularity::per_row,
+            "llama: async TP runs a region in parts only with per-row activation scales (tessera bug)");
+      K::f8_amax(buf, x0, op[0].rows, op[0].cols, op[0].cast->granularity);
+      h.reduce_amax(buf, op[0].scales());
+      a.rows = buf;
+      buf += op[0].scales();
+    }
+    if (op[1].spans()) {
+      K::f8_amax(buf, W, op[1].rows, op[1].cols, op[1].cast->granularity);
+      h.reduce_amax(buf, op[1].scales());
+      a.weight = buf, a.n_weight = op[1].scales();
+      buf += op[1].scales();
+    }
+  }
+  return a;
+}
+
 /// out [N, OC] = in [N, C] . W [OC, C]^T: the block's linear `r`, with Float8 operands when
-/// d.f8 covers it.
+/// d.f8 covers it (their amaxes reduced by the hooks, or, for async TP's part, `part`'s).
 template <class K = cpu_kernels, class Hooks>
 void linear_forward(float* out, const float* in, const float* W, std::int64_t N, std::int64_t C, std::int64_t OC,
-                    param_role r, const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h) {
+                    param_role r, const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h,
+                    const f8_part_reduce<K>* part = nullptr) {
   if (!d.f8.covers(r)) return K::matmul_forward(out, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
-  if constexpr (K::float8)
-    K::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
-                         amax_reduce(h));
+  if constexpr (K::float8) {
+    const auto f8 = [&](auto&& reduce) {
+      K::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
+                           reduce);
+    };
+    part ? f8(f8_part_reduce<K>(*part)) : f8(amax_reduce(h));
+  }
 }
 /// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
 template <class K = cpu_kernels, class Hooks>
 void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
                      std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d,
-                     basic_block_scratch<typename K::space>& k, Hooks& h) {
+                     basic_block_scratch<typename K::space>& k, Hooks& h, const f8_part_reduce<K>* part = nullptr) {
   if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
-  if constexpr (K::float8)
-    K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
-                          f8_split_of(r, d), amax_reduce(h));
+  if constexpr (K::float8) {
+    const auto f8 = [&](auto&& reduce) {
+      K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
+                            f8_split_of(r, d), reduce);
+    };
+    part ? f8(f8_part_reduce<K>(*part)) : f8(amax_reduce(h));
+  }
 }
 /// A linear of a group that reads one input (q, k, v; w1, w3), run when `on`.
 struct grouped_linear {
@@ -78,19 +156,24 @@ struct grouped_grad {
 };
 /// The group's backward, din accumulating in the group's order: one K::matmuls_backward when
 /// none is Float8, else one by one.
+/// `parts` (async TP's part of a region): each linear's amax reduction, in the group's order.
 template <class K = cpu_kernels, class Hooks>
 void grouped_backward(float* din, const float* in, std::int64_t N, std::int64_t C,
                       std::initializer_list<grouped_grad> g, const llama_dims& d,
-                      basic_block_scratch<typename K::space>& k, Hooks& h) {
+                      basic_block_scratch<typename K::space>& k, Hooks& h,
+                      std::span<const f8_part_reduce<K>> parts = {}) {
   std::array<linear_grad, 3> ls{};
-  std::size_t n = 0;
+  std::size_t n = 0, i = 0;
   const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_grad& x) { return d.f8.covers(x.r); });
-  for (const grouped_grad& x : g)
+  for (const grouped_grad& x : g) {
+    const f8_part_reduce<K>* part = i < parts.size() ? &parts[i] : nullptr;
+    ++i;
     if (f8) {
-      if (din || x.l.dw) linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h);
+      if (din || x.l.dw) linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h, part);
     } else {
       ls.at(n++) = x.l;
     }
+  }
   K::matmuls_backward(din, in, N, C, std::span<const linear_grad>(ls.data(), n));
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
@@ -171,10 +254,14 @@ template <class K = cpu_kernels, class Hooks>
 void wo_forward(const float* x, basic_block_saved<typename K::space>& s, basic_block_scratch<typename K::space>& k,
                 const block_params& w, const llama_dims& d, Hooks& h) {
   const std::int64_t D = d.D, Hq = d.Hq();
-  auto gemm = [&](float* out, std::int64_t r0, std::int64_t n) {
-    linear_forward<K>(out, s.att.data() + r0 * Hq, w.wo, n, Hq, D, param_role::attention_o, d, k, h);
-  };
   const bool whole = runs_whole(d.f8, tp_region::wo);
+  float* amaxes = f8_part_amaxes(d, h, whole);
+  const f8_whole_amaxes<K> wa = f8_reduce_whole<K>(param_role::attention_o, s.att.data(), w.wo, d, h, amaxes);
+  auto gemm = [&](float* out, std::int64_t r0, std::int64_t n) {
+    const f8_part_reduce<K> part = wa.part(r0, n);
+    linear_forward<K>(out, s.att.data() + r0 * Hq, w.wo, n, Hq, D, param_role::attention_o, d, k, h,
+                      amaxes ? &part : nullptr);
+  };
   K::add(s.mid.data(), x, h.reduce_each(k.proj.data(), s.mid.data(), D, d.B, d.T, whole, gemm, adder<K>()),
          d.Nr() * D);
 }
@@ -211,8 +298,11 @@ void ffn_forward(float* out, basic_block_saved<typename K::space>& s, basic_bloc
   }
   ffn_in_forward<K>(s, k, w, d, h, true, true, true);
   K::swiglu_forward(s.act.data(), s.h1.data(), s.h3.data(), N * F);
+  float* amaxes = f8_part_amaxes(d, h, whole_out);
+  const f8_whole_amaxes<K> a2 = f8_reduce_whole<K>(param_role::ffn_w2, s.act.data(), w.w2, d, h, amaxes);
   auto gemm = [&](float* o, std::int64_t r0, std::int64_t n) {
-    linear_forward<K>(o, s.act.data() + r0 * F, w.w2, n, F, D, param_role::ffn_w2, d, k, h);
+    const f8_part_reduce<K> part = a2.part(r0, n);
+    linear_forward<K>(o, s.act.data() + r0 * F, w.w2, n, F, D, param_role::ffn_w2, d, k, h, amaxes ? &part : nullptr);
   };
   K::add(out, s.mid.data(), h.reduce_each(k.proj.data(), out, D, d.B, d.T, whole_out, gemm, adder<K>()), Nr * D);
 }
@@ -244,12 +334,16 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
   K::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
   grouped_backward<K>(nullptr, s.fn_seen, N, D,
                       {{param_role::ffn_w1, {dw1, dh1, w.w1, F}}, {param_role::ffn_w3, {dw3, dh3, w.w3, F}}}, d, k, h);
+  float* amaxes = f8_part_amaxes(d, h, whole_in);
+  const f8_whole_amaxes<K> a1 = f8_reduce_whole<K>(param_role::ffn_w1, dh1, w.w1, d, h, amaxes),
+                           a3 = f8_reduce_whole<K>(param_role::ffn_w3, dh3, w.w3, d, h, amaxes);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
     K::zero(out, n * D);
+    const f8_part_reduce<K> parts[] = {a1.part(r0, n), a3.part(r0, n)};
     grouped_backward<K>(out, s.fn_seen + r0 * D, n, D,
                         {{param_role::ffn_w1, {nullptr, dh1 + r0 * F, w.w1, F}},
                          {param_role::ffn_w3, {nullptr, dh3 + r0 * F, w.w3, F}}},
-                        d, k, h);
+                        d, k, h, amaxes ? std::span<const f8_part_reduce<K>>(parts) : std::span<const f8_part_reduce<K>>());
   };
   return {dout, h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole_in, gemms, adder<K>())};
 }
@@ -286,12 +380,13 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
   float* dfull = k.dfull.data();
   const bool whole = runs_whole(d.f8, tp_region::qkv);
   // the weight gradients (dfull too when the region does not overlap), then the input's
-  auto group = [&](float* din, std::int64_t r0, std::int64_t n, bool dw) {
+  auto group = [&](float* din, std::int64_t r0, std::int64_t n, bool dw,
+                   std::span<const f8_part_reduce<K>> parts = {}) {
     grouped_backward<K>(din, s.an_seen + r0 * D, n, D,
                         {{r::attention_q, {dw ? dwq : nullptr, k.dq.data() + r0 * Hq, w.wq, Hq}},
                          {r::attention_k, {dw ? dwk : nullptr, k.dk.data() + r0 * Hk, w.wk, Hk}},
                          {r::attention_v, {dw ? dwv : nullptr, k.dv.data() + r0 * Hk, w.wv, Hk}}},
-                        d, k, h);
+                        d, k, h, parts);
   };
   if (!h.overlaps(whole)) {
     K::zero(dfull, N * D);
@@ -299,9 +394,15 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
     return h.reduce(dfull, k.dtmp.data());
   }
   group(nullptr, 0, N, true);
+  float* amaxes = f8_part_amaxes(d, h, whole);
+  const f8_whole_amaxes<K> aq = f8_reduce_whole<K>(r::attention_q, k.dq.data(), w.wq, d, h, amaxes),
+                           ak = f8_reduce_whole<K>(r::attention_k, k.dk.data(), w.wk, d, h, amaxes),
+                           av = f8_reduce_whole<K>(r::attention_v, k.dv.data(), w.wv, d, h, amaxes);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
     K::zero(out, n * D);
-    group(out, r0, n, false);
+    const f8_part_reduce<K> parts[] = {aq.part(r0, n), ak.part(r0, n), av.part(r0, n)};
+    group(out, r0, n, false,
+          amaxes ? std::span<const f8_part_reduce<K>>(parts) : std::span<const f8_part_reduce<K>>());
   };
   return h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole, gemms, adder<K>());
 }

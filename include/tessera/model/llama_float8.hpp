@@ -98,4 +98,29 @@ constexpr std::array<std::int64_t, 2> f8_amax_reductions(param_role r, cpu::f8_g
   return {ops[0].spans() ? ops[0].scales() : 0, ops[1].spans() ? ops[1].scales() : 0};
 }
 
+/// The GEMM of linear r that async TP runs on parts of the sequence in front of a reduce:
+/// the row-parallel linears' output, the column-parallel ones' input gradient (the regions of
+/// llama_block_regions.hpp). Those are the GEMMs whose rowwise casts span the TP ranks.
+constexpr cpu::f8_gemm f8_reduce_side_gemm(param_role r) {
+  return r == param_role::attention_o || r == param_role::ffn_w2 ? cpu::f8_gemm::output : cpu::f8_gemm::grad_input;
+}
+/// Floats of the whole tensors' amaxes async TP reduces before a region's parts, for the
+/// region that needs the most (the sum of its linears' f8_amax_reductions): 0 when no region
+/// runs in parts (no sequence split, or tensorwise) or none of their casts spans the ranks.
+/// The TP runtime reserves this (parallel/tensor_parallel.hpp) and the memory estimator
+/// counts it.
+constexpr std::int64_t f8_part_amax_floats(const llama_dims& d) {
+  if (!d.split || !d.seq_split || !d.f8.any()) return 0;
+  std::int64_t most = 0;
+  for (tp_region g : tp_regions) {
+    if (runs_whole(d.f8, g)) continue;
+    std::int64_t n = 0;
+    for (param_role r : block_linears)
+      if (tp_region_of(r) == g)
+        for (std::int64_t f : f8_amax_reductions(r, f8_reduce_side_gemm(r), d)) n += f;
+    most = n > most ? n : most;
+  }
+  return most;
+}
+
 }  // namespace tessera

@@ -85,6 +85,13 @@ class tp_activations {
     }
   }
 
+  /// n floats kept for the whole tensors' amaxes of a Float8 region async TP runs in parts
+  /// (model/llama_block_regions.hpp; f8_part_amax_floats, which the memory estimate counts).
+  float* amax_staging(std::int64_t n) {
+    reserve_buffer<float, Space>(amax_, static_cast<std::size_t>(n));
+    return amax_.data();
+  }
+
   /// Whether a region runs on parts of the sequence: async TP on a tp axis of more than one
   /// rank, and not `whole` (a region with a Float8 linear).
   bool overlaps(bool whole) {
@@ -180,6 +187,7 @@ class tp_activations {
   std::int64_t B_ = 0, T_ = 0;
   space_buffer<float, Space> stage_;
   space_buffer<float, Space> ring_;  // async TP: three parts of [B, T / tp, X]
+  space_buffer<float, Space> amax_;  // async TP with Float8 rowwise: the whole tensors' amaxes
   static constexpr bool overlapped = P.async_tp && P.tp >= 0 && P.sequence_parallel;
 
   comm::any_communicator& tp_group() {

@@ -49,6 +49,7 @@
 #include <tessera/layout/local_shape.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_float8.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/parallel/context_parallel.hpp>
@@ -176,11 +177,12 @@ constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, 
 /// Adds the TP runtime's staging for activations of a batch of dims `d` (tp size P): the
 /// sequence-parallel gather / reduce-scatter (staged unless one sequence splits evenly),
 /// the logits' vocabulary gather, loss parallel's in-place row statistics, and under async TP
-/// (`ring`) the ring's three parts of [B, T / P, D] (parallel/tensor_parallel.hpp).
+/// (`ring`) the ring's three parts of [B, T / P, D] (parallel/tensor_parallel.hpp) and, with
+/// Float8 rowwise, the whole tensors' amaxes of a region in parts (f8_part_amax_floats).
 constexpr void add_activation_staging(std::int64_t& slot01, std::int64_t& stage, const llama_dims& d, std::int64_t P,
                                       bool ring) {
   const std::int64_t N = d.N();
-  if (ring && d.seq_split) stage += 3 * d.Nr() * d.D * 4;
+  if (ring && d.seq_split) stage += 3 * d.Nr() * d.D * 4 + 4 * f8_part_amax_floats(d);
   if (d.seq_split && (d.B > 1 || d.T % P != 0)) slot01 = std::max(slot01, (P + 1) * d.B * split_max(d.T, P) * d.D * 4);
   if (d.gather_logits && N > 1) slot01 = std::max(slot01, (P + 1) * N * split_max(d.V, P) * 4);
   if (d.vocab_loss) stage += 2 * N * 4;

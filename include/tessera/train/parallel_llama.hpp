@@ -288,6 +288,7 @@ class parallel_llama {
     void gather_logits(const float* in, float* out) { o.tp_.gather_logits(in, out, cfg.vocab_size); }
     void slice_logits(const float* in, float* out) { o.tp_.slice_logits(in, out, cfg.vocab_size); }
     void reduce_amax(float* amax, std::int64_t n) { o.tp_.reduce_amax(amax, n); }
+    float* amax_staging(std::int64_t n) { return o.tp_.amax_staging(n); }
     void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                            const llama_dims& d) {
       if constexpr (ps.cp >= 0)

@@ -216,26 +216,18 @@ constexpr void add_f8_amax_traffic(traffic_estimate& e, const mesh_shape& m, con
         if (!(keep & (1u << o))) ++redone[o];
     }
     const std::int64_t blocks = last - first;
-    // under async TP a region run in parts (llama_block_regions.hpp) casts each part of
-    // T / tp rows of each sequence apart: its forward and input-gradient GEMMs make their
-    // amax all-reduces once per part, of the part's rows (and the weight's every time)
-    constexpr bool async = Ps.async_tp && Ps.sequence_parallel;
-    llama_dims part = d;
-    part.B = 1, part.T = d.Tl;
+    // (a region async TP runs in parts reduces the whole tensors' amaxes once, before its
+    // ring: the same all-reduces as the region run whole; llama_block_regions.hpp)
     for (param_role r : block_linears) {
       const ac_op o = ac_op_of(r);
       const std::int64_t outputs = blocks + (o == ac_op::count ? 0 : redone[static_cast<int>(o)]);
-      const bool parts = async && d.seq_split && !runs_whole(d.f8, tp_region_of(r));
-      const std::int64_t per = parts ? d.B * (d.T / d.Tl) : 1;  // calls of each GEMM: B x tp parts
       const std::pair<cpu::f8_gemm, std::int64_t> runs[] = {
           {cpu::f8_gemm::output, outputs}, {cpu::f8_gemm::grad_input, blocks}, {cpu::f8_gemm::grad_weight, blocks}};
-      for (const auto& run : runs) {
-        const bool split = parts && run.first != cpu::f8_gemm::grad_weight;  // (weight gradients: every row)
-        for (std::int64_t floats : f8_amax_reductions(r, run.first, split ? part : d))
+      for (const auto& run : runs)
+        for (std::int64_t floats : f8_amax_reductions(r, run.first, d))
           if (floats > 0 && run.second > 0)
             add_plan_traffic<typename Types::template scalar_partial<(1u << Ps.tp)>, typename Types::scalar, float>(
-                e, e.activations, m, shape_t{floats}, times * run.second * (split ? per : 1), cm, at);
-      }
+                e, e.activations, m, shape_t{floats}, times * run.second, cm, at);
     }
   }
 }

@@ -223,6 +223,16 @@ inline float f8_scale_from_amax(float amax, dtype target, f8_scale_rounding roun
   return pointwise::f8_scale(amax, f8_max_finite(target), rounding == f8_scale_rounding::power_of_two);
 }
 
+/// The amaxes of x [rows, cols] under granularity g: f8_scale_count(g, rows, cols) floats
+/// (one; one a row; one a column), what f8_scales turns into scales.
+inline void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t cols, f8_granularity g) {
+  switch (g) {
+    case f8_granularity::tensorwise: amax[0] = abs_max(x, rows * cols); break;
+    case f8_granularity::per_row: abs_max_rows(amax, x, rows, cols); break;
+    case f8_granularity::per_column: abs_max_cols(amax, x, rows, cols); break;
+  }
+}
+
 /// The default amax reduction: none (every scale group is held whole by this rank).
 struct f8_local_amax {
   void operator()(float*, std::int64_t) const noexcept {}
@@ -239,11 +249,7 @@ inline constexpr bool f8_reduces_nothing = std::is_same_v<std::remove_cvref_t<R>
 template <class Reduce = f8_local_amax>
 void f8_scales(float* scales, const float* x, std::int64_t rows, std::int64_t cols, f8_cast c, Reduce&& reduce = {}) {
   const std::int64_t n = f8_scale_count(c.granularity, rows, cols);
-  switch (c.granularity) {
-    case f8_granularity::tensorwise: scales[0] = abs_max(x, rows * cols); break;
-    case f8_granularity::per_row: abs_max_rows(scales, x, rows, cols); break;
-    case f8_granularity::per_column: abs_max_cols(scales, x, rows, cols); break;
-  }
+  f8_amax(scales, x, rows, cols, c.granularity);
   reduce(scales, n);
   for (std::int64_t i = 0; i < n; ++i) scales[i] = f8_scale_from_amax(scales[i], c.target, c.rounding);
 }

@@ -41,13 +41,18 @@ constexpr std::int64_t f8_linear_buffer_b(std::int64_t N, std::int64_t C, std::i
 }
 
 /// out [N, OC] = q(inp [N, C]) . q(weight [OC, C])^T, q the casts `c.input` and `c.weight`.
-/// `a` and `b` hold f8_linear_buffer_a / _b floats; `split` and `reduce` as f8_operand.
+/// `a` and `b` hold f8_linear_buffer_a / _b floats; `split` and `reduce` as f8_operand. A GEMM
+/// calls `reduce` for its operands in their order (f8_gemm_operands': op[0] before op[1]),
+/// here and on the GPU (kernels/cuda/float8_linear.cuh), so that a caller may hand each its
+/// amaxes (async TP's parts, model/llama_block_regions.hpp).
 template <class Reduce = f8_local_amax>
 void f8_matmul_forward(float* out, const float* inp, const float* weight, std::int64_t N, std::int64_t C,
                        std::int64_t OC, const f8_linear_casts& c, float* a, float* b, f8_split split = f8_split::none,
                        Reduce&& reduce = {}) {
   const auto op = f8_gemm_operands(f8_gemm::output, c, N, C, OC, split);
-  matmul_forward(out, f8_operand(a, inp, op[0], reduce), f8_operand(b, weight, op[1], reduce), nullptr, N, C, OC);
+  const float* x = f8_operand(a, inp, op[0], reduce);  // op[0]'s reduction before op[1]'s (as on the GPU)
+  const float* w = f8_operand(b, weight, op[1], reduce);
+  matmul_forward(out, x, w, nullptr, N, C, OC);
 }
 
 /// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp), each operand
@@ -58,13 +63,15 @@ void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const fl
                         f8_split split = f8_split::none, Reduce&& reduce = {}) {
   if (dinp) {
     const auto op = f8_gemm_operands(f8_gemm::grad_input, c, N, C, OC, split);
-    matmul_backward(dinp, nullptr, nullptr, f8_operand(a, dout, op[0], reduce), nullptr,
-                    f8_operand(b, weight, op[1], reduce), N, C, OC);
+    const float* dy = f8_operand(a, dout, op[0], reduce);
+    const float* w = f8_operand(b, weight, op[1], reduce);
+    matmul_backward(dinp, nullptr, nullptr, dy, nullptr, w, N, C, OC);
   }
   if (dweight) {
     const auto op = f8_gemm_operands(f8_gemm::grad_weight, c, N, C, OC, split);
-    matmul_backward(nullptr, dweight, nullptr, f8_operand(a, dout, op[0], reduce), f8_operand(b, inp, op[1], reduce),
-                    nullptr, N, C, OC);
+    const float* dy = f8_operand(a, dout, op[0], reduce);
+    const float* x = f8_operand(b, inp, op[1], reduce);
+    matmul_backward(nullptr, dweight, nullptr, dy, x, nullptr, N, C, OC);
   }
 }
 

@@ -165,6 +165,9 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
   static void abs_max(float* amax, const float* x, std::int64_t n) {
     cuda::f8_amax(amax, x, 1, n, cpu::f8_granularity::tensorwise);
   }
+  static void f8_amax(float* amax, const float* x, std::int64_t rows, std::int64_t cols, cpu::f8_granularity g) {
+    cuda::f8_amax(amax, x, rows, cols, g);
+  }
   static void f8_quantize(std::uint8_t* codes, const float* x, const float* scale, std::int64_t n, cpu::f8_cast c) {
     cuda::f8_quantize(codes, x, scale, 1, n, c);
   }

@@ -11,23 +11,32 @@
 // context parallel's all-gather rotation and packed documents; and on 4 the compositions
 // tests/parallel/test_device_runtime.cpp runs in a staged space (HSDP, pipelines with FSDP,
 // async TP and CP, CP with FSDP and AC, Float8 with FSDP x TP, async TP, ZBV and CP). Float8
-// recipes within 2^-6 (FP8 GEMMs on sm_89 and newer against the CPU's emulation). With bf16 operands
+// recipes within 2^-6 (FP8 GEMMs on sm_89 and newer against the CPU's emulation). And
+// distributed checkpoints (sync and async) of FSDP on every visible GPU, TP with Float8
+// rowwise on 2 and 1F1B x FSDP on 4: saved on the GPUs, resumed there and on the CPU, and the
+// CPU's resumed on the GPUs, within 2^-8 of the CPU's steps without a break. With bf16 operands
 // (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
 // `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
 // rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
 // pipeline x TP and CP ring. Without a GPU it prints why and exits 77 (ctest: skipped, never
 // passed). Tolerance as gpu.cuda_llama's: every loss and gradient norm within 2^-8 of the
 // CPU's, relative (f32 on both sides, sums in another order; bf16 operands rounded alike).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include <recipe_steps.hpp>
 #include <tessera/comm/nccl.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/kernels/cuda/backend.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/train/checkpoint.hpp>
+#include <tessera/train/trainer.hpp>
 
+#include "../checkpoint/scratch.hpp"
 #include "../parallel/recipes_tiny.hpp"
 
 using namespace tessera;
@@ -120,6 +129,86 @@ int compare(int world, const char* what, int bits = 8) {
     return 1;
   }
 }
+
+/// Steps [from, to) of recipe R on backend K over `world` ranks (NCCL over GPUs when `gpu`,
+/// else CPU thread ranks): from 0 it initialises the weights, else it resumes from the latest
+/// checkpoint in `folder` (the resumed step must be `from`); saves after step `save_at` (0:
+/// never). Rank 0's losses.
+template <class R, class K, bool gpu>
+std::vector<double> checkpoint_run(int world, std::int64_t from, std::int64_t to, const std::string& folder,
+                                   std::int64_t save_at, train::async_mode mode) {
+  const auto toks = testing::recipe_tokens(static_cast<std::int32_t>(R::model::config.vocab_size));
+  std::vector<double> got;
+  comm::run_threads(world, [&](comm::threads_communicator& boot) {
+    auto steps = [&](auto& c) {
+      using model_t = train::parallel_llama<R, K>;
+      device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
+      model_t pm(dm);
+      pm.init_weights(from == 0 ? 9 : 1234);  // a resumed run must overwrite every weight
+      train::batch_loader loader(toks, 4, 16, 1);
+      train::optimizer_options opt;
+      opt.lr = 3e-3, opt.warmup = 1;
+      train::basic_trainer<model_t> tr(pm, loader, 8, 1, opt, 0);
+      train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
+      if (from > 0) {
+        const auto s = ck.resume();
+        check(s.has_value() && *s == from, "checkpoint: the resume did not find step " + std::to_string(from));
+      }
+      std::vector<double> losses;
+      for (std::int64_t s = from; s < to; ++s) {
+        losses.push_back(tr.train_step().loss);
+        if (s + 1 == save_at) ck.save(s + 1);
+      }
+      ck.finish();
+      if (c.rank() == 0) got = losses;
+    };
+    if constexpr (gpu) {
+      auto nc = comm::nccl_communicator::bootstrap(boot);
+      steps(nc);
+    } else {
+      steps(boot);
+    }
+  });
+  return got;
+}
+/// Distributed checkpoints of R on `world` GPUs (staged through the host): 2 steps and a save
+/// (sync, then async), resumed for 2 more on the GPUs and on the CPU's thread ranks, and the
+/// CPU's own checkpoint resumed on the GPUs -- every loss within 2^-8 of the CPU's 4 steps
+/// without a break.
+template <class R>
+int checkpoint_case(int world, const char* what) {
+  try {
+    const auto straight = checkpoint_run<R, cpu_kernels, false>(world, 0, 4, "", 0, train::async_mode::disabled);
+    int bad = 0;
+    for (auto mode : {train::async_mode::disabled, train::async_mode::async}) {
+      const std::string tag = mode == train::async_mode::async ? "async" : "sync";
+      checkpoint_test::scratch g("gpu_" + tag), h("cpu_" + tag);
+      auto first = checkpoint_run<R, cuda_kernels, true>(world, 0, 2, g.dir.string(), 2, mode);
+      const auto on_gpu = checkpoint_run<R, cuda_kernels, true>(world, 2, 4, g.dir.string(), 0, mode);
+      const auto on_cpu = checkpoint_run<R, cpu_kernels, false>(world, 2, 4, g.dir.string(), 0, mode);
+      checkpoint_run<R, cpu_kernels, false>(world, 0, 2, h.dir.string(), 2, mode);
+      const auto cpu_to_gpu = checkpoint_run<R, cuda_kernels, true>(world, 2, 4, h.dir.string(), 0, mode);
+      first.insert(first.end(), on_gpu.begin(), on_gpu.end());
+      std::printf("%s: a checkpoint (%s) on %d GPU(s) after step 2, steps 1-4 (the GPU's, then resumed on the GPU, "
+                  "on the CPU, and the CPU's resumed on the GPU) against the CPU without a break:\n",
+                  what, tag.c_str(), world);
+      double worst = 0;
+      for (const std::vector<double>* run : {&std::as_const(first), &on_cpu, &cpu_to_gpu})
+        for (std::size_t i = 0; i < run->size(); ++i) {
+          const double ref = straight[run == &first ? i : 2 + i];
+          worst = std::max(worst, std::fabs((*run)[i] - ref) / std::fabs(ref));
+        }
+      const bool ok = first.size() == 4 && on_cpu.size() == 2 && cpu_to_gpu.size() == 2 && worst <= std::ldexp(1.0, -8);
+      std::printf("  largest relative difference %.2e (tolerance %.1e) %s\n", worst, std::ldexp(1.0, -8),
+                  ok ? "PASS" : "FAIL");
+      bad += ok ? 0 : 1;
+    }
+    return bad;
+  } catch (const std::exception& e) {
+    std::printf("%s: checkpoints on %d GPU(s): FAILED: %s\n", what, world, e.what());
+    return 1;
+  }
+}
 }  // namespace
 
 int main() {
@@ -152,6 +241,9 @@ int main() {
       bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
       bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
     }
+    bad += checkpoint_case<fsdp_all>(world, "FSDP");
+    if (world >= 2) bad += checkpoint_case<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
+    if (world >= 4) bad += checkpoint_case<pp_1f1b_fsdp>(4, "pipeline 1F1B x FSDP");
     if (world >= 4) {  // the compositions tests/parallel/test_device_runtime.cpp runs in a staged space
       using namespace tiny_recipes;
       bad += compare<hsdp_2x2>(4, "HSDP 2 x 2");

@@ -41,12 +41,14 @@ auto amax_reduce(Hooks& h) {
 
 /// The amax reduction of the part of rows r0 .. r0 + n of a linear whose whole tensors'
 /// amaxes were reduced (f8_whole_amaxes): op[0]'s rows, then op[1]'s (the weight's), in the
-/// order the backends' Float8 GEMMs ask for them (kernels/cpu/float8_linear.hpp).
+/// order the backends' Float8 GEMMs ask for them (kernels/cpu/float8_linear.hpp). Not
+/// `prepared` (the default: a region run whole): the hooks reduce instead.
 template <class K>
 struct f8_part_reduce {
   const float* rows = nullptr;    ///< op[0]'s amaxes, one a row of the whole tensor (nullptr: none spans)
   const float* weight = nullptr;  ///< op[1]'s
   std::int64_t r0 = 0, n = 0, n_weight = 0;
+  bool prepared = false;
   int calls = 0;
   void operator()(float* amax, std::int64_t count) {
     const bool first = calls++ == 0 && rows != nullptr;
@@ -61,7 +63,8 @@ struct f8_whole_amaxes {
   const float* rows = nullptr;
   const float* weight = nullptr;
   std::int64_t n_weight = 0;
-  f8_part_reduce<K> part(std::int64_t r0, std::int64_t n) const { return {rows, weight, r0, n, n_weight}; }
+  bool prepared = false;  ///< reduced before the parts (a region in parts with amax staging)
+  f8_part_reduce<K> part(std::int64_t r0, std::int64_t n) const { return {rows, weight, r0, n, n_weight, prepared}; }
 };
 /// Where a region in parts keeps the whole tensors' amaxes (the TP hooks' staging of
 /// f8_part_amax_floats), or nullptr when it runs whole or reduces none.
@@ -77,6 +80,7 @@ f8_whole_amaxes<K> f8_reduce_whole(param_role r, const float* x0, const float* W
                                    float*& buf) {
   f8_whole_amaxes<K> a;
   if (!d.f8.covers(r) || buf == nullptr) return a;
+  a.prepared = true;
   const auto [C, OC] = block_linear_features(r, d);
   const auto op = cpu::f8_gemm_operands(f8_reduce_side_gemm(r), f8_casts_of(d.f8), d.N(), C, OC, f8_split_of(r, d));
   if constexpr (K::float8) {
@@ -103,7 +107,7 @@ f8_whole_amaxes<K> f8_reduce_whole(param_role r, const float* x0, const float* W
 template <class K = cpu_kernels, class Hooks>
 void linear_forward(float* out, const float* in, const float* W, std::int64_t N, std::int64_t C, std::int64_t OC,
                     param_role r, const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h,
-                    const f8_part_reduce<K>* part = nullptr) {
+                    const f8_part_reduce<K>& part = {}) {
   if (!d.f8.covers(r)) return K::matmul_forward(out, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8) {
@@ -111,14 +115,14 @@ void linear_forward(float* out, const float* in, const float* W, std::int64_t N,
       K::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
                            reduce);
     };
-    part ? f8(f8_part_reduce<K>(*part)) : f8(amax_reduce(h));
+    part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
 }
 /// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
 template <class K = cpu_kernels, class Hooks>
 void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
                      std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d,
-                     basic_block_scratch<typename K::space>& k, Hooks& h, const f8_part_reduce<K>* part = nullptr) {
+                     basic_block_scratch<typename K::space>& k, Hooks& h, const f8_part_reduce<K>& part = {}) {
   if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC);
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8) {
@@ -126,7 +130,7 @@ void linear_backward(float* din, float* dW, const float* dout, const float* in, 
       K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
                             f8_split_of(r, d), reduce);
     };
-    part ? f8(f8_part_reduce<K>(*part)) : f8(amax_reduce(h));
+    part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
 }
 /// A linear of a group that reads one input (q, k, v; w1, w3), run when `on`.
@@ -166,7 +170,7 @@ void grouped_backward(float* din, const float* in, std::int64_t N, std::int64_t 
   std::size_t n = 0, i = 0;
   const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_grad& x) { return d.f8.covers(x.r); });
   for (const grouped_grad& x : g) {
-    const f8_part_reduce<K>* part = i < parts.size() ? &parts[i] : nullptr;
+    const f8_part_reduce<K> part = i < parts.size() ? parts[i] : f8_part_reduce<K>{};
     ++i;
     if (f8) {
       if (din || x.l.dw) linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h, part);
@@ -258,9 +262,7 @@ void wo_forward(const float* x, basic_block_saved<typename K::space>& s, basic_b
   float* amaxes = f8_part_amaxes(d, h, whole);
   const f8_whole_amaxes<K> wa = f8_reduce_whole<K>(param_role::attention_o, s.att.data(), w.wo, d, h, amaxes);
   auto gemm = [&](float* out, std::int64_t r0, std::int64_t n) {
-    const f8_part_reduce<K> part = wa.part(r0, n);
-    linear_forward<K>(out, s.att.data() + r0 * Hq, w.wo, n, Hq, D, param_role::attention_o, d, k, h,
-                      amaxes ? &part : nullptr);
+    linear_forward<K>(out, s.att.data() + r0 * Hq, w.wo, n, Hq, D, param_role::attention_o, d, k, h, wa.part(r0, n));
   };
   K::add(s.mid.data(), x, h.reduce_each(k.proj.data(), s.mid.data(), D, d.B, d.T, whole, gemm, adder<K>()),
          d.Nr() * D);
@@ -301,8 +303,7 @@ void ffn_forward(float* out, basic_block_saved<typename K::space>& s, basic_bloc
   float* amaxes = f8_part_amaxes(d, h, whole_out);
   const f8_whole_amaxes<K> a2 = f8_reduce_whole<K>(param_role::ffn_w2, s.act.data(), w.w2, d, h, amaxes);
   auto gemm = [&](float* o, std::int64_t r0, std::int64_t n) {
-    const f8_part_reduce<K> part = a2.part(r0, n);
-    linear_forward<K>(o, s.act.data() + r0 * F, w.w2, n, F, D, param_role::ffn_w2, d, k, h, amaxes ? &part : nullptr);
+    linear_forward<K>(o, s.act.data() + r0 * F, w.w2, n, F, D, param_role::ffn_w2, d, k, h, a2.part(r0, n));
   };
   K::add(out, s.mid.data(), h.reduce_each(k.proj.data(), out, D, d.B, d.T, whole_out, gemm, adder<K>()), Nr * D);
 }
@@ -343,7 +344,7 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
     grouped_backward<K>(out, s.fn_seen + r0 * D, n, D,
                         {{param_role::ffn_w1, {nullptr, dh1 + r0 * F, w.w1, F}},
                          {param_role::ffn_w3, {nullptr, dh3 + r0 * F, w.w3, F}}},
-                        d, k, h, amaxes ? std::span<const f8_part_reduce<K>>(parts) : std::span<const f8_part_reduce<K>>());
+                        d, k, h, parts);
   };
   return {dout, h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole_in, gemms, adder<K>())};
 }
@@ -401,8 +402,7 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
     K::zero(out, n * D);
     const f8_part_reduce<K> parts[] = {aq.part(r0, n), ak.part(r0, n), av.part(r0, n)};
-    group(out, r0, n, false,
-          amaxes ? std::span<const f8_part_reduce<K>>(parts) : std::span<const f8_part_reduce<K>>());
+    group(out, r0, n, false, parts);
   };
   return h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole, gemms, adder<K>());
 }

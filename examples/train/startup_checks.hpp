@@ -89,21 +89,24 @@ inline void check_save_weights_path(const std::string& save_weights) {
 /// --device cuda: refuses, before the tokens are loaded or anything is allocated, a step
 /// (config cfg, policies p) that needs more memory than one of `devices` has free
 /// (train::device_memory_problem: the memory estimate of the rank that needs most, with the
-/// workspace of cuda_bf16_kernels when `bf16_operands`, else cuda_kernels').
+/// workspace of cuda_bf16_kernels when `bf16_operands`, else cuda_kernels'; `kept_weights`:
+/// device_llama's rounded weights, kept from the forward for the backward).
 [[maybe_unused]] inline void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
                                        const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                       const std::vector<int>& devices, bool bf16_operands) {
+                                       const std::vector<int>& devices, bool bf16_operands,
+                                       bool kept_weights = false) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
   for (const int d : devices) {
     const auto gpu = cuda_memory_of(d);
     if (const std::string problem =
             train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name,
-                                         bf16_operands);
+                                         bf16_operands, kept_weights);
         !problem.empty())
       throw error(problem);
   }
 #else
-  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands;
+  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands,
+      (void)kept_weights;
 #endif
 }
 

@@ -235,3 +235,44 @@ TEST_CASE("device_llama with activation checkpointing is llama_model with it, bi
     CHECK(d.activation_bytes() < device_llama<staged_kernels>::activation_bytes_for(debugmodel::config, 2, 16));
   }
 }
+
+TEST_CASE("bf16 operands: the weights a forward rounds are kept for its backward -- the same bits as rounding again") {
+  // m owns its arenas and keeps the rounded weights (kernels/rounded_weights.hpp); u is the
+  // same model on arenas the test binds, which it cannot keep, so it rounds each GEMM's weight.
+  using M = basic_llama_model<cpu_bf16_kernels>;
+  const llama_config c = gqa_tied::config;  // the output layer is the embedding: kept too
+  const std::int64_t B = 2, T = 16;
+  for (const ac_settings ac : {ac_settings{}, ac_settings{.mode = ac_mode::full}}) {
+    CAPTURE(static_cast<int>(ac.mode));
+    M m(c), u(c, false);
+    m.set_checkpointing(ac), u.set_checkpointing(ac);
+    m.init_weights(7);
+    const auto n = static_cast<std::size_t>(m.params().size());
+    std::vector<float> up(m.params().data(), m.params().data() + n), ug(n);
+    for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
+      const auto at = m.param(i) - m.params().data();
+      u.bind(i, up.data() + at, ug.data() + at);
+    }
+    CHECK(m.kept_weight_bytes() == 4 * bf16_weight_elements(m.batch_dims(B, T), c.n_layers));
+    CHECK(u.kept_weight_bytes() == 0);
+    for (int s = 0; s < 3; ++s) {  // the weights change between steps: a copy kept across them would show
+      const testing::step_batch b(s, B, T, c.vocab_size);
+      m.zero_grad();
+      std::fill(ug.begin(), ug.end(), 0.0f);
+      CHECK(m.forward(b.inputs, b.targets, B, T) == u.forward(b.inputs, b.targets, B, T));
+      m.backward(), u.backward();
+      const std::vector<float> mg(m.grads().data(), m.grads().data() + n);
+      CHECK(mg == ug);
+      for (std::size_t k = 0; k < n; ++k) m.params().data()[k] -= 0.05f * mg[k], up[k] -= 0.05f * ug[k];
+    }
+    // The backward multiplies the copies of its forward: weights changed between the two
+    // reach u's input gradients and not m's.
+    const testing::step_batch b(9, B, T, c.vocab_size);
+    m.zero_grad();
+    std::fill(ug.begin(), ug.end(), 0.0f);
+    (void)m.forward(b.inputs, b.targets, B, T), (void)u.forward(b.inputs, b.targets, B, T);
+    for (std::size_t k = 0; k < n; ++k) m.params().data()[k] *= 2.0f, up[k] *= 2.0f;
+    m.backward(), u.backward();
+    CHECK(std::vector<float>(m.grads().data(), m.grads().data() + n) != ug);
+  }
+}

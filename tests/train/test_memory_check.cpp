@@ -226,6 +226,17 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   CHECK(has(single, " on its GPU (of which activations "));
   CHECK(has(single, "has 80.0 GiB free; give a smaller seq_len or global batch"));
   CHECK(!has(single, "more GPUs"));
+  // ... with bf16 operands: device_llama's kept rounded weights (kernels/rounded_weights.hpp)
+  // on top, in place of the operand slots' room for weights
+  const auto e1 = train::detail::largest_rank_estimate(debugmodel::config, parallel_spec{}, one, 64, 100000);
+  const std::int64_t kept = e1.peak() + cuda::llama_workspace(e1.dims, true, true, debugmodel::config.n_layers).total();
+  CHECK(kept > e1.peak() + cuda::llama_workspace(e1.dims, true, true).total());
+  CHECK(train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one, 64, 100000, kept,
+                                     "GPU 0", true, true)
+            .empty());
+  CHECK(!train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one, 64, 100000,
+                                      kept - 1, "GPU 0", true, true)
+             .empty());
   // the model itself too large for one GPU: the parameters' fix
   const std::string big = train::device_memory_problem(llama3_8b::config, parallel_spec{}, "model llama3_8b", one, 1,
                                                        16, 80 * GiB, "GPU 0 (NVIDIA H100)");

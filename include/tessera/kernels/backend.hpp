@@ -43,6 +43,7 @@
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
+#include <tessera/kernels/rounded_weights.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/memory.hpp>
 
@@ -98,7 +99,9 @@ struct composed_linears {
 /// linears share once for all of them (the 635 roundings of a step of 18 of Llama 3 8B's
 /// blocks were 6% of it on an H200; docs/cuda.md) -- and multiplied by K::operand_forward /
 /// operand_backward (the GEMMs on rounded operands, f32 accumulation). Slots: forward 0 the
-/// input, 1 the weight; backward 0 the output gradient, 1 the input, 2 the weight.
+/// input, 1 the weight; backward 0 the output gradient, 1 the input, 2 the weight. A weight
+/// inside the arena of the thread's active rounded_weights<K> store (kernels/rounded_weights.hpp)
+/// is rounded into the store in the forward and multiplied from there in the backward.
 template <class K>
 struct bf16_operand_linears {
   static void matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
@@ -114,7 +117,7 @@ struct bf16_operand_linears {
   static void matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls) {
     if (ls.empty()) return;
     const auto* x = K::operand(inp, N * C, 0);
-    for (const linear_out& l : ls) K::operand_forward(l.out, x, K::operand(l.w, l.OC * C, 1), N, C, l.OC);
+    for (const linear_out& l : ls) K::operand_forward(l.out, x, weight(l.w, l.OC * C, 1, true), N, C, l.OC);
   }
   static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
                                std::span<const linear_grad> ls) {
@@ -123,7 +126,16 @@ struct bf16_operand_linears {
     for (const linear_grad& l : ls)
       if (dinp || l.dw)
         K::operand_backward(dinp, l.dw, K::operand(l.dout, N * l.OC, 0), l.dw ? x : nullptr,
-                            dinp ? K::operand(l.w, l.OC * C, 2) : nullptr, N, C, l.OC);
+                            dinp ? weight(l.w, l.OC * C, 2, false) : nullptr, N, C, l.OC);
+  }
+
+ private:
+  /// Weight w [n]'s operand: from the active store (a forward rounds it there, a backward
+  /// finds the forward's copy), else rounded into scratch slot `slot`.
+  static auto weight(const float* w, std::int64_t n, int slot, bool forward) {
+    const typename K::operand_type* r = nullptr;
+    if (rounded_weights<K>* store = rounded_weights<K>::active()) r = forward ? store->refresh(w, n) : store->find(w, n);
+    return r != nullptr ? r : K::operand(w, n, slot);
   }
 };
 
@@ -391,17 +403,22 @@ struct cpu_bf16_kernels : cpu_kernels,
                                std::int64_t N, std::int64_t C, std::int64_t OC) {
     cpu_kernels::matmul_backward(dinp, dw, dout, inp, w, N, C, OC);
   }
+  /// The operands' type: bf16 values widened back to f32.
+  using operand_type = float;
   static const float* operand(const float* x, std::int64_t n, int i) { return rounded(x, n, i); }
   /// x rounded to bf16 and widened back, in this thread's scratch slot i (a GEMM's operands).
   static const float* rounded(const float* x, std::int64_t n, int i) {
     thread_local std::vector<float> slots[4];
     std::vector<float>& v = slots[i];
     v.resize(static_cast<std::size_t>(n));
-    float* y = v.data();
+    round_into(v.data(), x, n);
+    return v.data();
+  }
+  /// y [n] = x rounded to bf16 and widened back.
+  static void round_into(float* y, const float* x, std::int64_t n) {
     cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {
       for (std::int64_t k = lo; k < hi; ++k) y[k] = static_cast<float>(bf16(x[k]));
     }, 4096);
-    return y;
   }
 };
 static_assert(kernel_backend<cpu_bf16_kernels>);

@@ -16,6 +16,10 @@
 //              the largest operand it holds over the linears that are not Float8 and the output
 //              layer (slot 0: the forward's input or the backward's output gradient, slot 1: the
 //              forward's weight or the backward's input, slot 2: the backward's weight);
+//   kept       the bf16 weights a model that owns its arena keeps from its forward for its
+//              backward (kernels/rounded_weights.hpp: device_llama's), which then never reach
+//              slot 2 or slot 1 as weights: `kept_blocks` blocks' linears that are not Float8
+//              and the output layer;
 //   attention  the tensor-core attention's bf16 staging of k and v (KV heads) and q and dout
 //              (query heads), T padded to whole tiles of 64 (attention_tc.cuh: buffers 0, 2, 3,
 //              5; buffer 3 holds v's transposed tiles in the forward and q's rows in the
@@ -45,23 +49,30 @@ constexpr bool tc_attention_head_dim(std::int64_t hd) { return hd == 16 || hd ==
 
 /// The parts of llama_workspace, in bytes.
 struct workspace_bytes {
-  std::int64_t blas = 0, scratch = 0, operands = 0, attention = 0;
-  constexpr std::int64_t total() const { return blas + scratch + operands + attention; }
+  std::int64_t blas = 0, scratch = 0, operands = 0, attention = 0, kept = 0;
+  constexpr std::int64_t total() const { return blas + scratch + operands + attention + kept; }
 };
+
+/// llama_workspace's `kept_blocks` when the weights are rounded for each GEMM (a parallel
+/// runtime's model, which does not own its arena).
+inline constexpr std::int64_t no_kept_weights = -1;
 
 /// What a backend keeps for a training step of a Llama of dims d: cuda_kernels
 /// (bf16_operands false), cuda_bf16_kernels (true; tc_attention: the tensor-core attention
-/// runs, its head dim and the GPU allow it).
-constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention) {
+/// runs, its head dim and the GPU allow it); `kept_blocks`: with bf16 operands, the blocks of a
+/// model that keeps its rounded weights (device_llama: all of them), or no_kept_weights.
+constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention,
+                                          std::int64_t kept_blocks = no_kept_weights) {
   const std::int64_t N = d.N(), D = d.D;
   workspace_bytes w;
   w.blas = blas_workspace_bytes;
   std::int64_t f8_scales = 0;  // floats of each of the Float8 linears' two scale buffers
   std::int64_t s0 = 0, s1 = 0, s2 = 0;  // bf16 operand slots
+  const bool kept = bf16_operands && kept_blocks != no_kept_weights;
   const auto bf16_linear = [&](std::int64_t C, std::int64_t OC) {
     s0 = std::max({s0, N * C, N * OC});
-    s1 = std::max({s1, OC * C, N * C});
-    s2 = std::max(s2, OC * C);
+    s1 = std::max({s1, kept ? 0 : OC * C, N * C});
+    s2 = std::max(s2, kept ? 0 : OC * C);
   };
   for (param_role r : block_linears) {
     const auto [C, OC] = block_linear_features(r, d);
@@ -74,6 +85,7 @@ constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operand
   const std::int64_t norm_partials = (d.Nr() + 255) / 256 * D;
   w.scratch = 4 * (d.B * d.heads * d.T + N + 2 * f8_scales + norm_partials);
   if (bf16_operands) w.operands = 2 * (s0 + s1 + s2);
+  if (kept) w.kept = 2 * bf16_weight_elements(d, kept_blocks);
   if (bf16_operands && tc_attention && tc_attention_head_dim(d.hd)) {
     const std::int64_t Tp = (d.T + 63) / 64 * 64, kv = d.B * Tp * d.Hk(), q = d.B * Tp * d.Hq();
     w.attention = 2 * (2 * kv + std::max(kv, q) + q);

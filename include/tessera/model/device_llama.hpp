@@ -89,13 +89,14 @@ class device_llama : public basic_llama_model<K> {
     return llama_activation_bytes(c, shard_of(c, f8), B, T, ac, false) + (space::host_accessible ? 0 : 8 * B * T);
   }
   /// Bytes of device memory the backend keeps besides the model's tensors for such a step:
-  /// the CUDA backends' scratch and cuBLASLt's workspace (model/cuda_workspace.hpp; what it
-  /// leaves out is a few KiB); 0 for a backend without (the CPU's).
+  /// the CUDA backends' scratch and cuBLASLt's workspace, and the bf16 weights the model keeps
+  /// from its forward for its backward (model/cuda_workspace.hpp; what it leaves out is a few
+  /// KiB); 0 for a backend without (the CPU's).
   static std::int64_t workspace_bytes_for(const llama_config& c, std::int64_t B, std::int64_t T,
                                           const f8_linears& f8 = {}) {
     if constexpr (requires { K::device_workspace; }) {
       const llama_dims d = dims_of(c, shard_of(c, f8), B, T);
-      return cuda::llama_workspace(d, K::bf16_operands, K::tc_attention(d.hd)).total();
+      return cuda::llama_workspace(d, K::bf16_operands, K::tc_attention(d.hd), c.n_layers).total();
     } else {
       return 0;
     }

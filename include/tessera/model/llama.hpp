@@ -34,6 +34,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/rounded_weights.hpp>
 #include <tessera/model/llama_activations.hpp>
 #include <tessera/model/llama_arena.hpp>
 #include <tessera/model/llama_block.hpp>
@@ -71,6 +72,9 @@ class basic_llama_model {
     params_ = arena<float, space>(layout);
     grads_ = arena<float, space>(layout);
     for (std::int64_t i = 0; i < n_tensors(); ++i) bind(i, params_.data() + offset(i), grads_.data() + offset(i));
+    if constexpr (rounds_operands<K>)  // the bf16 weights a forward rounds, kept for the backward
+      kept_.cover(params_.data(), static_cast<std::int64_t>(params_.size()),
+                  bf16_weight_elements(dims_of(c, s, 1, 1), c.n_layers));
   }
 
   const llama_config& config() const noexcept { return cfg_; }
@@ -196,6 +200,7 @@ class basic_llama_model {
   /// recompute buffer and keeps only its kept groups (llama_checkpointing.hpp).
   template <class Hooks>
   void forward_block(std::int64_t l, Hooks& h) {
+    [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     basic_block_work<space> w(saved(l), recompute_, keep_of(l));
     block_forward<K>(residual(l + 1), residual(l), block_weights_of(l), w.saved(), scratch_, dims(), h);
   }
@@ -206,6 +211,7 @@ class basic_llama_model {
     check(static_cast<std::int64_t>(targets.size()) == dims().N(),
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(dims().N()) + " ids");
     keep_ids<K>(act_->targets, targets);
+    [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     const float loss = head_forward<K>(residual(cfg_.n_layers), act_->targets.data(), param(final_norm_index()),
                                     output_weight(), act_->head_buffers, need_backward, loss_scale, dims(), h);
     act_->have_dlogits = need_backward;
@@ -215,6 +221,7 @@ class basic_llama_model {
   template <class Hooks>
   void backward_head(Hooks& h) {
     take_dlogits();
+    [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     head_backward<K>(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
                   param(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
                   scratch_.dtmp.data(), dims(), h);
@@ -223,6 +230,7 @@ class basic_llama_model {
   /// block first recomputes what it did not keep (rebuild()).
   template <class Hooks>
   void backward_block(std::int64_t l, Hooks& h) {
+    [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     basic_block_work<space> w(saved(l), recompute_, keep_of(l));
     rebuild(w, l, h);
     block_backward<K>(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
@@ -274,6 +282,7 @@ class basic_llama_model {
   template <class Hooks>
   void backward_head_input(Hooks& h) {
     take_dlogits();
+    [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     head_backward_input<K>(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), param(final_norm_index()),
                         output_weight(), act_->head_buffers, scratch_.dfull.data(), scratch_.dtmp.data(), dims(), h);
   }
@@ -286,6 +295,7 @@ class basic_llama_model {
   template <class Hooks>
   void backward_block_input(std::int64_t l, Hooks& h) {
     {
+      [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
       basic_block_work<space> w(saved(l), recompute_, keep_of(l));
       rebuild(w, l, h);
       block_backward_input<K>(residual_grad(), residual(l), block_weights_of(l), w.saved(), scratch_, deferred(l), dims(),
@@ -351,6 +361,9 @@ class basic_llama_model {
   /// Bytes of activations (and backward scratch) held for the current (B, T) by the
   /// model's own activations: what was allocated, which llama_activation_bytes predicts.
   std::int64_t activation_bytes() const { return own_.bytes + scratch_bytes_; }
+  /// Bytes of the bf16 weights kept from a forward for its backward (kernels/rounded_weights.hpp:
+  /// a model that owns its arena, on a backend with bf16 operands; else 0).
+  std::int64_t kept_weight_bytes() const { return rounded_weight_bytes<K>(kept_); }
   /// Bytes of the backward scratch alone (shared by all activations).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
 
@@ -369,6 +382,10 @@ class basic_llama_model {
   saved_type recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
   std::vector<std::int64_t> positions_;  // set_positions (empty: 0..T-1)
   std::int64_t recompute_flops_ = 0;
+  // A model that owns its arena keeps the bf16 weights its forward rounds for the backward
+  // (a backend with bf16 operands; kernels/rounded_weights.hpp); the parts that run linears
+  // make them the thread's.
+  [[no_unique_address]] rounded_weights_of<K> kept_;
 
   arena<float, space>& owned(arena<float, space>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");

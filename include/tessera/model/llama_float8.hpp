@@ -75,6 +75,18 @@ constexpr std::array<std::int64_t, 2> block_linear_features(param_role r, const 
   }
 }
 
+/// Elements of the weights a model of `n_layers` blocks of dims d multiplies with bf16 operands
+/// -- its block linears that are not Float8, and the output layer --: what its kept rounded
+/// weights hold (kernels/rounded_weights.hpp; model/llama.hpp).
+constexpr std::int64_t bf16_weight_elements(const llama_dims& d, std::int64_t n_layers) {
+  std::int64_t block = 0;
+  for (param_role r : block_linears) {
+    const auto [C, OC] = block_linear_features(r, d);
+    if (!d.f8.covers(r)) block += C * OC;
+  }
+  return n_layers * block + d.D * d.Vl;
+}
+
 /// The activation-checkpointing group a linear's output belongs to (ac_op::count: w2, whose
 /// output is never recomputed: it is the next block's kept input).
 constexpr ac_op ac_op_of(param_role r) {

@@ -154,14 +154,21 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
 /// for the rank that needs most; "" when it fits or `free_bytes` is 0 (unknown). The
 /// estimate counts tessera's arenas and activations and the CUDA kernel backend's workspace
 /// (model/cuda_workspace.hpp: `bf16_operands` for cuda_bf16_kernels -- train_llama's
-/// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it),
-/// not the CUDA context: a step it passes may still not fit, one it refuses does not.
+/// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it;
+/// `kept_weights`: the model owns its arena and keeps its rounded weights, as device_llama,
+/// which trains one GPU without a recipe), not the CUDA context: a step it passes may still
+/// not fit, one it refuses does not.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
                                          const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                         std::int64_t free_bytes, std::string_view device, bool bf16_operands = false) {
+                                         std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
+                                         bool kept_weights = false) {
   if (free_bytes <= 0) return {};
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
-  const std::int64_t workspace = cuda::llama_workspace(e.dims, bf16_operands, true).total(), need = e.peak() + workspace;
+  const std::int64_t workspace =
+                         cuda::llama_workspace(e.dims, bf16_operands, true,
+                                               kept_weights ? cfg.n_layers : cuda::no_kept_weights)
+                             .total(),
+                     need = e.peak() + workspace;
   if (need <= free_bytes) return {};
   const auto [parts, activations] = detail::largest_parts(e);
   const bool one = world_size(shape) == 1;

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -192,18 +193,30 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     thread_local cuda::blas b;
     return b;
   }
+  /// Frees this host thread's scratch buffers (f32 and bf16; the next call that needs one
+  /// allocates it again): what a step's memory estimate counts as the backend's scratch
+  /// (model/cuda_workspace.hpp) belongs to the steps run since.
+  static void release_scratch() {
+    synchronize();  // queued kernels may still read them
+    for (auto& b : scratch_slots<float>()) b = {};
+    for (auto& b : scratch_slots<bf16>()) b = {};
+  }
 
  protected:
   /// Scratch buffer `i` of this host thread, at least n elements of T (grown, never shrunk).
   template <class T>
   static T* scratch(int i, std::int64_t n) {
-    thread_local tensor<T, cuda_space> bufs[5];
-    tensor<T, cuda_space>& b = bufs[i];
+    tensor<T, cuda_space>& b = scratch_slots<T>()[static_cast<std::size_t>(i)];
     if (static_cast<std::int64_t>(b.numel()) < n) {
       synchronize();  // the old buffer may still be read by queued kernels
       b = tensor<T, cuda_space>({n});
     }
     return b.data();
+  }
+  template <class T>
+  static std::array<tensor<T, cuda_space>, 5>& scratch_slots() {
+    thread_local std::array<tensor<T, cuda_space>, 5> bufs;
+    return bufs;
   }
   /// The Float8 linears' GEMM handle and scales (float scratch slots 2 and 3).
   static cuda::f8_workspace f8_workspace_for(std::int64_t N, std::int64_t C, std::int64_t OC) {
@@ -225,6 +238,9 @@ struct cuda_bf16_kernels : cuda_kernels,
                            bf16_operand_linears<cuda_bf16_kernels> {
   static constexpr std::string_view name = "cuda-bf16";
   static constexpr bool bf16_operands = true;
+  /// The GEMMs' operand type, and rounding into it (kept weights: kernels/rounded_weights.hpp).
+  using operand_type = bf16;
+  static void round_into(bf16* y, const float* x, std::int64_t n) { cuda::to_bf16(y, x, n); }
   static bool tc_attention(std::int64_t hd) { return cuda::tc_attention_supported(hd); }
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_backward;
@@ -271,7 +287,7 @@ struct cuda_bf16_kernels : cuda_kernels,
   /// x rounded to bf16 in this thread's bf16 scratch slot i.
   static const bf16* operand(const float* x, std::int64_t n, int i) {
     bf16* y = cuda_kernels::scratch<bf16>(i, n);
-    cuda::to_bf16(y, x, n);
+    round_into(y, x, n);
     return y;
   }
 };

@@ -70,8 +70,8 @@ double estimated_bytes(const llama_config& c, std::int64_t B, std::int64_t T, co
 /// (with the Float8 row's operand buffers, the largest) fit `budget` bytes -- the rule of the
 /// sessions measured so far (18 layers on an H200), kept so that their rows compare; the
 /// budget's margin holds the backends' workspace (about 4.2 GiB at 8,192 tokens, and for the
-/// bf16 row 6.5 GiB more since 2026-11-30: the weights device_llama keeps rounded from its
-/// forward for its backward), which the table's estimate column counts.
+/// bf16 row 6.5 GiB more since 2026-11-30: the weights device_llama keeps rounded), which the
+/// table's estimate column counts.
 std::int64_t layers_that_fit(std::int64_t B, std::int64_t T, double budget) {
   llama_config c = llama3_8b::config;
   std::int64_t best = 0;

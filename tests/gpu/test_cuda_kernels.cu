@@ -95,17 +95,35 @@ void rope() {
 void adamw() {
   const std::size_t n = 70001;
   auto p = randn(n, 5), m = std::vector<float>(n), v = std::vector<float>(n);
-  dvec dp(p), dm(m), dv(v);
+  dvec dp(p), dm(m), dv(v), rp(p), rm(m), rv(v);  // rp, rm, rv: the step that writes the rounded parameters too
+  space_vector<bf16, cuda_space> rounded(n);
   cpu::adamw_config cfg;
   for (std::int64_t step = 1; step <= 3; ++step) {
     const auto g = randn(n, 10 + static_cast<unsigned>(step));
     cpu::adamw_update(p.data(), g.data(), m.data(), v.data(), n, step, cfg);
     dvec dg(g);
-    cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), static_cast<std::int64_t>(n), cpu::adamw_step_scalars(step, cfg));
+    const auto k = cpu::adamw_step_scalars(step, cfg);
+    cuda::adamw_update(dp.get(), dg.get(), dm.get(), dv.get(), static_cast<std::int64_t>(n), k);
+    // in two parts: groups of 4 and the rest one by one, then a part not 16-byte aligned
+    const auto a = static_cast<std::int64_t>(n) - 3;
+    cuda::adamw_update(rp.get(), dg.get(), rm.get(), rv.get(), a, k, nullptr, rounded.data());
+    cuda::adamw_update(rp.get() + a, dg.get() + a, rm.get() + a, rv.get() + a, 3, k, nullptr, rounded.data() + a);
   }
   expect_close("adamw parameters (3 steps)", dp.host(), p, 2e-5);
   expect_close("adamw m", dm.host(), m, 2e-5);
   expect_close("adamw v", dv.host(), v, 2e-5);
+  // the same step, and the bf16 copies are exactly the casts of the parameters it wrote
+  const std::vector<float> ps = rp.host();
+  expect_close("adamw with rounded parameters: parameters", ps, p, 2e-5);
+  expect_close("adamw with rounded parameters: m", rm.host(), m, 2e-5);
+  expect_close("adamw with rounded parameters: v", rv.host(), v, 2e-5);
+  std::vector<bf16> cast(n);
+  std::vector<float> want(n), got(n);
+  cpu_kernels::to_bf16(cast.data(), ps.data(), static_cast<std::int64_t>(n));
+  cpu_kernels::from_bf16(want.data(), cast.data(), static_cast<std::int64_t>(n));
+  dvec dgot(got);
+  cuda::from_bf16(dgot.get(), rounded.data(), static_cast<std::int64_t>(n));
+  expect_close("adamw with rounded parameters: the bf16 copies", dgot.host(), want, 0);
 }
 
 void rmsnorm() {

@@ -236,41 +236,60 @@ TEST_CASE("device_llama with activation checkpointing is llama_model with it, bi
   }
 }
 
-TEST_CASE("bf16 operands: the weights a forward rounds are kept for its backward -- the same bits as rounding again") {
-  // m owns its arenas and keeps the rounded weights (kernels/rounded_weights.hpp); u is the
-  // same model on arenas the test binds, which it cannot keep, so it rounds each GEMM's weight.
+TEST_CASE("bf16 operands: the weights a model keeps rounded -- the same bits as rounding for each GEMM") {
+  // m owns its arenas and keeps its rounded weights (kernels/rounded_weights.hpp): its forward
+  // rounds a weight unless the copy is fresh, its backward multiplies the forward's copy, its
+  // optimizer writes the copies. u is the same model on arenas the test binds, which it cannot
+  // keep: it rounds each GEMM's weight.
   using M = basic_llama_model<cpu_bf16_kernels>;
   const llama_config c = gqa_tied::config;  // the output layer is the embedding: kept too
   const std::int64_t B = 2, T = 16;
+  const cpu::adamw_config opt{.lr = 1e-2f};
   for (const ac_settings ac : {ac_settings{}, ac_settings{.mode = ac_mode::full}}) {
     CAPTURE(static_cast<int>(ac.mode));
     M m(c), u(c, false);
     m.set_checkpointing(ac), u.set_checkpointing(ac);
     m.init_weights(7);
-    const auto n = static_cast<std::size_t>(m.params().size());
-    std::vector<float> up(m.params().data(), m.params().data() + n), ug(n);
+    const auto n = static_cast<std::size_t>(m.grads().size());
+    std::vector<float> up(m.params().data(), m.params().data() + n), ug(n), mm(n), mv(n), um(n), uv(n);
     for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
       const auto at = m.param(i) - m.params().data();
       u.bind(i, up.data() + at, ug.data() + at);
     }
     CHECK(m.kept_weight_bytes() == 4 * bf16_weight_elements(m.batch_dims(B, T), c.n_layers));
     CHECK(u.kept_weight_bytes() == 0);
-    for (int s = 0; s < 3; ++s) {  // the weights change between steps: a copy kept across them would show
+    float* const p = m.params().data();  // reads through it leave the copies fresh; writes need weights_changed()
+    const auto params_of = [&] { return std::vector<float>(p, p + n); };
+    const auto step = [&](int s, bool optimize) {
       const testing::step_batch b(s, B, T, c.vocab_size);
       m.zero_grad();
       std::fill(ug.begin(), ug.end(), 0.0f);
       CHECK(m.forward(b.inputs, b.targets, B, T) == u.forward(b.inputs, b.targets, B, T));
       m.backward(), u.backward();
-      const std::vector<float> mg(m.grads().data(), m.grads().data() + n);
-      CHECK(mg == ug);
-      for (std::size_t k = 0; k < n; ++k) m.params().data()[k] -= 0.05f * mg[k], up[k] -= 0.05f * ug[k];
-    }
-    // The backward multiplies the copies of its forward: weights changed between the two
-    // reach u's input gradients and not m's.
-    const testing::step_batch b(9, B, T, c.vocab_size);
+      CHECK(std::vector<float>(m.grads().data(), m.grads().data() + n) == ug);
+      if (!optimize) return;
+      m.adamw_update(m.grads().data(), mm.data(), mv.data(), static_cast<std::int64_t>(n), s + 1, opt);
+      cpu_bf16_kernels::adamw_update(up.data(), ug.data(), um.data(), uv.data(), static_cast<std::int64_t>(n), s + 1, opt);
+      CHECK(params_of() == up);
+    };
+    // AdamW writes the copies the next forward multiplies: three steps that change the weights
+    for (int s = 0; s < 3; ++s) step(s, true);
+    // writes through params() (or param(i), bind, init_weights, load_params) round them again
+    for (std::size_t k = 0; k < n; k += 7) m.params().data()[k] += 0.03f, up[k] += 0.03f;
+    step(3, false);
+    // a write through a pointer taken before the last forward needs weights_changed()
+    step(4, true);
+    for (std::size_t k = 0; k < n; k += 5) p[k] *= 1.5f, up[k] *= 1.5f;
+    const testing::step_batch b(5, B, T, c.vocab_size);
+    CHECK(m.forward(b.inputs, b.targets, B, T) != u.forward(b.inputs, b.targets, B, T));  // the fresh copies
+    m.weights_changed();
+    step(5, false);
+    // The backward multiplies the copies of its forward: weights changed between the two reach
+    // u's input gradients and not m's.
+    const testing::step_batch b9(9, B, T, c.vocab_size);
     m.zero_grad();
     std::fill(ug.begin(), ug.end(), 0.0f);
-    (void)m.forward(b.inputs, b.targets, B, T), (void)u.forward(b.inputs, b.targets, B, T);
+    (void)m.forward(b9.inputs, b9.targets, B, T), (void)u.forward(b9.inputs, b9.targets, B, T);
     for (std::size_t k = 0; k < n; ++k) m.params().data()[k] *= 2.0f, up[k] *= 2.0f;
     m.backward(), u.backward();
     CHECK(std::vector<float>(m.grads().data(), m.grads().data() + n) != ug);

@@ -414,6 +414,12 @@ struct cpu_bf16_kernels : cpu_kernels,
     round_into(v.data(), x, n);
     return v.data();
   }
+  /// AdamW, then the new parameters rounded into r (cuda_bf16_kernels does both in one pass).
+  static void adamw_update_rounded(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                                   const cpu::adamw_config& cfg, float* r) {
+    cpu_kernels::adamw_update(p, g, m, v, n, step, cfg);
+    round_into(r, p, n);
+  }
   /// y [n] = x rounded to bf16 and widened back.
   static void round_into(float* y, const float* x, std::int64_t n) {
     cpu::parallel_for(n, [&](std::int64_t lo, std::int64_t hi) {

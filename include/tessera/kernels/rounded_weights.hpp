@@ -7,32 +7,43 @@
 // A model that owns its parameter arena (basic_llama_model constructed with allocate, as
 // device_llama is) keeps one `rounded_weights<K>` store covering that arena. While the store is
 // active on a thread (a `scope`, which the model opens around each part that runs linears):
-//   - a forward GEMM rounds its weight into the store's place for it (refresh), as it would
-//     have rounded it into scratch -- a forward always rounds, so what it multiplies is the
-//     weight as it is now;
-//   - a backward GEMM multiplies the copy its weight's latest forward made (find), instead
-//     of rounding the weight again.
-// The rounding is deterministic, so the results are the same bits as rounding each time: the
-// saving is one pass over every weight a step (read 4 bytes, write 2), about 7 ms of a step of
-// 18 of Llama 3 8B's blocks on an H200 (docs/performance.md). torch.autocast keeps its weight
-// casts the same way (its cache, from a forward to the end of the autocast region).
+//   - a forward GEMM multiplies the store's copy of its weight, rounding the weight into it
+//     first unless the copy is fresh (refresh);
+//   - a backward GEMM multiplies the copy its weight's latest forward used (find), instead of
+//     rounding the weight again;
+//   - the optimizer step (adamw_update, which the model's adamw_update calls) writes the
+//     copies as it updates the weights (K::adamw_update_rounded: one pass), and marks them
+//     fresh -- as Megatron's mixed-precision optimizer writes the bf16 model weights from its
+//     f32 main weights.
+// A copy stops being fresh when the model hands out its parameters for writing (params(),
+// param(i), bind(), init_weights, load_params: the model calls invalidate()). The rounding is
+// deterministic, so the results are the same bits as rounding for each GEMM: the saving is two
+// passes over every weight a step (each reads 4 bytes and writes 2) for 2 more bytes written by
+// AdamW, about 12 ms of a step of 18 of Llama 3 8B's blocks on an H200 (docs/performance.md).
 // Only memory inside the covered arena is kept: a weight outside it -- an FSDP unit's gathered
 // buffer, which holds another block's weights the next time -- is rounded each time as before.
 // The store's memory (`capacity` elements of K::operand_type, allocated by cover()) is what
 // the model's memory estimate counts (model/cuda_workspace.hpp's `kept`).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include <tessera/core/error.hpp>
+#include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera {
 
-/// Whether backend K rounds GEMM operands (has K::operand_type and K::round_into).
+/// Whether backend K rounds GEMM operands (has K::operand_type, K::round_into and
+/// K::adamw_update_rounded).
 template <class K>
-concept rounds_operands = requires(typename K::operand_type* y, const float* x, std::int64_t n) {
+concept rounds_operands = requires(typename K::operand_type* y, float* p, const float* x, std::int64_t n,
+                                   const cpu::adamw_config& c) {
   K::round_into(y, x, n);
+  K::adamw_update_rounded(p, x, p, p, n, n, c, y);
 };
 
 template <rounds_operands K>
@@ -62,19 +73,43 @@ class rounded_weights {
     entry* e = lookup(w);
     if (e == nullptr) {
       if (used_ + n > buf_.numel()) return nullptr;
-      entries_.push_back({w, n, buf_.data() + used_});
+      entries_.push_back({w, n, buf_.data() + used_, false});
       used_ += n;
       e = &entries_.back();
     } else if (e->n != n) {
       return nullptr;
     }
-    K::round_into(e->at, w, n);
+    if (!e->fresh) K::round_into(e->at, w, n), e->fresh = true;
     return e->at;
   }
   /// A backward's operand of weight w [n]: the copy its latest forward made (nullptr: none).
   const operand_type* find(const float* w, std::int64_t n) {
     const entry* e = covers(w, n) ? lookup(w) : nullptr;
     return e != nullptr && e->n == n ? e->at : nullptr;
+  }
+
+  /// The weights may have changed: the next forward rounds each again.
+  void invalidate() noexcept {
+    for (entry& e : entries_) e.fresh = false;
+  }
+  /// One AdamW step (K::adamw_update's) over the covered arena p [n], which writes the copies
+  /// of the weights the store keeps as it updates them (K::adamw_update_rounded) and marks them
+  /// fresh. The same arithmetic per element as one K::adamw_update over the arena.
+  void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                    const cpu::adamw_config& cfg) {
+    check(p == base_ && n == n_, "rounded_weights::adamw_update: not the arena this store covers");
+    std::vector<entry*> order;
+    for (entry& e : entries_) order.push_back(&e);
+    std::sort(order.begin(), order.end(), [](const entry* a, const entry* b) { return a->w < b->w; });
+    std::int64_t at = 0;
+    for (entry* e : order) {
+      const std::int64_t off = e->w - base_;
+      if (off > at) K::adamw_update(p + at, g + at, m + at, v + at, off - at, step, cfg);
+      K::adamw_update_rounded(p + off, g + off, m + off, v + off, e->n, step, cfg, e->at);
+      e->fresh = true;
+      at = off + e->n;
+    }
+    if (n > at) K::adamw_update(p + at, g + at, m + at, v + at, n - at, step, cfg);
   }
 
   /// The store the linears of this thread use (nullptr: none).
@@ -99,6 +134,7 @@ class rounded_weights {
     const float* w;
     std::int64_t n;
     operand_type* at;
+    bool fresh;  // equal to the weight as it is now
   };
   const float* base_ = nullptr;
   std::int64_t n_ = 0, used_ = 0;
@@ -118,7 +154,10 @@ class rounded_weights {
 };
 
 namespace detail {
-struct no_rounded_weights {};
+struct no_rounded_weights {  // a backend that does not round: nothing kept
+  void cover(const float*, std::int64_t, std::int64_t) noexcept {}
+  void invalidate() noexcept {}
+};
 template <class K>
 struct rounded_weights_or_none {
   using type = no_rounded_weights;
@@ -141,6 +180,15 @@ auto use_rounded_weights(rounded_weights_of<K>& s) {
     return typename rounded_weights<K>::scope(&s);
   else
     return 0;
+}
+/// One AdamW step over a model's arena p [n] whose store is s: rounded_weights::adamw_update
+/// when s keeps weights, else K::adamw_update.
+template <class K>
+void adamw_update_kept(rounded_weights_of<K>& s, float* p, const float* g, float* m, float* v, std::int64_t n,
+                       std::int64_t step, const cpu::adamw_config& cfg) {
+  if constexpr (rounds_operands<K>)
+    if (s.capacity() > 0) return s.adamw_update(p, g, m, v, n, step, cfg);
+  K::adamw_update(p, g, m, v, n, step, cfg);
 }
 /// The bytes store `s` holds (0 for a backend that does not round its operands).
 template <class K>

@@ -16,10 +16,10 @@
 //              the largest operand it holds over the linears that are not Float8 and the output
 //              layer (slot 0: the forward's input or the backward's output gradient, slot 1: the
 //              forward's weight or the backward's input, slot 2: the backward's weight);
-//   kept       the bf16 weights a model that owns its arena keeps from its forward for its
-//              backward (kernels/rounded_weights.hpp: device_llama's), which then never reach
-//              slot 2 or slot 1 as weights: `kept_blocks` blocks' linears that are not Float8
-//              and the output layer;
+//   kept       the bf16 copies of the weights a model that owns its arena keeps
+//              (kernels/rounded_weights.hpp: device_llama's), which then never reach slot 2 or
+//              slot 1 as weights: `kept_blocks` blocks' linears that are not Float8 and the
+//              output layer;
 //   attention  the tensor-core attention's bf16 staging of k and v (KV heads) and q and dout
 //              (query heads), T padded to whole tiles of 64 (attention_tc.cuh: buffers 0, 2, 3,
 //              5; buffer 3 holds v's transposed tiles in the forward and q's rows in the

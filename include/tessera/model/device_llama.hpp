@@ -53,7 +53,7 @@ class device_llama : public basic_llama_model<K> {
   explicit device_llama(const llama_config& c, const f8_linears& float8 = {}) : base(c, shard_of(c, float8)) {}
 
   /// Floats of the flat parameter arena (padding included; llama_model's params().size()).
-  std::int64_t arena_size() { return static_cast<std::int64_t>(base::params().size()); }
+  std::int64_t arena_size() { return static_cast<std::int64_t>(base::grads().size()); }  // params() is for writing
 
   /// The flat parameter arena from / to the host (arena_size() floats, llama_model's layout).
   void load_params(std::span<const float> host) {
@@ -66,11 +66,12 @@ class device_llama : public basic_llama_model<K> {
   void store_grads(std::span<float> host) { to_host(host, base::grads(), "store_grads"); }
 
   /// One AdamW step over the whole arena (the padding stays zero), moments in the backend's
-  /// memory -- allocated by the first step (a train::basic_trainer keeps its own instead).
+  /// memory -- allocated by the first step (a train::basic_trainer keeps its own instead);
+  /// with bf16 operands it writes the kept bf16 weights too (basic_llama_model::adamw_update).
   void adamw_step(std::int64_t step, const cpu::adamw_config& opt) {
-    const arena_layout& l = base::params().layout();
+    const arena_layout& l = base::grads().layout();
     if (m_.size() == 0) m_ = arena<float, space>(l), v_ = arena<float, space>(l);
-    K::adamw_update(base::params().data(), base::grads().data(), m_.data(), v_.data(), arena_size(), step, opt);
+    base::adamw_update(base::grads().data(), m_.data(), v_.data(), arena_size(), step, opt);
   }
   /// The gradients' global norm, then clipping to max_norm (<= 0: none), as cpu::clip_grad_norm;
   /// returns the norm before clipping.

@@ -72,9 +72,8 @@ class basic_llama_model {
     params_ = arena<float, space>(layout);
     grads_ = arena<float, space>(layout);
     for (std::int64_t i = 0; i < n_tensors(); ++i) bind(i, params_.data() + offset(i), grads_.data() + offset(i));
-    if constexpr (rounds_operands<K>)  // the bf16 weights a forward rounds, kept for the backward
-      kept_.cover(params_.data(), static_cast<std::int64_t>(params_.size()),
-                  bf16_weight_elements(dims_of(c, s, 1, 1), c.n_layers));
+    kept_.cover(params_.data(), static_cast<std::int64_t>(params_.size()),  // bf16 operands: kept weights
+                bf16_weight_elements(dims_of(c, s, 1, 1), c.n_layers));
   }
 
   const llama_config& config() const noexcept { return cfg_; }
@@ -93,12 +92,13 @@ class basic_llama_model {
   /// This shard's block of parameter i (the whole shape for llama_shard::whole).
   param_shape local_shape(std::int64_t i) const { return local_param_shape(cfg_, shard_, entry(i)); }
 
-  float* param(std::int64_t i) { return pptr_[static_cast<std::size_t>(i)]; }
+  float* param(std::int64_t i) { return weights_changed(), pptr_[static_cast<std::size_t>(i)]; }
   const float* param(std::int64_t i) const { return pptr_[static_cast<std::size_t>(i)]; }
   float* grad(std::int64_t i) { return gptr_[static_cast<std::size_t>(i)]; }
   const float* grad(std::int64_t i) const { return gptr_[static_cast<std::size_t>(i)]; }
   /// Points parameter i and its gradient at memory the caller owns (local_shape(i) floats each).
   void bind(std::int64_t i, float* p, float* g) {
+    weights_changed();
     pptr_[static_cast<std::size_t>(i)] = p;
     gptr_[static_cast<std::size_t>(i)] = g;
   }
@@ -108,7 +108,15 @@ class basic_llama_model {
   }
   block_grads block_grads_of(std::int64_t l) const { return block_weights_from<float>(gptr_.data() + block_base(l)); }
   /// The flat arenas (padding between slots is zero and stays zero under AdamW).
-  arena<float, space>& params() { return owned(params_); }
+  arena<float, space>& params() { return weights_changed(), owned(params_); }
+  /// Written through a pointer from before the last forward: the kept bf16 weights round again.
+  void weights_changed() noexcept { kept_.invalidate(); }
+  /// One AdamW step over the owned arena (n floats; K::adamw_update's arithmetic) that writes
+  /// the kept bf16 weights too, so that the next forward does not round them.
+  void adamw_update(const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                    const cpu::adamw_config& cfg) {
+    adamw_update_kept<K>(kept_, owned(params_).data(), g, m, v, n, step, cfg);
+  }
   arena<float, space>& grads() { return owned(grads_); }
 
   /// TorchTitan's initialization (init_param) of this shard's parameters (made on the host).
@@ -194,7 +202,7 @@ class basic_llama_model {
     check(act_->embedding && act_->first == 0, "llama::forward_embedding: the activations in use hold no embedding");
     if constexpr (!space::host_accessible) cpu::check_tokens(inputs.data(), B * T, cfg_.vocab_size, "llama::forward");
     keep_ids<K>(act_->inputs, inputs);
-    embed_forward<K>(residual(0), act_->inputs.data(), param(0), scratch_.proj.data(), dims(), h);
+    embed_forward<K>(residual(0), act_->inputs.data(), weight(0), scratch_.proj.data(), dims(), h);
   }
   /// residual(l + 1) = block l (residual(l)). A checkpointed block runs in the shared
   /// recompute buffer and keeps only its kept groups (llama_checkpointing.hpp).
@@ -212,7 +220,7 @@ class basic_llama_model {
           "llama::forward: inputs and targets must hold B*T = " + std::to_string(dims().N()) + " ids");
     keep_ids<K>(act_->targets, targets);
     [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
-    const float loss = head_forward<K>(residual(cfg_.n_layers), act_->targets.data(), param(final_norm_index()),
+    const float loss = head_forward<K>(residual(cfg_.n_layers), act_->targets.data(), weight(final_norm_index()),
                                     output_weight(), act_->head_buffers, need_backward, loss_scale, dims(), h);
     act_->have_dlogits = need_backward;
     return loss;
@@ -223,7 +231,7 @@ class basic_llama_model {
     take_dlogits();
     [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     head_backward<K>(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
-                  param(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
+                  weight(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
                   scratch_.dtmp.data(), dims(), h);
   }
   /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out. A checkpointed
@@ -283,7 +291,7 @@ class basic_llama_model {
   void backward_head_input(Hooks& h) {
     take_dlogits();
     [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
-    head_backward_input<K>(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), param(final_norm_index()),
+    head_backward_input<K>(residual_grad(), act_->head_dxf, residual(cfg_.n_layers), weight(final_norm_index()),
                         output_weight(), act_->head_buffers, scratch_.dfull.data(), scratch_.dtmp.data(), dims(), h);
   }
   void backward_head_weight() {
@@ -361,8 +369,7 @@ class basic_llama_model {
   /// Bytes of activations (and backward scratch) held for the current (B, T) by the
   /// model's own activations: what was allocated, which llama_activation_bytes predicts.
   std::int64_t activation_bytes() const { return own_.bytes + scratch_bytes_; }
-  /// Bytes of the bf16 weights kept from a forward for its backward (kernels/rounded_weights.hpp:
-  /// a model that owns its arena, on a backend with bf16 operands; else 0).
+  /// Bytes of the bf16 weights kept from a forward (kernels/rounded_weights.hpp; 0: none).
   std::int64_t kept_weight_bytes() const { return rounded_weight_bytes<K>(kept_); }
   /// Bytes of the backward scratch alone (shared by all activations).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
@@ -382,10 +389,7 @@ class basic_llama_model {
   saved_type recompute_;  // what checkpointed blocks rebuild, one block's worth, shared
   std::vector<std::int64_t> positions_;  // set_positions (empty: 0..T-1)
   std::int64_t recompute_flops_ = 0;
-  // A model that owns its arena keeps the bf16 weights its forward rounds for the backward
-  // (a backend with bf16 operands; kernels/rounded_weights.hpp); the parts that run linears
-  // make them the thread's.
-  [[no_unique_address]] rounded_weights_of<K> kept_;
+  [[no_unique_address]] rounded_weights_of<K> kept_;  // the parts that run linears use it; adamw_update writes it
 
   arena<float, space>& owned(arena<float, space>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
@@ -396,7 +400,8 @@ class basic_llama_model {
   }
   static constexpr std::int64_t block_base(std::int64_t l) { return 1 + l * n_block_params; }
   std::int64_t final_norm_index() const { return block_base(cfg_.n_layers); }
-  float* output_weight() { return cfg_.tied_embeddings ? param(0) : param(final_norm_index() + 1); }
+  const float* weight(std::int64_t i) const { return pptr_[static_cast<std::size_t>(i)]; }  // no weights_changed
+  const float* output_weight() const { return weight(cfg_.tied_embeddings ? 0 : final_norm_index() + 1); }
   float* output_grad() { return cfg_.tied_embeddings ? grad(0) : grad(final_norm_index() + 1); }
   saved_type& saved(std::int64_t l) {
     check(l >= act_->first && l < act_->last, "llama: block " + std::to_string(l) + " has no activations in use");

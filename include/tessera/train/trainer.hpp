@@ -172,7 +172,10 @@ class basic_trainer {
     ac.beta2 = static_cast<float>(opt_.beta2);
     ac.eps = static_cast<float>(opt_.eps);
     ac.weight_decay = static_cast<float>(opt_.weight_decay);
-    K::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), n_, step1 - optimizer_origin_, ac);
+    if constexpr (requires { model_.adamw_update(g.data(), m_.data(), v_.data(), n_, step1, ac); })
+      model_.adamw_update(g.data(), m_.data(), v_.data(), n_, step1 - optimizer_origin_, ac);  // kept bf16 weights too
+    else
+      K::adamw_update(model_.params().data(), g.data(), m_.data(), v_.data(), n_, step1 - optimizer_origin_, ac);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     step_ = step1;
     step_metrics m;

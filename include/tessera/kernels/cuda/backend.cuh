@@ -241,6 +241,11 @@ struct cuda_bf16_kernels : cuda_kernels,
   /// The GEMMs' operand type, and rounding into it (kept weights: kernels/rounded_weights.hpp).
   using operand_type = bf16;
   static void round_into(bf16* y, const float* x, std::int64_t n) { cuda::to_bf16(y, x, n); }
+  /// AdamW that also writes the new parameters rounded into r, in the same pass.
+  static void adamw_update_rounded(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                                   const cpu::adamw_config& cfg, bf16* r) {
+    cuda::adamw_update(p, g, m, v, n, cpu::adamw_step_scalars(step, cfg), nullptr, r);
+  }
   static bool tc_attention(std::int64_t hd) { return cuda::tc_attention_supported(hd); }
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_forward;
   using composed_feed_forward<cuda_bf16_kernels>::feed_forward_backward;

@@ -162,16 +162,24 @@ inline void rope_apply(float* out, const float* inp, const float* cos, const flo
   else launch(std::int64_t{}, std::integral_constant<int, 1>{});
   detail::launched("cuda::rope_apply");
 }
-/// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them).
+/// One AdamW step over n elements with the step's scalars (cpu::adamw_update computes them);
+/// `rounded` (or null): the new parameters rounded to bf16 there too, in the same pass.
 inline void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n,
-                         const pointwise::adamw_scalars& k, cudaStream_t s = nullptr) {
-  using detail::aligned, detail::f32_group;
-  detail::in_fours(n, aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16),
-                   [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
-                     TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::adamw_k<V>)(
-                         reinterpret_cast<f32_group<V>*>(p + i), reinterpret_cast<const f32_group<V>*>(g + i),
-                         reinterpret_cast<f32_group<V>*>(m + i), reinterpret_cast<f32_group<V>*>(v + i), count, k);
-                   });
+                         const pointwise::adamw_scalars& k, cudaStream_t s = nullptr, bf16* rounded = nullptr) {
+  using detail::aligned, detail::f32_group, detail::bf16_group;
+  const bool grouped = aligned(p, 16) && aligned(g, 16) && aligned(m, 16) && aligned(v, 16) && aligned(rounded, 8);
+  detail::in_fours(n, grouped, [&]<int V>(std::integral_constant<int, V>, std::int64_t i, std::int64_t count) {
+    auto* pg = reinterpret_cast<f32_group<V>*>(p + i);
+    auto* gg = reinterpret_cast<const f32_group<V>*>(g + i);
+    auto* mg = reinterpret_cast<f32_group<V>*>(m + i);
+    auto* vg = reinterpret_cast<f32_group<V>*>(v + i);
+    if (rounded)
+      TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::adamw_k<V, true>)(
+          pg, gg, mg, vg, count, k, reinterpret_cast<bf16_group<V>*>(rounded + i));
+    else
+      TESSERA_LAUNCH(detail::blocks_for(count), detail::threads, 0, s, detail::adamw_k<V>)(pg, gg, mg, vg, count, k,
+                                                                                           nullptr);
+  });
   detail::launched("cuda::adamw_update");
 }
 /// out [N, C], rstd [N] as cpu::rmsnorm_forward.

@@ -104,10 +104,11 @@ __global__ void to_bf16_k(bf16_group<V>* y, const f32_group<V>* x, std::int64_t 
 static __global__ void from_bf16_k(float* y, const bf16* x, std::int64_t n) {
   TESSERA_GRID_STRIDE(i, n) y[i] = static_cast<float>(x[i]);
 }
-/// One AdamW step over n groups of V elements.
-template <int V>
+/// One AdamW step over n groups of V elements; with Rounded, the new parameters rounded to
+/// bf16 into r too (the weights a model keeps rounded: kernels/rounded_weights.hpp).
+template <int V, bool Rounded = false>
 __global__ void adamw_k(f32_group<V>* p, const f32_group<V>* g, f32_group<V>* m, f32_group<V>* v, std::int64_t n,
-                        pointwise::adamw_scalars k) {
+                        pointwise::adamw_scalars k, bf16_group<V>* r = nullptr) {
   TESSERA_GRID_STRIDE(i, n) {
     f32_group<V> pi = p[i], mi = m[i], vi = v[i];
     const f32_group<V> gi = g[i];
@@ -115,6 +116,11 @@ __global__ void adamw_k(f32_group<V>* p, const f32_group<V>* g, f32_group<V>* m,
     p[i] = pi;
     m[i] = mi;
     v[i] = vi;
+    if constexpr (Rounded) {
+      bf16_group<V> b;
+      for (int j = 0; j < V; ++j) b.v[j] = bf16(pi.v[j]);
+      r[i] = b;
+    }
   }
 }
 /// RoPE over rows [B * T] of NH heads of HD: one thread per P consecutive rotated pairs of a

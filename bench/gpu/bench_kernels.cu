@@ -143,14 +143,18 @@ void attention() {
         dk({B * T * NKV * HD}), dv({B * T * NKV * HD});
     const double flops = 4.0 * static_cast<double>(B * NH) * static_cast<double>(T) * static_cast<double>(T) *
                          static_cast<double>(HD) / 2.0;
-    // f32; the tensor cores with dq fused into the dk/dv kernel (what cuda_bf16_kernels runs);
-    // the tensor cores with dq from its own kernel (dq_path::separate)
-    for (const int kind : {0, 1, 2}) {
+    // f32; the tensor cores with dq fused into the dk/dv kernel; the tensor cores with dq from
+    // its own kernel (dq_path::separate, what cuda_bf16_kernels runs); the same with the wide
+    // forward (forward_path::wide: 128 rows a block, not yet the default)
+    for (const int kind : {0, 1, 2, 3}) {
       const bool tc = kind > 0;
       if (tc && !cuda::tc_attention_supported(HD)) continue;
       const double fwd = median_ms([&] {
-        (tc ? cuda::attention_forward_bf16 : cuda::attention_forward)(out.data(), lse.data(), q.data(), k.data(),
-                                                                      v.data(), B, T, NH, NKV, HD, nullptr);
+        if (tc)
+          cuda::attention_forward_bf16(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD, nullptr,
+                                       kind == 3 ? cuda::forward_path::wide : cuda::forward_path::narrow);
+        else
+          cuda::attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD, nullptr);
       });
       const double bwd = median_ms([&] {
         if (tc)
@@ -161,7 +165,8 @@ void attention() {
           cuda::attention_backward(dq.data(), dk.data(), dv.data(), dy.data(), q.data(), k.data(), v.data(), out.data(),
                                    lse.data(), D.data(), B, T, NH, NKV, HD, nullptr);
       });
-      const char* name[] = {"f32", "bf16 tensor cores (dq fused)", "bf16 tensor cores (dq_k)"};
+      const char* name[] = {"f32", "bf16 tensor cores (dq fused)", "bf16 tensor cores (dq_k)",
+                            "bf16 tensor cores (wide forward; dq_k)"};
       std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n", name[kind], static_cast<long long>(T), fwd,
                   flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
     }

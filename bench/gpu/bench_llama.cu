@@ -87,6 +87,14 @@ std::int64_t layers_that_fit(std::int64_t B, std::int64_t T, double budget) {
 /// Seconds each row's weights took to initialize (on the host, then uploaded), for the note
 /// under the table.
 std::vector<std::pair<std::string, double>> init_seconds;
+/// The bf16 rows' steps again with the other attention forward (cuda::forward_path: the row
+/// ran the default), for the note under the table: name, the row's step, the other's.
+struct forward_ab {
+  std::string name;
+  double step, other;
+  cuda::forward_path path;
+};
+std::vector<forward_ab> other_forward;
 
 /// --profile: each row's profiled step (its name, the row's median step), printed after the table
 bool profile = false;
@@ -141,6 +149,22 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
 #endif
   // read before gemm_peak_flops allocates its operands
   const double peak_bytes = static_cast<double>(memory_tracker<cuda_space>::peak_bytes());
+  if (K::bf16_operands && K::tc_attention(head_dim(c))) {  // the same steps with the other attention forward
+    const cuda::forward_path row_path = cuda::default_forward_path(),
+                             other = row_path == cuda::forward_path::wide ? cuda::forward_path::narrow
+                                                                          : cuda::forward_path::wide;
+    cuda::set_default_forward_path(other);
+    std::vector<double> o;
+    for (int s = 8; s < 14; ++s) {
+      K::synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      train_step(s);
+      if (s > 8) o.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    cuda::set_default_forward_path(row_path);
+    std::sort(o.begin(), o.end());
+    other_forward.push_back({name, step, o[o.size() / 2], other});
+  }
   const double achieved = tps * flops_per_token(c, T);
   char vs_bf16[32] = "--";
   if (bf16_peak > 0) std::snprintf(vs_bf16, sizeof vs_bf16, "%.1f%%", 100 * achieved / bf16_peak);
@@ -206,10 +230,12 @@ int main(int argc, char** argv) {
     std::printf("Llama 3 8B-shaped stack of %lld layers (%.2fB parameters; all 32 need %.0f GiB at 16 bytes per "
                 "parameter), f32 state, batch %lld x %lld tokens, no checkpointing; median of 5 steps after 2 warm-up. "
                 "Backends: cuda (f32 GEMMs, no TF32), cuda-bf16 (bf16 GEMM operands, f32 accumulation; the attention "
-                "backward's dq %s, TESSERA_DQ_PATH).\n\n",
+                "forward %s, TESSERA_ATTENTION_FORWARD; the backward's dq %s, TESSERA_DQ_PATH).\n\n",
                 static_cast<long long>(c.n_layers), static_cast<double>(param_count(c)) / 1e9,
                 16.0 * static_cast<double>(param_count(llama3_8b::config)) / (1 << 30), static_cast<long long>(B),
                 static_cast<long long>(T),
+                cuda::default_forward_path() == cuda::forward_path::wide ? "wide (128 rows a block)"
+                                                                          : "narrow (64 rows a block)",
                 cuda::default_dq_path() == cuda::dq_path::fused ? "inside the dk/dv kernel" : "from its own kernel");
     std::printf("| backend | step (s) | tokens/s | TFLOP/s (TorchTitan's count) | measured GEMM peak of its operands "
                 "(TFLOP/s) | MFU vs that peak | MFU vs dense bf16 peak (%.0f TFLOP/s) | peak GPU memory, tracked (GiB) "
@@ -222,6 +248,11 @@ int main(int argc, char** argv) {
     std::printf("\nWeights initialized on the host (%u threads) and uploaded:", std::thread::hardware_concurrency());
     for (const auto& [name, secs] : init_seconds) std::printf(" %s %.1f s;", name.c_str(), secs);
     std::printf("\n");
+    for (const forward_ab& f : other_forward)  // the same model, 5 more steps after 1 warm-up
+      std::printf("\n%s with the %s attention forward (TESSERA_ATTENTION_FORWARD=%s): step %.3f s against the row's "
+                  "%.3f s (%.2fx)\n",
+                  f.name.c_str(), f.path == cuda::forward_path::wide ? "wide" : "narrow",
+                  f.path == cuda::forward_path::wide ? "wide" : "narrow", f.other, f.step, f.step / f.other);
 #if TESSERA_HAS_CUPTI
     for (const profiled& p : profiles) {
       std::printf("\n## GPU time by kernel: %s, one step (CUPTI)\n\n", p.name.c_str());

@@ -8,7 +8,10 @@
 // skip whole tiles). The tensor-core backward both ways: dq added inside the dk/dv kernel in
 // turns (cuda::dq_path::fused; run twice, its dq must be the same bits: the order of its sums
 // is fixed) and from its own kernel (cuda::dq_path::separate, what cuda_bf16_kernels runs by
-// default); TESSERA_DQ_PATH's values, which choose between them. Without a GPU the test prints why and exits 77 (skipped).
+// default); TESSERA_DQ_PATH's values, which choose between them. The tensor-core forward both
+// ways too: forward_k (64 rows a block, the default) and forward_wide_k (cuda::forward_path::wide,
+// 128 rows a block), whose out and lse must be forward_k's bits; TESSERA_ATTENTION_FORWARD's
+// values. Without a GPU the test prints why and exits 77 (skipped).
 //
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
 //   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
@@ -59,6 +62,39 @@ struct bf16_separate_dq : cuda_bf16_kernels {
                                         cuda::dq_path::separate);
   }
 };
+
+/// cuda_bf16_kernels with the wide forward (forward_path::wide, 128 rows a block).
+struct bf16_wide_forward : bf16_separate_dq {
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_forward_bf16(out, lse, q, k, v, B, T, NH, NKV, HD, nullptr, cuda::forward_path::wide);
+  }
+  static void attention_block_forward(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
+                                      const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
+                                      std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_block_forward_bf16(out_b, lse_b, q, k, v, qs, ks, B, NH, NKV, HD, nullptr, cuda::forward_path::wide);
+  }
+};
+
+/// The wide forward's out and lse are forward_k's, bit for bit (each row's arithmetic in the
+/// same order), causal at head dims 16, 64 and 128 over a length no block divides.
+void wide_forward_bits() {
+  for (const std::int64_t HD : {16, 64, 128}) {
+    const std::int64_t B = 2, T = 200, NH = 4, NKV = 2;
+    const std::size_t nq = static_cast<std::size_t>(B * T * NH * HD), nk = static_cast<std::size_t>(B * T * NKV * HD),
+                      nl = static_cast<std::size_t>(B * NH * T);
+    dvec q(randn(nq, 70)), k(randn(nk, 71)), v(randn(nk, 72)), o1{std::vector<float>(nq)}, l1{std::vector<float>(nl)},
+        o2{std::vector<float>(nq, 7.0f)}, l2{std::vector<float>(nl, 7.0f)};
+    cuda::attention_forward_bf16(o1.get(), l1.get(), q.get(), k.get(), v.get(), B, T, NH, NKV, HD, nullptr,
+                                 cuda::forward_path::narrow);
+    cuda::attention_forward_bf16(o2.get(), l2.get(), q.get(), k.get(), v.get(), B, T, NH, NKV, HD, nullptr,
+                                 cuda::forward_path::wide);
+    const bool same = o1.host() == o2.host() && l1.host() == l2.host();
+    std::printf("%-40s %s\n", ("wide forward: forward_k's bits (head dim " + std::to_string(HD) + ")").c_str(),
+                same ? "PASS" : "FAIL");
+    failures += same ? 0 : 1;
+  }
+}
 
 template <class CpuK, class GpuK>
 void attention(const char* name, tolerances tol) {
@@ -167,6 +203,18 @@ void dq_path_names() {
   expect("TESSERA_DQ_PATH=Separate: refused", message.find("TESSERA_DQ_PATH is 'Separate'") != std::string::npos &&
                                                   message.find("'fused'") != std::string::npos &&
                                                   message.find("'separate'") != std::string::npos);
+  // TESSERA_ATTENTION_FORWARD (cuda::forward_path_named, what cuda::default_forward_path reads)
+  expect("TESSERA_ATTENTION_FORWARD unset: narrow", cuda::forward_path_named(nullptr) == cuda::forward_path::narrow);
+  expect("TESSERA_ATTENTION_FORWARD=wide", cuda::forward_path_named("wide") == cuda::forward_path::wide);
+  expect("TESSERA_ATTENTION_FORWARD=narrow", cuda::forward_path_named("narrow") == cuda::forward_path::narrow);
+  message.clear();
+  try {
+    (void)cuda::forward_path_named("128");
+  } catch (const error& e) {
+    message = e.what();
+  }
+  expect("TESSERA_ATTENTION_FORWARD=128: refused", message.find("TESSERA_ATTENTION_FORWARD is '128'") != std::string::npos &&
+                                                       message.find("'wide'") != std::string::npos);
 }
 }  // namespace
 
@@ -181,9 +229,12 @@ int main() {
     attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
     attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);
+    attention<cpu_bf16_kernels, bf16_wide_forward>("bf16 tensor cores, wide forward", bf16_tol);
+    wide_forward_bits();
     ring_attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     ring_attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
     ring_attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);
+    ring_attention<cpu_bf16_kernels, bf16_wide_forward>("bf16 tensor cores, wide forward", bf16_tol);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

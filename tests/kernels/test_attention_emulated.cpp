@@ -32,6 +32,7 @@
 #include <cuda_emulation.hpp>
 #include <tessera/kernels/cuda/attention_kernels.cuh>
 #include <tessera/kernels/cuda/attention_tc_kernels.cuh>
+#include <tessera/kernels/cuda/attention_tc_wide.cuh>
 
 using namespace tessera;
 namespace tc = tessera::cuda::detail::tc;
@@ -81,13 +82,24 @@ struct staging {
   }
 };
 
+/// The forward as attention_tc.cuh launches it: forward_k, and (`wide`) forward_wide_k, whose
+/// out and lse must be the same bits.
 template <int HD, class Mask>
-void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v, Mask m, shape s) {
+void emulated_forward(float* out, float* lse, const float* q, const float* k, const float* v, Mask m, shape s,
+                      bool wide = true) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(HD));
   staging sk, sv;
   const tc::staged ks = sk.of<HD>(k, s.B, s.Tk, s.NKV, true, false), vs = sv.of<HD>(v, s.B, s.Tk, s.NKV, false, true);
   emu::launch(tc::tc_grid(s.Tq, s.NH, s.B), tc::threads, tc::forward_bytes<HD>,
               [&] { tc::forward_k<HD, Mask>(out, lse, q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale); });
+  if (!wide) return;
+  const auto nq = static_cast<std::size_t>(s.B * s.Tq * s.NH * HD), nl = static_cast<std::size_t>(s.B * s.NH * s.Tq);
+  std::vector<float> wo(nq, 7.0f), wl(nl, 7.0f);
+  emu::launch(tc::wide_grid(s.Tq, s.NH, s.B), tc::threads, tc::wide_forward_bytes<HD>, [&] {
+    tc::forward_wide_k<HD, Mask>(wo.data(), wl.data(), q, ks, vs, m, s.Tq, s.Tk, s.NH, s.NKV, scale);
+  });
+  CHECK(std::equal(wo.begin(), wo.end(), out, [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
+  CHECK(std::equal(wl.begin(), wl.end(), lse, [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }));
 }
 /// The backward as attention_tc.cuh launches it: `fused`, dkv_k adding dq in turns; else dq_k
 /// beside dkv_k.
@@ -314,6 +326,8 @@ TEST_CASE("tensor-core attention (emulated): the fused backward's turns under co
 
 TEST_CASE("tensor-core attention: every kernel's shared memory fits an H100 block at head dim 128") {
   CHECK(tc::forward_bytes<128> <= emu::max_shared_bytes);
+  CHECK(tc::wide_forward_bytes<128> <= emu::max_shared_bytes);
+  CHECK(2 * (tc::wide_forward_bytes<128> + 1024) <= 228 * 1024);  // the wide forward: two blocks an SM
   CHECK(tc::dq_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= emu::max_shared_bytes);
   CHECK(tc::dkv_bytes<128> <= 166912);  // and an A100's (163 KiB)

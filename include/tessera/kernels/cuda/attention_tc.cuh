@@ -24,7 +24,10 @@
 //   forward  Q's fragments, S = Q K^T, the online softmax (the 4 lanes of a row reduce its
 //            max with shuffles; ex2.approx for the exponentials), P and O stay in
 //            registers: S's accumulators, rounded to bf16, are P's A fragments for O = O *
-//            corr + P V; three blocks an SM;
+//            corr + P V; three blocks an SM. forward_path::wide (TESSERA_ATTENTION_FORWARD=wide;
+//            attention_tc_wide.cuh) runs 128 rows a block instead, two row tiles a warp, each
+//            K and V fragment feeding both (Q read from shared memory each tile): the same
+//            bits; not yet measured on a GPU;
 //   dk, dv   per key tile and each query head of the group, 32 queries a step: S^T = K Q^T,
 //            dP^T = V dO^T, dv += P^T dO and dk += dS^T Q, the same way; and with
 //            dq_path::fused dq: the step's dS^T through shared memory, dS K added to dq's 32
@@ -69,6 +72,7 @@
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/attention_tc_kernels.cuh>
+#include <tessera/kernels/cuda/attention_tc_wide.cuh>
 #include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/kernels/cuda/ring_attention.cuh>
@@ -101,6 +105,35 @@ inline dq_path default_dq_path() {
   static const dq_path p = dq_path_named(std::getenv("TESSERA_DQ_PATH"));
   return p;
 }
+
+/// Which kernel the tensor-core attention's forward runs: `narrow`, forward_k (4 warps of 16
+/// rows, 64 rows a block; measured on an H200: 236.7 TFLOP/s at 8B's shapes), or `wide`,
+/// forward_wide_k (4 warps of 2 x 16 rows, 128 a block: each K and V fragment feeds both row
+/// tiles; attention_tc_wide.cuh; not yet measured on a GPU). The same results, bit for bit.
+enum class forward_path { narrow, wide };
+
+/// The forward_path named by `value` (TESSERA_ATTENTION_FORWARD's): "narrow", "wide", or
+/// nullptr or empty for the default, narrow; anything else is refused with what to give.
+inline forward_path forward_path_named(const char* value) {
+  const std::string_view v = value ? value : "";
+  if (v.empty() || v == "narrow") return forward_path::narrow;
+  if (v == "wide") return forward_path::wide;
+  throw error("TESSERA_ATTENTION_FORWARD is '" + std::string(v) +
+              "': give 'narrow' (64 rows a block, the default) or 'wide' (128 rows a block, two row tiles a warp)");
+}
+namespace detail {
+inline forward_path& forward_path_setting() {
+  static forward_path p = forward_path_named(std::getenv("TESSERA_ATTENTION_FORWARD"));
+  return p;
+}
+}  // namespace detail
+/// The forward the *_bf16 forwards run when not given one (cuda_bf16_kernels' attention): the
+/// environment variable TESSERA_ATTENTION_FORWARD, read once, or what set_default_forward_path
+/// set since.
+inline forward_path default_forward_path() { return detail::forward_path_setting(); }
+/// Sets the default forward (bench_gpu_llama times a step both ways in one process); not
+/// synchronized: set it before work is launched from several host threads.
+inline void set_default_forward_path(forward_path p) { detail::forward_path_setting() = p; }
 
 namespace detail::tc {
 
@@ -136,8 +169,14 @@ staged stage(const float* x, std::int64_t B, std::int64_t T, std::int64_t N, int
 template <int HD, class Mask>
 void launch_forward(float* out, float* lse, const float* q, const float* k, const float* v, const Mask& mask,
                     std::int64_t B, std::int64_t Tq, std::int64_t Tk, std::int64_t NH, std::int64_t NKV, float scale,
-                    cudaStream_t st) {
+                    forward_path path, cudaStream_t st) {
   const staged ks = stage<HD>(k, B, Tk, NKV, 0, true, false, st), vs = stage<HD>(v, B, Tk, NKV, 2, false, true, st);
+  if (path == forward_path::wide) {
+    allow_shared(forward_wide_k<HD, Mask>, wide_forward_bytes<HD>);
+    TESSERA_LAUNCH(wide_grid(Tq, NH, B), threads, wide_forward_bytes<HD>, st, forward_wide_k<HD, Mask>)(
+        out, lse, q, ks, vs, mask, Tq, Tk, NH, NKV, scale);
+    return;
+  }
   allow_shared(forward_k<HD, Mask>, forward_bytes<HD>);
   TESSERA_LAUNCH(tc_grid(Tq, NH, B), threads, forward_bytes<HD>, st, forward_k<HD, Mask>)(
       out, lse, q, ks, vs, mask, Tq, Tk, NH, NKV, scale);
@@ -186,16 +225,17 @@ inline bool tc_attention_supported(std::int64_t HD) {
   return detail::compute_capability() >= 80 && detail::tc::with_head_dim(HD, [&]<int>() {});
 }
 
-/// attention_forward with bf16 operands on the tensor cores (the top of this file).
+/// attention_forward with bf16 operands on the tensor cores (the top of this file); `path`:
+/// which forward kernel (default_forward_path() when not given).
 inline void attention_forward_bf16(float* out, float* lse, const float* q, const float* k, const float* v,
                                    std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
-                                   cudaStream_t s = nullptr) {
+                                   cudaStream_t s = nullptr, forward_path path = default_forward_path()) {
   if (!tc_attention_supported(HD)) return attention_forward(out, lse, q, k, v, B, T, NH, NKV, HD, s);
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_forward_bf16: bad sizes (NH must be a multiple of NKV)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::tc::with_head_dim(HD, [&]<int Dm>() {
-    detail::tc::launch_forward<Dm>(out, lse, q, k, v, detail::causal_mask{}, B, T, T, NH, NKV, scale, s);
+    detail::tc::launch_forward<Dm>(out, lse, q, k, v, detail::causal_mask{}, B, T, T, NH, NKV, scale, path, s);
   });
   detail::launched("cuda::attention_forward_bf16");
 }
@@ -219,16 +259,19 @@ inline void attention_backward_bf16(float* dq, float* dk, float* dv, const float
   detail::launched("cuda::attention_backward_bf16");
 }
 
-/// attention_block_forward (context parallel) with bf16 operands on the tensor cores.
+/// attention_block_forward (context parallel) with bf16 operands on the tensor cores; `path`
+/// as for attention_forward_bf16.
 inline void attention_block_forward_bf16(float* out_b, float* lse_b, const float* q, const float* k, const float* v,
                                          const cpu::token_span& qs, const cpu::token_span& ks, std::int64_t B,
-                                         std::int64_t NH, std::int64_t NKV, std::int64_t HD, cudaStream_t s = nullptr) {
+                                         std::int64_t NH, std::int64_t NKV, std::int64_t HD, cudaStream_t s = nullptr,
+                                         forward_path path = default_forward_path()) {
   if (!tc_attention_supported(HD)) return attention_block_forward(out_b, lse_b, q, k, v, qs, ks, B, NH, NKV, HD, s);
   check(B > 0 && qs.n > 0 && ks.n > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_block_forward_bf16: bad sizes (NH must be a multiple of NKV)");
   const float scale = 1.0f / sqrtf(static_cast<float>(HD));
   detail::tc::with_head_dim(HD, [&]<int Dm>() {
-    detail::tc::launch_forward<Dm>(out_b, lse_b, q, k, v, detail::mask_of(qs, ks), B, qs.n, ks.n, NH, NKV, scale, s);
+    detail::tc::launch_forward<Dm>(out_b, lse_b, q, k, v, detail::mask_of(qs, ks), B, qs.n, ks.n, NH, NKV, scale, path,
+                                   s);
   });
   detail::launched("cuda::attention_block_forward_bf16");
 }

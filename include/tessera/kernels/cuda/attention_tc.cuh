@@ -65,8 +65,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
@@ -89,14 +91,26 @@ namespace tessera::cuda {
 /// H200 `separate` took 10.6 ms where `fused` took 23.9 (docs/performance.md, "On GPUs").
 enum class dq_path { fused, separate };
 
+namespace detail {
+/// The choice that environment variable `var`'s `value` names: one of `names` (the first when
+/// value is null or empty); anything else is refused with `hint`, what to give.
+template <class E>
+E choice_named(std::string_view var, const char* value, std::initializer_list<std::pair<std::string_view, E>> names,
+               std::string_view hint) {
+  const std::string_view v = value ? value : "";
+  if (v.empty()) return names.begin()->second;
+  for (const auto& [name, e] : names)
+    if (v == name) return e;
+  throw error(std::string(var) + " is '" + std::string(v) + "': " + std::string(hint));
+}
+}  // namespace detail
+
 /// The dq_path named by `value` (TESSERA_DQ_PATH's): "fused", "separate", or nullptr or
 /// empty for the default, separate; anything else is refused with what to give.
 inline dq_path dq_path_named(const char* value) {
-  const std::string_view v = value ? value : "";
-  if (v.empty() || v == "separate") return dq_path::separate;
-  if (v == "fused") return dq_path::fused;
-  throw error("TESSERA_DQ_PATH is '" + std::string(v) +
-              "': give 'separate' (dq from its own kernel, the default) or 'fused' (dq inside the dk/dv kernel)");
+  return detail::choice_named<dq_path>(
+      "TESSERA_DQ_PATH", value, {{"separate", dq_path::separate}, {"fused", dq_path::fused}},
+      "give 'separate' (dq from its own kernel, the default) or 'fused' (dq inside the dk/dv kernel)");
 }
 /// The path the *_bf16 backwards take when not given one (cuda_bf16_kernels' attention): the
 /// environment variable TESSERA_DQ_PATH, read once -- a switch between the two without a
@@ -115,11 +129,9 @@ enum class forward_path { narrow, wide };
 /// The forward_path named by `value` (TESSERA_ATTENTION_FORWARD's): "narrow", "wide", or
 /// nullptr or empty for the default, narrow; anything else is refused with what to give.
 inline forward_path forward_path_named(const char* value) {
-  const std::string_view v = value ? value : "";
-  if (v.empty() || v == "narrow") return forward_path::narrow;
-  if (v == "wide") return forward_path::wide;
-  throw error("TESSERA_ATTENTION_FORWARD is '" + std::string(v) +
-              "': give 'narrow' (64 rows a block, the default) or 'wide' (128 rows a block, two row tiles a warp)");
+  return detail::choice_named<forward_path>(
+      "TESSERA_ATTENTION_FORWARD", value, {{"narrow", forward_path::narrow}, {"wide", forward_path::wide}},
+      "give 'narrow' (64 rows a block, the default) or 'wide' (128 rows a block, two row tiles a warp)");
 }
 namespace detail {
 inline forward_path& forward_path_setting() {

@@ -71,6 +71,27 @@ struct wide_query_block {
   }
 };
 
+/// acc[i] += a_i b for the warp's M row tiles i: a_i [16 x K] by a_of(frag, i, kk) (the A
+/// fragment of its k-step kk), b [K x N] by b_of(b0, b1, n, kk) (the B fragments of n-tiles n
+/// and n + 1) -- each B fragment loaded once for all M tiles, each accumulator summed over kk
+/// in order (accumulate_product's order for one tile).
+template <int M, int K, int N, class A, class B>
+__device__ inline void tiles_product(float (&acc)[M][N / 8][4], A&& a_of, B&& b_of) {
+  TESSERA_UNROLL
+  for (int kk = 0; kk < K / 16; ++kk) {
+    u32 a[M][4];
+    TESSERA_UNROLL
+    for (int i = 0; i < M; ++i) a_of(a[i], i, kk);
+    TESSERA_UNROLL
+    for (int n = 0; n < N / 8; n += 2) {
+      u32 b0[2], b1[2];
+      b_of(b0, b1, n, kk);
+      TESSERA_UNROLL
+      for (int i = 0; i < M; ++i) mma(acc[i][n], a[i], b0), mma(acc[i][n + 1], a[i], b1);
+    }
+  }
+}
+
 /// Forward with two row tiles a warp (above): block (128 queries, head, batch); Q in shared
 /// memory, S = Q K^T, P and O of both tiles in registers; key tiles of the staged k (rows) and
 /// v (transposed) through two shared-memory stages. Out and lse as forward_k's.
@@ -115,19 +136,9 @@ __global__ void __launch_bounds__(threads, 2)
     const bf* Kst = K_of(stage);
     const bf* Vst = Vt_of(stage);
     float s[M][cols / 8][4] = {};
-    TESSERA_UNROLL
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      u32 qa[M][4];
-      TESSERA_UNROLL
-      for (int i = 0; i < M; ++i) ldsm_a(qa[i], Q, LR, rows * i + 16 * w, 16 * kk, lane);
-      TESSERA_UNROLL
-      for (int n = 0; n < cols / 8; n += 2) {
-        u32 k0[2], k1[2];
-        ldsm_bt2(k0, k1, Kst, LR, 8 * n, 16 * kk, lane);
-        TESSERA_UNROLL
-        for (int i = 0; i < M; ++i) mma(s[i][n], qa[i], k0), mma(s[i][n + 1], qa[i], k1);
-      }
-    }
+    tiles_product<M, HD, cols>(
+        s, [&](u32(&a)[4], int i, int kk) { ldsm_a(a, Q, LR, rows * i + 16 * w, 16 * kk, lane); },
+        [&](u32(&b0)[2], u32(&b1)[2], int n, int kk) { ldsm_bt2(b0, b1, Kst, LR, 8 * n, 16 * kk, lane); });
     // the online softmax of each row tile, as forward_k's
     const bool whole = mask.sees_all(t0, s0 + cols - 1) && s0 + cols <= end;
     TESSERA_UNROLL
@@ -172,20 +183,10 @@ __global__ void __launch_bounds__(threads, 2)
         TESSERA_UNROLL
         for (int e = 0; e < 4; ++e) o[i][n][e] *= corr[e / 2];
     }
-    // O += P V: each V fragment for both row tiles (accumulate_product's order for each)
-    TESSERA_UNROLL
-    for (int kk = 0; kk < cols / 16; ++kk) {
-      u32 a[M][4];
-      TESSERA_UNROLL
-      for (int i = 0; i < M; ++i) c_to_a(a[i], s[i][2 * kk], s[i][2 * kk + 1]);
-      TESSERA_UNROLL
-      for (int n = 0; n < HD / 8; n += 2) {
-        u32 b0[2], b1[2];
-        ldsm_bt2(b0, b1, Vst, ldt, 8 * n, 16 * kk, lane);
-        TESSERA_UNROLL
-        for (int i = 0; i < M; ++i) mma(o[i][n], a[i], b0), mma(o[i][n + 1], a[i], b1);
-      }
-    }
+    // O += P V: S's accumulators, rounded, as P's A fragments
+    tiles_product<M, cols, HD>(
+        o, [&](u32(&a)[4], int i, int kk) { c_to_a(a, s[i][2 * kk], s[i][2 * kk + 1]); },
+        [&](u32(&b0)[2], u32(&b1)[2], int n, int kk) { ldsm_bt2(b0, b1, Vst, ldt, 8 * n, 16 * kk, lane); });
     __syncthreads();  // every warp is done with this stage before it is loaded again
     s0 = next;
   }

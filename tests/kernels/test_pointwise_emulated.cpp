@@ -177,17 +177,24 @@ TEST_CASE("emulated CUDA kernels: RMSNorm forward and backward (block reductions
 
 TEST_CASE("emulated CUDA kernels: cross-entropy in place, ignored targets, and the vocabulary-parallel phases") {
   const std::int64_t N = 6, V = 700;
-  const auto logits = randn(N * V, 4, 3.0f);
   const std::vector<std::int32_t> targets{3, 699, -1, 0, 350, 42};  // one ignored
   const std::int64_t count = cpu::count_targets(targets.data(), N, V);
   const float scale = 1.0f / static_cast<float>(count);
-  std::vector<float> d = logits, losses(N), ed(N * V), el(N);  // dlogits over the logits, as the model calls it
-  emu::launch(rows_grid(N), k::threads, 0,
-              [&] { k::cross_entropy_k(d.data(), losses.data(), d.data(), targets.data(), V, scale); });
-  cpu::cross_entropy_forward_backward(ed.data(), el.data(), logits.data(), targets.data(), N, V);
-  CHECK(worst(d, ed) <= 2e-6);
-  CHECK(worst(losses, el) <= 1e-5);
-  CHECK(losses[2] == 0.0f);
+  // rows of 700 (groups of 4, 16-byte aligned) and of 701 (one by one); a row's max late in it
+  // (the running sums rescaled)
+  for (const std::int64_t Vr : {V, V + 1}) {
+    CAPTURE(Vr);
+    auto x = randn(N * Vr, 4, 3.0f);
+    x[static_cast<std::size_t>(Vr - 2)] = 12.0f;
+    std::vector<float> d = x, losses(N), ed(N * Vr), el(N);  // dlogits over the logits, as the model calls it
+    emu::launch(rows_grid(N), k::threads, 0,
+                [&] { k::cross_entropy_k(d.data(), losses.data(), d.data(), targets.data(), Vr, scale); });
+    cpu::cross_entropy_forward_backward(ed.data(), el.data(), x.data(), targets.data(), N, Vr);
+    CHECK(worst(d, ed) <= 2e-6);
+    CHECK(worst(losses, el) <= 1e-5);
+    CHECK(losses[2] == 0.0f);
+  }
+  const auto logits = randn(N * V, 4, 3.0f);
   // loss parallel: shards [0, 300) and [300, 700); each phase on each shard
   for (const auto& part : {std::pair<std::int64_t, std::int64_t>{0, 300}, {300, 400}}) {
     const std::int64_t v0 = part.first, Vl = part.second;  // (clang 14 captures no structured binding)

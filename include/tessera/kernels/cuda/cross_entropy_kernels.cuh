@@ -18,6 +18,28 @@
 #include <tessera/kernels/pointwise.hpp>
 
 namespace tessera::cuda::detail {
+/// y[v] = f(x[v], v) over a row of V elements, this thread's part: by fours (16-byte loads and
+/// stores, each group read whole before it is written: y may be x) where both rows are 16-byte
+/// aligned and V a multiple of 4, else one by one. y null: f(x[v], v) only reads.
+template <class F>
+__device__ inline void over_row(float* y, const float* x, std::int64_t V, F&& f) {
+  const auto at16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
+  if (at16(x) && at16(y) && V % 4 == 0) {
+    for (std::int64_t i = threadIdx.x; i < V / 4; i += threads) {
+      f32_group<4> g = reinterpret_cast<const f32_group<4>*>(x)[i];
+      for (int j = 0; j < 4; ++j) g.v[j] = f(g.v[j], 4 * i + j);
+      if (y) reinterpret_cast<f32_group<4>*>(y)[i] = g;
+    }
+  } else {
+    for (std::int64_t v = threadIdx.x; v < V; v += threads) {
+      const float r = f(x[v], v);
+      if (y) y[v] = r;
+    }
+  }
+}
+/// One block per row: the row's max and sum of e^(x - max) in one pass (each thread's running
+/// max and sum, rescaled when its max grows, then combined by two block reductions in a fixed
+/// order), then dlogits in a second.
 static __global__ void cross_entropy_k(float* dlogits, float* losses, const float* logits, const std::int32_t* targets,
                                 std::int64_t V, float scale) {
   __shared__ float sh[threads];
@@ -25,17 +47,20 @@ static __global__ void cross_entropy_k(float* dlogits, float* losses, const floa
   const float* x = logits + row * V;
   float* d = dlogits + row * V;
   const std::int32_t t = targets[row];
-  float m = -3.402823466e38f;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads) m = x[v] > m ? x[v] : m;
-  m = block_max(m, sh);
-  float s = 0;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads) s += pointwise::fast_exp(x[v] - m);
-  const float lse = m + logf(block_sum(s, sh));
+  float m = -3.402823466e38f, s = 0.0f;
+  over_row(nullptr, x, V, [&](float xv, std::int64_t) {
+    if (xv > m) s = s * pointwise::fast_exp(m - xv) + 1.0f, m = xv;
+    else s += pointwise::fast_exp(xv - m);
+    return xv;
+  });
+  const float mx = block_max(m, sh);
+  const float lse = mx + logf(block_sum(s * pointwise::fast_exp(m - mx), sh));
   const float xt = t >= 0 ? x[t] : 0.0f;  // every thread reads it before any writes the row
   __syncthreads();
   if (threadIdx.x == 0) losses[row] = t >= 0 ? lse - xt : 0.0f;
-  for (std::int64_t v = threadIdx.x; v < V; v += threads)
-    d[v] = t < 0 ? 0.0f : scale * pointwise::fast_exp(x[v] - lse) - (v == t ? scale : 0.0f);
+  over_row(d, x, V, [&](float xv, std::int64_t v) {
+    return t < 0 ? 0.0f : scale * pointwise::fast_exp(xv - lse) - (v == t ? scale : 0.0f);
+  });
 }
 
 static __global__ void ce_shard_row_max_k(float* rowmax, const float* logits, std::int64_t Vl) {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <vector>
 
+#include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/attention.hpp>
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
@@ -61,6 +62,12 @@ TEST_CASE("gradient rule: parameter gradients accumulate, input gradients as doc
   check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 0, rule::accumulates, "matmul dinp");
   check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 1, rule::accumulates, "matmul dweight");
   check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mm, 2, rule::accumulates, "matmul dbias");
+  auto mmw = [&](std::vector<std::vector<float>>& g) {  // write_dinp: dinp written, the rest as before
+    matmul_backward(g[0].data(), g[1].data(), g[2].data(), dout.data(), inp.data(), w.data(), N, C, OC, true);
+  };
+  check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mmw, 0, rule::writes, "matmul dinp, written");
+  check_rule({std::size_t(N * C), std::size_t(OC * C), std::size_t(OC)}, mmw, 1, rule::accumulates,
+             "matmul dweight, dinp written");
 
   const auto nw = randn(C, 4), dn = randn(N * C, 5);
   std::vector<float> out(N * C), rstd(N);
@@ -119,6 +126,27 @@ TEST_CASE("gradient rule: parameter gradients accumulate, input gradients as doc
     cross_entropy_backward(g[0].data(), logits.data(), tg.data(), N, V);
   };
   check_rule({std::size_t(N * V)}, ce, 0, rule::writes, "cross_entropy dlogits");
+}
+
+TEST_CASE("the composed feed-forward backward (the bf16 and CUDA backends') writes its scratch before it reads it") {
+  // dact = dout . w2 is written over the scratch (K::matmul_backward with write_dinp), not
+  // added to a zeroed one: a scratch of NaNs gives the same gradients as a zeroed one
+  const std::int64_t N = 6, C = 8, H = 12;
+  const auto inp = randn(N * C, 1), w1 = randn(H * C, 6), w3 = randn(H * C, 7), w2 = randn(C * H, 8),
+             dff = randn(N * C, 9);
+  using K = tessera::cpu_bf16_kernels;
+  std::vector<float> h1(N * H), h3(N * H), act(N * H), ffo(N * C);
+  K::feed_forward_forward(ffo.data(), h1.data(), h3.data(), act.data(), inp.data(), w1.data(), w3.data(), w2.data(), N,
+                          C, H);
+  const auto run = [&](float fill) {
+    std::vector<float> scratch(2 * N * H, fill), din(N * C), d1(H * C), d3(H * C), d2(C * H);
+    K::feed_forward_backward(din.data(), d1.data(), d3.data(), d2.data(), dff.data(), inp.data(), h1.data(), h3.data(),
+                             act.data(), w1.data(), w3.data(), w2.data(), N, C, H, scratch.data());
+    return std::vector<std::vector<float>>{din, d1, d3, d2};
+  };
+  const auto zeroed = run(0.0f), nans = run(std::nanf(""));
+  CHECK(zeroed == nans);
+  CHECK(zeroed[0] != std::vector<float>(N * C));  // it computed
 }
 
 TEST_CASE("fast_exp: NaN in, NaN out (no NaN-to-int conversion: UBSan runs this in CI)") {

@@ -109,10 +109,11 @@ struct bf16_operand_linears {
     const linear_out l{out, w, OC};
     matmuls_forward(inp, N, C, {&l, 1});
   }
+  /// With write_dinp, dinp = dout . w: what dinp held is not read.
   static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                              std::int64_t N, std::int64_t C, std::int64_t OC) {
+                              std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp = false) {
     const linear_grad l{dw, dout, w, OC};
-    matmuls_backward(dinp, inp, N, C, {&l, 1});
+    backward(dinp, inp, N, C, {&l, 1}, write_dinp);
   }
   static void matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls) {
     if (ls.empty()) return;
@@ -121,15 +122,22 @@ struct bf16_operand_linears {
   }
   static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
                                std::span<const linear_grad> ls) {
-    const bool dw = std::any_of(ls.begin(), ls.end(), [](const linear_grad& l) { return l.dw != nullptr; });
-    const auto* x = dw ? K::operand(inp, N * C, 1) : nullptr;
-    for (const linear_grad& l : ls)
-      if (dinp || l.dw)
-        K::operand_backward(dinp, l.dw, K::operand(l.dout, N * l.OC, 0), l.dw ? x : nullptr,
-                            dinp ? weight(l.w, l.OC * C, 2, false) : nullptr, N, C, l.OC);
+    backward(dinp, inp, N, C, ls, false);
   }
 
  private:
+  /// The group's backward; write_dinp: the first linear writes dinp, the rest add to it.
+  static void backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_grad> ls,
+                       bool write_dinp) {
+    const bool dw = std::any_of(ls.begin(), ls.end(), [](const linear_grad& l) { return l.dw != nullptr; });
+    const auto* x = dw ? K::operand(inp, N * C, 1) : nullptr;
+    for (const linear_grad& l : ls)
+      if (dinp || l.dw) {
+        K::operand_backward(dinp, l.dw, K::operand(l.dout, N * l.OC, 0), l.dw ? x : nullptr,
+                            dinp ? weight(l.w, l.OC * C, 2, false) : nullptr, N, C, l.OC, write_dinp);
+        write_dinp = false;
+      }
+  }
   /// Weight w [n]'s operand: from the active store (a forward rounds it there, a backward
   /// finds the forward's copy), else rounded into scratch slot `slot`.
   static auto weight(const float* w, std::int64_t n, int slot, bool forward) {
@@ -157,10 +165,9 @@ struct composed_feed_forward {
                                     const float* inp, const float* h1, const float* h3, const float* act,
                                     const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
                                     std::int64_t H, float* scratch) {
-    float* dh1 = scratch;  // dact first, dh1 over it
+    float* dh1 = scratch;  // dact first (written: no zeroing), dh1 over it
     float* dh3 = scratch + N * H;
-    K::zero(dh1, N * H);
-    K::matmul_backward(dh1, dw2, dout, act, w2, N, H, C);
+    K::matmul_backward(dh1, dw2, dout, act, w2, N, H, C, true);
     K::swiglu_backward(dh1, dh3, dh1, h1, h3, N * H);
     const linear_grad in13[] = {{dw1, dh1, w1, H}, {dw3, dh3, w3, H}};
     K::matmuls_backward(dinp, inp, N, C, in13);
@@ -213,8 +220,8 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
     cpu::matmul_forward(out, inp, w, nullptr, N, C, OC);
   }
   static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                              std::int64_t N, std::int64_t C, std::int64_t OC) {
-    cpu::matmul_backward(dinp, dw, nullptr, dout, inp, w, N, C, OC);
+                              std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp = false) {
+    cpu::matmul_backward(dinp, dw, nullptr, dout, inp, w, N, C, OC, write_dinp);
   }
   static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
@@ -400,8 +407,8 @@ struct cpu_bf16_kernels : cpu_kernels,
     cpu_kernels::matmul_forward(out, inp, w, N, C, OC);
   }
   static void operand_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                               std::int64_t N, std::int64_t C, std::int64_t OC) {
-    cpu_kernels::matmul_backward(dinp, dw, dout, inp, w, N, C, OC);
+                               std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp) {
+    cpu_kernels::matmul_backward(dinp, dw, dout, inp, w, N, C, OC, write_dinp);
   }
   /// The operands' type: bf16 values widened back to f32.
   using operand_type = float;

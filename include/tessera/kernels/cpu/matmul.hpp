@@ -138,12 +138,13 @@ inline void matmul_forward(float* out, const float* inp, const float* weight, co
   gemm(false, true, N, OC, C, 1.0f, inp, C, weight, C, bias ? 1.0f : 0.0f, out, OC);
 }
 
-/// Accumulates dinp += dout . weight, dweight += dout^T . inp, dbias += colsum(dout).
-/// Any of dinp, dweight, dbias may be nullptr.
+/// Accumulates dinp += dout . weight, dweight += dout^T . inp, dbias += colsum(dout) (with
+/// write_dinp, dinp = dout . weight: what it held is not read). Any of dinp, dweight, dbias may
+/// be nullptr.
 inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                             const float* inp, const float* weight, std::int64_t N, std::int64_t C,
-                            std::int64_t OC) {
-  if (dinp) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, 1.0f, dinp, C);
+                            std::int64_t OC, bool write_dinp = false) {
+  if (dinp) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, write_dinp ? 0.0f : 1.0f, dinp, C);
   if (dweight) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) {
     parallel_for(OC, [&](std::int64_t b, std::int64_t e) {

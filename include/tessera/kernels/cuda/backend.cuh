@@ -59,8 +59,8 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     cuda::matmul_forward(blas(), out, inp, w, N, C, OC);
   }
   static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                              std::int64_t N, std::int64_t C, std::int64_t OC) {
-    cuda::matmul_backward(blas(), dinp, dw, dout, inp, w, N, C, OC);
+                              std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp = false) {
+    cuda::matmul_backward(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp);
   }
   static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
@@ -286,8 +286,8 @@ struct cuda_bf16_kernels : cuda_kernels,
     cuda::matmul_forward<bf16>(blas(), out, inp, w, N, C, OC);
   }
   static void operand_backward(float* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w,
-                               std::int64_t N, std::int64_t C, std::int64_t OC) {
-    cuda::matmul_backward<bf16>(blas(), dinp, dw, dout, inp, w, N, C, OC);
+                               std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp) {
+    cuda::matmul_backward<bf16>(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp);
   }
   /// x rounded to bf16 in this thread's bf16 scratch slot i.
   static const bf16* operand(const float* x, std::int64_t n, int i) {

@@ -170,8 +170,8 @@ void matmul_forward(blas& b, float* out, const T* inp, const T* w, std::int64_t 
 /// null), as cpu::matmul_backward without a bias.
 template <class T>
 void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* inp, const T* w, std::int64_t N,
-                     std::int64_t C, std::int64_t OC) {
-  if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, 1.0f, dinp, C);
+                     std::int64_t C, std::int64_t OC, bool write_dinp = false) {
+  if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, write_dinp ? 0.0f : 1.0f, dinp, C);
   if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
 }
 

@@ -23,8 +23,7 @@ namespace tessera::cuda::detail {
 /// aligned and V a multiple of 4, else one by one. y null: f(x[v], v) only reads.
 template <class F>
 __device__ inline void over_row(float* y, const float* x, std::int64_t V, F&& f) {
-  const auto at16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };
-  if (at16(x) && at16(y) && V % 4 == 0) {
+  if (aligned(x, 16) && aligned(y, 16) && V % 4 == 0) {
     for (std::int64_t i = threadIdx.x; i < V / 4; i += threads) {
       f32_group<4> g = reinterpret_cast<const f32_group<4>*>(x)[i];
       for (int j = 0; j < 4; ++j) g.v[j] = f(g.v[j], 4 * i + j);

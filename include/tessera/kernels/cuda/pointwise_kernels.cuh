@@ -49,8 +49,10 @@ template <int V>
 struct alignas(V) u8_group {
   std::uint8_t v[V];
 };
-/// Whether p is a multiple of `bytes` (a power of two).
-inline bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
+/// Whether p is a multiple of `bytes` (a power of two); host launchers and row kernels ask it.
+__host__ __device__ inline bool aligned(const void* p, std::size_t bytes) {
+  return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
 /// Calls launch(std::integral_constant<int, V>, first, count) to cover n elements: in groups of
 /// 4 (V = 4, `count` groups from element 0) when `grouped` (the pointers aligned for them),
 /// then what is left one by one (V = 1) -- how the memory-bound kernels are launched.

@@ -16,6 +16,7 @@
 #include <tessera/kernels/cpu/cross_entropy.hpp>
 #include <tessera/kernels/cpu/detail/vec_math.hpp>
 #include <tessera/kernels/cpu/embedding.hpp>
+#include <tessera/kernels/cpu/float8_linear.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
 #include <tessera/kernels/cpu/rmsnorm.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
@@ -152,4 +153,63 @@ TEST_CASE("the composed feed-forward backward (the bf16 and CUDA backends') writ
 TEST_CASE("fast_exp: NaN in, NaN out (no NaN-to-int conversion: UBSan runs this in CI)") {
   CHECK(std::isnan(tessera::cpu::detail::fast_exp(std::nanf(""))));
   CHECK(std::abs(tessera::cpu::detail::fast_exp(1.0f) - std::exp(1.0f)) <= 1e-6f * std::exp(1.0f));
+}
+
+namespace {
+/// `backward(g, write)` with write_dinp on a dinp (g[0]) of NaNs gives the same bits as without
+/// it on a zeroed one: dinp is written, not read, and the other gradients are unchanged.
+void check_written(const std::vector<std::size_t>& sizes,
+                   const std::function<void(std::vector<std::vector<float>>&, bool)>& backward, const char* what) {
+  std::vector<std::vector<float>> zeroed, nans;
+  for (std::size_t n : sizes) zeroed.emplace_back(n, 0.0f), nans.emplace_back(n, 0.0f);
+  nans[0].assign(sizes[0], std::nanf(""));
+  backward(zeroed, false);
+  backward(nans, true);
+  CHECK_MESSAGE(nans == zeroed, what);
+  CHECK_MESSAGE(zeroed[0] != std::vector<float>(sizes[0]), what);  // it computed
+}
+}  // namespace
+
+TEST_CASE_TEMPLATE("write_dinp through the groups, the feed-forward and Float8: dinp written, the weights' gradients "
+                   "as before", K, tessera::cpu_kernels, tessera::cpu_bf16_kernels) {
+  // The block's regions write their input gradients' scratch (datt, dfull) instead of
+  // zeroing it and adding: each path that takes write_dinp writes dinp -- what it held is not
+  // read -- and leaves the weight gradients' rule alone.
+  const std::int64_t N = 6, C = 8, H = 12, OC = 5;
+  const auto inp = randn(N * C, 1), wq = randn(OC * C, 2), wk = randn(H * C, 3), dq = randn(N * OC, 4),
+             dk = randn(N * H, 5);
+  auto group = [&](std::vector<std::vector<float>>& g, bool write) {
+    const tessera::linear_grad ls[] = {{g[1].data(), dq.data(), wq.data(), OC}, {g[2].data(), dk.data(), wk.data(), H}};
+    K::matmuls_backward(g[0].data(), inp.data(), N, C, ls, write);
+  };
+  check_written({std::size_t(N * C), std::size_t(OC * C), std::size_t(H * C)}, group, "a group");
+  auto one = [&](std::vector<std::vector<float>>& g, bool write) {  // and without the weights' gradients
+    const tessera::linear_grad ls[] = {{nullptr, dq.data(), wq.data(), OC}, {nullptr, dk.data(), wk.data(), H}};
+    K::matmuls_backward(g[0].data(), inp.data(), N, C, ls, write);
+  };
+  check_written({std::size_t(N * C)}, one, "a group without weight gradients");
+  std::vector<float> din(N * C, std::nanf(""));
+  K::matmuls_backward(din.data(), inp.data(), N, C, {}, true);
+  CHECK(din == std::vector<float>(N * C));  // no linear: written means zeroed
+
+  const auto w1 = randn(H * C, 6), w3 = randn(H * C, 7), w2 = randn(C * H, 8), dff = randn(N * C, 9);
+  std::vector<float> h1(N * H), h3(N * H), act(N * H), ffo(N * C), scratch(2 * N * H);
+  K::feed_forward_forward(ffo.data(), h1.data(), h3.data(), act.data(), inp.data(), w1.data(), w3.data(), w2.data(), N,
+                          C, H);
+  auto ff = [&](std::vector<std::vector<float>>& g, bool write) {
+    K::feed_forward_backward(g[0].data(), g[1].data(), g[2].data(), g[3].data(), dff.data(), inp.data(), h1.data(),
+                             h3.data(), act.data(), w1.data(), w3.data(), w2.data(), N, C, H, scratch.data(), write);
+  };
+  check_written({std::size_t(N * C), std::size_t(H * C), std::size_t(H * C), std::size_t(C * H)}, ff, "feed-forward");
+
+  if constexpr (K::float8) {
+    const f8_linear_casts c = f8_linear_casts_of(f8_recipe::rowwise);
+    std::vector<float> a(static_cast<std::size_t>(f8_linear_buffer_a(N, C, OC))),
+        b(static_cast<std::size_t>(f8_linear_buffer_b(N, C, OC)));
+    auto f8 = [&](std::vector<std::vector<float>>& g, bool write) {
+      K::f8_matmul_backward(g[0].data(), g[1].data(), dq.data(), inp.data(), wq.data(), N, C, OC, c, a.data(), b.data(),
+                            f8_split::none, f8_local_amax{}, write);
+    };
+    check_written({std::size_t(N * C), std::size_t(OC * C)}, f8, "Float8");
+  }
 }

@@ -81,16 +81,21 @@ struct linear_grad {
 
 /// Linears that share their input, as backend K's own GEMMs one after the other (K derives
 /// from composed_linears<K>): K::matmuls_forward / matmuls_backward for a backend whose GEMMs
-/// read the input as it is. dinp accumulates in the group's order.
+/// read the input as it is. dinp accumulates in the group's order; with write_dinp the first
+/// linear writes it (a group without linears then zeroes it), so what it held is not read.
 template <class K>
 struct composed_linears {
   static void matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls) {
     for (const linear_out& l : ls) K::matmul_forward(l.out, inp, l.w, N, C, l.OC);
   }
   static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
-                               std::span<const linear_grad> ls) {
-    for (const linear_grad& l : ls)
-      if (dinp || l.dw) K::matmul_backward(dinp, l.dw, l.dout, inp, l.w, N, C, l.OC);
+                               std::span<const linear_grad> ls, bool write_dinp = false) {
+    for (const linear_grad& l : ls) {
+      if (!dinp && !l.dw) continue;
+      K::matmul_backward(dinp, l.dw, l.dout, inp, l.w, N, C, l.OC, write_dinp);
+      write_dinp = false;
+    }
+    if (write_dinp && dinp) K::zero(dinp, N * C);
   }
 };
 
@@ -120,9 +125,10 @@ struct bf16_operand_linears {
     const auto* x = K::operand(inp, N * C, 0);
     for (const linear_out& l : ls) K::operand_forward(l.out, x, weight(l.w, l.OC * C, 1, true), N, C, l.OC);
   }
+  /// With write_dinp, as composed_linears'.
   static void matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
-                               std::span<const linear_grad> ls) {
-    backward(dinp, inp, N, C, ls, false);
+                               std::span<const linear_grad> ls, bool write_dinp = false) {
+    backward(dinp, inp, N, C, ls, write_dinp);
   }
 
  private:
@@ -137,6 +143,7 @@ struct bf16_operand_linears {
                             dinp ? weight(l.w, l.OC * C, 2, false) : nullptr, N, C, l.OC, write_dinp);
         write_dinp = false;
       }
+    if (write_dinp && dinp) K::zero(dinp, N * C);
   }
   /// Weight w [n]'s operand: from the active store (a forward rounds it there, a backward
   /// finds the forward's copy), else rounded into scratch slot `slot`.
@@ -160,17 +167,17 @@ struct composed_feed_forward {
     K::swiglu_forward(act, h1, h3, N * H);
     K::matmul_forward(out, act, w2, N, H, C);
   }
-  /// dinp and the weight gradients accumulate; `scratch` 2 N H floats.
+  /// dinp (written with write_dinp) and the weight gradients accumulate; `scratch` 2 N H floats.
   static void feed_forward_backward(float* dinp, float* dw1, float* dw3, float* dw2, const float* dout,
                                     const float* inp, const float* h1, const float* h3, const float* act,
                                     const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
-                                    std::int64_t H, float* scratch) {
+                                    std::int64_t H, float* scratch, bool write_dinp = false) {
     float* dh1 = scratch;  // dact first (written: no zeroing), dh1 over it
     float* dh3 = scratch + N * H;
     K::matmul_backward(dh1, dw2, dout, act, w2, N, H, C, true);
     K::swiglu_backward(dh1, dh3, dh1, h1, h3, N * H);
     const linear_grad in13[] = {{dw1, dh1, w1, H}, {dw3, dh3, w3, H}};
-    K::matmuls_backward(dinp, inp, N, C, in13);
+    K::matmuls_backward(dinp, inp, N, C, in13, write_dinp);
   }
 };
 
@@ -276,8 +283,8 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
   static void feed_forward_backward(float* dinp, float* dw1, float* dw3, float* dw2, const float* dout,
                                     const float* inp, const float* h1, const float* h3, const float* act,
                                     const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
-                                    std::int64_t H, float* scratch) {
-    cpu::feed_forward_backward(dinp, dw1, dw3, dw2, dout, inp, h1, h3, act, w1, w3, w2, N, C, H, scratch);
+                                    std::int64_t H, float* scratch, bool write_dinp = false) {
+    cpu::feed_forward_backward(dinp, dw1, dw3, dw2, dout, inp, h1, h3, act, w1, w3, w2, N, C, H, scratch, write_dinp);
   }
   static void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
                                 std::int64_t V, std::int64_t v0, std::int64_t Vl, std::int64_t C) {
@@ -311,8 +318,9 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
   template <class Reduce>
   static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                                  std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
-                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce) {
-    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce);
+                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce,
+                                 bool write_dinp = false) {
+    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce, write_dinp);
   }
   /// Float8's FP8 all-gather of a weight block (parallel/fsdp.hpp): *amax = max |x[i]| over
   /// n values, then the codes of x under one scale and back; amax and scale in this

@@ -118,17 +118,19 @@ void linear_forward(float* out, const float* in, const float* W, std::int64_t N,
     part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
 }
-/// din += dout . W, dW += dout^T . in for linear `r` (either may be nullptr), as linear_forward.
+/// din += dout . W (with write_din, din = dout . W: what it held is not read), dW += dout^T . in
+/// for linear `r` (either may be nullptr), as linear_forward.
 template <class K = cpu_kernels, class Hooks>
 void linear_backward(float* din, float* dW, const float* dout, const float* in, const float* W, std::int64_t N,
                      std::int64_t C, std::int64_t OC, param_role r, const llama_dims& d,
-                     basic_block_scratch<typename K::space>& k, Hooks& h, const f8_part_reduce<K>& part = {}) {
-  if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC);
+                     basic_block_scratch<typename K::space>& k, Hooks& h, const f8_part_reduce<K>& part = {},
+                     bool write_din = false) {
+  if (!d.f8.covers(r)) return K::matmul_backward(din, dW, dout, in, W, N, C, OC, write_din);
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8) {
     const auto f8 = [&](auto&& reduce) {
       K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
-                            f8_split_of(r, d), reduce);
+                            f8_split_of(r, d), reduce, write_din);
     };
     part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
@@ -158,27 +160,28 @@ struct grouped_grad {
   param_role r;
   linear_grad l;
 };
-/// The group's backward, din accumulating in the group's order: one K::matmuls_backward when
-/// none is Float8, else one by one.
-/// `parts` (async TP's part of a region): each linear's amax reduction, in the group's order.
+/// The group's backward, din accumulating in the group's order (with write_din, written by the
+/// first: what it held is not read): one K::matmuls_backward when none is Float8, else one by
+/// one. `parts` (async TP's part of a region): each linear's amax reduction, in the group's order.
 template <class K = cpu_kernels, class Hooks>
 void grouped_backward(float* din, const float* in, std::int64_t N, std::int64_t C,
                       std::initializer_list<grouped_grad> g, const llama_dims& d,
                       basic_block_scratch<typename K::space>& k, Hooks& h,
-                      std::span<const f8_part_reduce<K>> parts = {}) {
+                      std::span<const f8_part_reduce<K>> parts = {}, bool write_din = false) {
   std::array<linear_grad, 3> ls{};
   std::size_t n = 0, i = 0;
   const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_grad& x) { return d.f8.covers(x.r); });
   for (const grouped_grad& x : g) {
     const f8_part_reduce<K> part = i < parts.size() ? parts[i] : f8_part_reduce<K>{};
     ++i;
-    if (f8) {
-      if (din || x.l.dw) linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h, part);
-    } else {
+    if (!f8) {
       ls.at(n++) = x.l;
+    } else if (din || x.l.dw) {
+      linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h, part, write_din);
+      write_din = false;
     }
   }
-  K::matmuls_backward(din, in, N, C, std::span<const linear_grad>(ls.data(), n));
+  K::matmuls_backward(din, in, N, C, std::span<const linear_grad>(ls.data(), n), write_din);
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).
@@ -192,22 +195,21 @@ void feed_forward_forward(float* out, float* h1, float* h3, float* act, const fl
   K::swiglu_forward(act, h1, h3, N * F);
   linear_forward<K>(out, act, w.w2, N, F, D, param_role::ffn_w2, d, k, h);
 }
-/// Accumulates din [N, D] and the weight gradients of g that are not nullptr; leaves dh1, dh3
-/// in k.ffn.
+/// Accumulates din [N, D] (with write_din, writes it) and the weight gradients of g that are
+/// not nullptr; leaves dh1, dh3 in k.ffn.
 template <class K = cpu_kernels, class Hooks>
 void feed_forward_backward(float* din, float* dw1, float* dw3, float* dw2, const float* dout, const float* in,
                            const basic_block_saved<typename K::space>& s, const block_params& w, const llama_dims& d,
-                           basic_block_scratch<typename K::space>& k, Hooks& h) {
+                           basic_block_scratch<typename K::space>& k, Hooks& h, bool write_din = false) {
   const std::int64_t N = d.N(), D = d.D, F = d.F;
   if (!d.f8.any())
     return K::feed_forward_backward(din, dw1, dw3, dw2, dout, in, s.h1.data(), s.h3.data(), s.act.data(), w.w1,
-                                    w.w3, w.w2, N, D, F, k.ffn.data());
-  float* dh1 = k.ffn.data();  // dact, then dh1 in place
+                                    w.w3, w.w2, N, D, F, k.ffn.data(), write_din);
+  float* dh1 = k.ffn.data();  // dact (written), then dh1 in place
   float* dh3 = dh1 + N * F;
-  K::zero(dh1, N * F);
-  linear_backward<K>(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
+  linear_backward<K>(dh1, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h, {}, true);
   K::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
-  linear_backward<K>(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h);
+  linear_backward<K>(din, dw1, dh1, in, w.w1, N, D, F, param_role::ffn_w1, d, k, h, {}, write_din);
   linear_backward<K>(din, dw3, dh3, in, w.w3, N, D, F, param_role::ffn_w3, d, k, h);
 }
 
@@ -318,18 +320,16 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
   float* dfull = k.dfull.data();
   const bool whole_in = runs_whole(d.f8, tp_region::w13), whole_out = runs_whole(d.f8, tp_region::w2);
   if (!h.overlaps(whole_in) && !h.overlaps(whole_out)) {
-    K::zero(dfull, N * D);
     const float* dout = h.gather(dres, k.dgath.data());
-    feed_forward_backward<K>(dfull, dw1, dw3, dw2, dout, s.fn_seen, s, w, d, k, h);
+    feed_forward_backward<K>(dfull, dw1, dw3, dw2, dout, s.fn_seen, s, w, d, k, h, true);
     return {dout, h.reduce(dfull, k.dtmp.data())};
   }
-  float* dh1 = k.ffn.data();  // dact, then dh1 in place
+  float* dh1 = k.ffn.data();  // dact (each part's rows written), then dh1 in place
   float* dh3 = dh1 + N * F;
-  K::zero(dh1, N * F);
   const float* dout = h.gather_each(dres, k.dgath.data(), D, d.B, d.T, whole_out,
                                     [&](const float* in, std::int64_t r0, std::int64_t n) {
                                       linear_backward<K>(dh1 + r0 * F, nullptr, in, s.act.data() + r0 * F, w.w2, n, F,
-                                                         D, param_role::ffn_w2, d, k, h);
+                                                         D, param_role::ffn_w2, d, k, h, {}, true);
                                     });
   if (dw2) linear_backward<K>(nullptr, dw2, dout, s.act.data(), w.w2, N, F, D, param_role::ffn_w2, d, k, h);
   K::swiglu_backward(dh1, dh3, dh1, s.h1.data(), s.h3.data(), N * F);
@@ -339,33 +339,32 @@ region_grads ffn_backward(float* dres, float* dw1, float* dw3, float* dw2, const
   const f8_whole_amaxes<K> a1 = f8_reduce_whole<K>(param_role::ffn_w1, dh1, w.w1, d, h, amaxes),
                            a3 = f8_reduce_whole<K>(param_role::ffn_w3, dh3, w.w3, d, h, amaxes);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
-    K::zero(out, n * D);
     const f8_part_reduce<K> parts[] = {a1.part(r0, n), a3.part(r0, n)};
     grouped_backward<K>(out, s.fn_seen + r0 * D, n, D,
                         {{param_role::ffn_w1, {nullptr, dh1 + r0 * F, w.w1, F}},
                          {param_role::ffn_w3, {nullptr, dh3 + r0 * F, w.w3, F}}},
-                        d, k, h, parts);
+                        d, k, h, parts, true);
   };
   return {dout, h.reduce_each(dfull, k.dtmp.data(), D, d.B, d.T, whole_in, gemms, adder<K>())};
 }
-/// wo's backward from dres [Nr, D]: k.datt = its input gradient; dwo accumulates when not
-/// nullptr. Returns dres as the GEMMs saw it (gathered).
+/// wo's backward from dres [Nr, D]: k.datt = its input gradient (written); dwo accumulates
+/// when not nullptr. Returns dres as the GEMMs saw it (gathered).
 template <class K = cpu_kernels, class Hooks>
 const float* wo_backward(float* dres, float* dwo, const basic_block_saved<typename K::space>& s,
                          basic_block_scratch<typename K::space>& k, const block_params& w, const llama_dims& d,
                          Hooks& h) {
   const std::int64_t N = d.N(), D = d.D, Hq = d.Hq();
   const bool whole = runs_whole(d.f8, tp_region::wo);
-  K::zero(k.datt.data(), N * Hq);
   if (!h.overlaps(whole)) {
     const float* dout = h.gather(dres, k.dgath.data());
-    linear_backward<K>(k.datt.data(), dwo, dout, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
+    linear_backward<K>(k.datt.data(), dwo, dout, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h, {},
+                       true);
     return dout;
   }
   const float* dout = h.gather_each(dres, k.dgath.data(), D, d.B, d.T, whole,
                                     [&](const float* in, std::int64_t r0, std::int64_t n) {
                                       linear_backward<K>(k.datt.data() + r0 * Hq, nullptr, in, s.att.data() + r0 * Hq,
-                                                         w.wo, n, Hq, D, param_role::attention_o, d, k, h);
+                                                         w.wo, n, Hq, D, param_role::attention_o, d, k, h, {}, true);
                                     });
   if (dwo) linear_backward<K>(nullptr, dwo, dout, s.att.data(), w.wo, N, Hq, D, param_role::attention_o, d, k, h);
   return dout;
@@ -380,17 +379,16 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
   using r = param_role;
   float* dfull = k.dfull.data();
   const bool whole = runs_whole(d.f8, tp_region::qkv);
-  // the weight gradients (dfull too when the region does not overlap), then the input's
+  // the weight gradients (dfull too, written, when the region does not overlap), then the input's
   auto group = [&](float* din, std::int64_t r0, std::int64_t n, bool dw,
                    std::span<const f8_part_reduce<K>> parts = {}) {
     grouped_backward<K>(din, s.an_seen + r0 * D, n, D,
                         {{r::attention_q, {dw ? dwq : nullptr, k.dq.data() + r0 * Hq, w.wq, Hq}},
                          {r::attention_k, {dw ? dwk : nullptr, k.dk.data() + r0 * Hk, w.wk, Hk}},
                          {r::attention_v, {dw ? dwv : nullptr, k.dv.data() + r0 * Hk, w.wv, Hk}}},
-                        d, k, h, parts);
+                        d, k, h, parts, true);
   };
   if (!h.overlaps(whole)) {
-    K::zero(dfull, N * D);
     group(dfull, 0, N, true);
     return h.reduce(dfull, k.dtmp.data());
   }
@@ -400,7 +398,6 @@ const float* qkv_backward(float* dwq, float* dwk, float* dwv, const basic_block_
                            ak = f8_reduce_whole<K>(r::attention_k, k.dk.data(), w.wk, d, h, amaxes),
                            av = f8_reduce_whole<K>(r::attention_v, k.dv.data(), w.wv, d, h, amaxes);
   auto gemms = [&](float* out, std::int64_t r0, std::int64_t n) {
-    K::zero(out, n * D);
     const f8_part_reduce<K> parts[] = {aq.part(r0, n), ak.part(r0, n), av.part(r0, n)};
     group(out, r0, n, false, parts);
   };

@@ -105,8 +105,7 @@ template <class K = cpu_kernels, class Hooks>
 void head_backward(float* dres, float* dnorm, float* doutput, const float* x, const float* norm, const float* output,
                    const basic_head_saved<typename K::space>& s, float* dfull, float* dtmp, const llama_dims& d,
                    Hooks& h) {
-  K::zero(dfull, d.N() * d.D);
-  K::matmul_backward(dfull, doutput, s.logits.data(), s.xf_seen, output, d.N(), d.D, d.Vl);
+  K::matmul_backward(dfull, doutput, s.logits.data(), s.xf_seen, output, d.N(), d.D, d.Vl, true);
   const float* dxf = h.reduce(dfull, dtmp);
   K::zero(dres, d.Nr() * d.D);
   K::rmsnorm_backward(dres, dnorm, dxf, x, norm, s.rstdf.data(), d.Nr(), d.D);

@@ -123,8 +123,7 @@ template <class K = cpu_kernels, class Hooks>
 void head_backward_input(float* dres, tensor<float, typename K::space>& dxf_keep, const float* x, const float* norm,
                          const float* output, const basic_head_saved<typename K::space>& s, float* dfull, float* dtmp,
                          const llama_dims& d, Hooks& h) {
-  K::zero(dfull, d.N() * d.D);
-  K::matmul_backward(dfull, nullptr, s.logits.data(), s.xf_seen, output, d.N(), d.D, d.Vl);
+  K::matmul_backward(dfull, nullptr, s.logits.data(), s.xf_seen, output, d.N(), d.D, d.Vl, true);
   const float* dxf = h.reduce(dfull, dtmp);
   detail::keep<K>(dxf_keep, dxf, d.Nr() * d.D);
   K::zero(dres, d.Nr() * d.D);

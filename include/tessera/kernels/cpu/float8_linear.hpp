@@ -56,16 +56,17 @@ void f8_matmul_forward(float* out, const float* inp, const float* weight, std::i
 }
 
 /// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp), each operand
-/// under its own cast of `c` (either output may be nullptr). Buffers as f8_matmul_forward.
+/// under its own cast of `c` (either output may be nullptr; with write_dinp, dinp = q(dout) .
+/// q(weight): what it held is not read). Buffers as f8_matmul_forward.
 template <class Reduce = f8_local_amax>
 void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                         std::int64_t N, std::int64_t C, std::int64_t OC, const f8_linear_casts& c, float* a, float* b,
-                        f8_split split = f8_split::none, Reduce&& reduce = {}) {
+                        f8_split split = f8_split::none, Reduce&& reduce = {}, bool write_dinp = false) {
   if (dinp) {
     const auto op = f8_gemm_operands(f8_gemm::grad_input, c, N, C, OC, split);
     const float* dy = f8_operand(a, dout, op[0], reduce);
     const float* w = f8_operand(b, weight, op[1], reduce);
-    matmul_backward(dinp, nullptr, nullptr, dy, nullptr, w, N, C, OC);
+    matmul_backward(dinp, nullptr, nullptr, dy, nullptr, w, N, C, OC, write_dinp);
   }
   if (dweight) {
     const auto op = f8_gemm_operands(f8_gemm::grad_weight, c, N, C, OC, split);

@@ -4,8 +4,8 @@
 //   silu(x) = x * sigmoid(x)
 // swiglu_forward/backward are the pointwise part (backward WRITES dh1, dh3; they may alias
 // h1, h3 or dout). feed_forward_forward/backward compose it with the three GEMMs; forward
-// keeps h1, h3 (and a) for backward; backward accumulates dinp and dw1, dw2, dw3 as
-// matmul_backward does.
+// keeps h1, h3 (and a) for backward; backward accumulates dinp (or writes it, write_dinp)
+// and dw1, dw2, dw3 as matmul_backward does.
 #pragma once
 
 #include <cstdint>
@@ -46,19 +46,21 @@ inline void feed_forward_forward(float* out, float* h1, float* h3, float* act, c
   matmul_forward(out, act, w2, nullptr, N, H, C);
 }
 
-/// Accumulates dinp [N,C] and dw1, dw3 [H,C], dw2 [C,H]. `scratch` needs 2*N*H floats.
+/// Accumulates dinp [N,C] (with write_dinp, writes it: what it held is not read) and dw1, dw3
+/// [H,C], dw2 [C,H]. `scratch` needs 2*N*H floats.
 inline void feed_forward_backward(float* dinp, float* dw1, float* dw3, float* dw2,
                                   const float* dout, const float* inp, const float* h1,
                                   const float* h3, const float* act, const float* w1,
                                   const float* w3, const float* w2, std::int64_t N,
-                                  std::int64_t C, std::int64_t H, float* scratch) {
+                                  std::int64_t C, std::int64_t H, float* scratch,
+                                  bool write_dinp = false) {
   float* dact = scratch;  // dh1 overwrites dact in place
   float* dh1 = scratch;
   float* dh3 = scratch + N * H;
   gemm(false, false, N, H, C, 1.0f, dout, C, w2, H, 0.0f, dact, H);
   matmul_backward(nullptr, dw2, nullptr, dout, act, w2, N, H, C);
   swiglu_backward(dh1, dh3, dact, h1, h3, N * H);
-  matmul_backward(dinp, dw1, nullptr, dh1, inp, w1, N, C, H);
+  matmul_backward(dinp, dw1, nullptr, dh1, inp, w1, N, C, H, write_dinp);
   matmul_backward(dinp, dw3, nullptr, dh3, inp, w3, N, C, H);
 }
 

@@ -158,9 +158,10 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
   template <class Reduce>
   static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                                  std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
-                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce) {
+                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce,
+                                 bool write_dinp = false) {
     cuda::f8_matmul_backward<cuda_kernels>(f8_workspace_for(N, C, OC), dinp, dw, dout, inp, w, N, C, OC, c, a, b, split,
-                                           reduce);
+                                           reduce, write_dinp);
   }
   /// Float8's FP8 all-gather of a weight block, as cpu_kernels' (device memory throughout).
   static void abs_max(float* amax, const float* x, std::int64_t n) {

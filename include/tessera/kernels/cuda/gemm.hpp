@@ -6,16 +6,18 @@
 //   b.gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 //                                               column-major C = alpha op(A) op(B) + beta C
 //   cuda::matmul_forward(b, out, inp, w, N, C, OC)       out[N, OC] = inp[N, C] w[OC, C]^T
-//   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC)
-//                                               ACCUMULATES dinp[N, C] and dw[OC, C]
+//   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC[, write_dinp])
+//                                               ACCUMULATES dinp[N, C] (write_dinp: writes
+//                                               it, beta 0) and dw[OC, C]
 //   b.gemm_f8(m, n, k, A, ta, a_scale, B, tb, b_scale, rowwise, C)
 //                                               FP8 codes (e4m3 / e5m2) in cuBLASLt's "TN"
 //                                               layout with dequantization scales
 //   cuda::matmul_forward_f8(b, out, x, x_type, x_scale, w, w_type, w_scale, N, C, OC, rowwise)
 //                                               out = (x / sx) (w / sw)^T from FP8 codes
-//   cuda::matmul_grad_input_f8(b, dinp, dout, ..., w_t, ..., N, C, OC, rowwise)
+//   cuda::matmul_grad_input_f8(b, dinp, dout, ..., w_t, ..., N, C, OC, rowwise[, write_dinp])
 //   cuda::matmul_grad_weight_f8(b, dw, dout_t, ..., inp_t, ..., N, C, OC, rowwise)
-//                                               the backward's GEMMs, ACCUMULATING, from codes
+//                                               the backward's GEMMs, ACCUMULATING (dinp
+//                                               written with write_dinp), from codes
 //                                               transposed where the TN layout needs them
 //                                               (cuda::f8_transpose, kernels/cuda/float8.cuh)
 // Row-major data are column-major transposes, so the row-major products map onto cuBLASLt
@@ -214,14 +216,15 @@ inline void matmul_forward_f8(blas& b, float* out, const std::uint8_t* x, cudaDa
   b.gemm_f8(OC, N, C, w, w_type, w_scale, x, x_type, x_scale, rowwise, out);
 }
 
-/// dinp[N, C] += (dout / sd)[N, OC] . (w / sw)[OC, C] from FP8 codes: dout [N, OC] as stored,
+/// dinp[N, C] += (dout / sd)[N, OC] . (w / sw)[OC, C] (with write_dinp, =) from FP8 codes: dout [N, OC] as stored,
 /// w_t = w's codes transposed, [C, OC] (f8_transpose); dequantization scales dout_scale (1,
 /// or N: per row of dout) and w_scale (1, or C: per column of w) -- torchao's rowwise
 /// grad_input. The column-major product dinp^T = w^T . dout^T is TN with A = w_t, B = dout.
 inline void matmul_grad_input_f8(blas& b, float* dinp, const std::uint8_t* dout, cudaDataType_t dout_type,
                                  const float* dout_scale, const std::uint8_t* w_t, cudaDataType_t w_type,
-                                 const float* w_scale, std::int64_t N, std::int64_t C, std::int64_t OC, bool rowwise) {
-  b.gemm_f8(C, N, OC, w_t, w_type, w_scale, dout, dout_type, dout_scale, rowwise, dinp, 1.0f);
+                                 const float* w_scale, std::int64_t N, std::int64_t C, std::int64_t OC, bool rowwise,
+                                 bool write_dinp = false) {
+  b.gemm_f8(C, N, OC, w_t, w_type, w_scale, dout, dout_type, dout_scale, rowwise, dinp, write_dinp ? 0.0f : 1.0f);
 }
 
 /// dw[OC, C] += (dout / sd)^T . (inp / si) from transposed FP8 codes: dout_t [OC, N], inp_t

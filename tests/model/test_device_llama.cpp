@@ -6,6 +6,7 @@
 // steps with cuda_kernels.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -293,5 +294,67 @@ TEST_CASE("bf16 operands: the weights a model keeps rounded -- the same bits as 
     for (std::size_t k = 0; k < n; ++k) m.params().data()[k] *= 2.0f, up[k] *= 2.0f;
     m.backward(), u.backward();
     CHECK(std::vector<float>(m.grads().data(), m.grads().data() + n) != ug);
+  }
+}
+
+TEST_CASE_TEMPLATE("zero_grad in name: each weight's first GEMM writes its gradient -- the same bits as zeroing", K,
+                   cpu_kernels, cpu_bf16_kernels) {
+  // m owns its gradient arena: zero_grad() marks its tensors pending (kernels/pending_gradients.hpp),
+  // the backward's first GEMM into a linear's gradient writes it, each part zeroes the rest of
+  // its own. u is the same model on arenas the test binds and zeroes. m's gradients start as
+  // NaN: a tensor neither written nor zeroed would show.
+  using M = basic_llama_model<K>;
+  std::uint16_t linears = 0;
+  for (param_role r : block_linears) linears = static_cast<std::uint16_t>(linears | (1u << static_cast<unsigned>(r)));
+  const std::int64_t B = 2, T = 16;
+  struct variant {
+    llama_config c;
+    f8_linears f8;
+    ac_settings ac;
+    bool split;  // the backward in zero-bubble's parts: every I, then every W
+  };
+  for (const variant& x : {variant{debugmodel::config, {}, {}, false}, variant{gqa_tied::config, {}, {}, false},
+                           variant{gqa_tied::config, {.roles = linears, .recipe = f8_recipe::rowwise}, {}, false},
+                           variant{debugmodel::config, {}, {.mode = ac_mode::full}, false},
+                           variant{gqa_tied::config, {}, {}, true}}) {
+    CAPTURE(x.c.name);
+    CAPTURE(x.split);
+    llama_shard s = llama_shard::whole(x.c);
+    s.float8 = x.f8;
+    M m(x.c, s), u(x.c, s, false);
+    m.set_checkpointing(x.ac), u.set_checkpointing(x.ac);
+    m.init_weights(7);
+    const auto n = static_cast<std::size_t>(m.grads().size());
+    std::vector<float> up(m.params().data(), m.params().data() + n), ug(n);
+    for (std::int64_t i = 0; i < m.n_tensors(); ++i) {
+      const auto at = m.param(i) - m.params().data();
+      u.bind(i, up.data() + at, ug.data() + at);
+    }
+    float* const g = m.grads().data();  // a pointer kept from before zero_grad()
+    std::fill(g, g + n, std::nanf(""));
+    const auto backward = [&](M& model) {
+      if (!x.split) return model.backward();
+      basic_serial_hooks<K> h;
+      model.backward_head_input(h);
+      for (std::int64_t l = x.c.n_layers - 1; l >= 0; --l) model.backward_block_input(l, h);
+      model.backward_embedding_input(h);
+      model.backward_head_weight();
+      for (std::int64_t l = x.c.n_layers - 1; l >= 0; --l) model.backward_block_weight(l, h);
+      model.backward_embedding_weight();
+    };
+    m.zero_grad();
+    std::fill(ug.begin(), ug.end(), 0.0f);
+    CHECK(std::isnan(g[0]));  // zero in name: its memory untouched until a part or an accessor
+    for (int micro = 0; micro < 2; ++micro) {  // gradient accumulation: the second backward adds
+      const testing::step_batch b(micro, B, T, x.c.vocab_size);
+      CHECK(m.forward(b.inputs, b.targets, B, T) == u.forward(b.inputs, b.targets, B, T));
+      backward(m), backward(u);
+      CHECK(std::vector<float>(g, g + n) == ug);  // through the pointer kept from before: every tensor settled
+    }
+    CHECK(std::any_of(ug.begin(), ug.end(), [](float v) { return v != 0.0f; }));
+    // the accessors zero what is pending: a zero_grad() then grads() reads zeros
+    std::fill(g, g + n, std::nanf(""));
+    m.zero_grad();
+    CHECK(std::all_of(m.grads().data(), m.grads().data() + n, [](float v) { return v == 0.0f; }));
   }
 }

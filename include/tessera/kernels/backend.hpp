@@ -43,6 +43,7 @@
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
+#include <tessera/kernels/pending_gradients.hpp>
 #include <tessera/kernels/rounded_weights.hpp>
 #include <tessera/tensor/dtype.hpp>
 #include <tessera/tensor/memory.hpp>
@@ -228,7 +229,8 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
   }
   static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                               std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp = false) {
-    cpu::matmul_backward(dinp, dw, nullptr, dout, inp, w, N, C, OC, write_dinp);
+    const bool write_dw = writes_gradient<cpu_kernels>(dw, OC * C);  // a pending gradient (pending_gradients.hpp)
+    cpu::matmul_backward(dinp, dw, nullptr, dout, inp, w, N, C, OC, write_dinp, write_dw);
   }
   static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
@@ -284,6 +286,7 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
                                     const float* inp, const float* h1, const float* h3, const float* act,
                                     const float* w1, const float* w3, const float* w2, std::int64_t N, std::int64_t C,
                                     std::int64_t H, float* scratch, bool write_dinp = false) {
+    for (float* dw : {dw1, dw3, dw2}) settle_gradient<cpu_kernels>(dw, H * C);  // the fused kernels add
     cpu::feed_forward_backward(dinp, dw1, dw3, dw2, dout, inp, h1, h3, act, w1, w3, w2, N, C, H, scratch, write_dinp);
   }
   static void embedding_forward(float* out, const std::int32_t* ids, const float* table, std::int64_t N,
@@ -320,7 +323,8 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
                                  std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
                                  float* a, float* b, cpu::f8_split split, Reduce&& reduce,
                                  bool write_dinp = false) {
-    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce, write_dinp);
+    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce, write_dinp,
+                            writes_gradient<cpu_kernels>(dw, OC * C));
   }
   /// Float8's FP8 all-gather of a weight block (parallel/fsdp.hpp): *amax = max |x[i]| over
   /// n values, then the codes of x under one scale and back; amax and scale in this

@@ -34,6 +34,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/rope.hpp>
+#include <tessera/kernels/pending_gradients.hpp>
 #include <tessera/kernels/rounded_weights.hpp>
 #include <tessera/model/llama_activations.hpp>
 #include <tessera/model/llama_arena.hpp>
@@ -74,6 +75,7 @@ class basic_llama_model {
     for (std::int64_t i = 0; i < n_tensors(); ++i) bind(i, params_.data() + offset(i), grads_.data() + offset(i));
     kept_.cover(params_.data(), static_cast<std::int64_t>(params_.size()),  // bf16 operands: kept weights
                 bf16_weight_elements(dims_of(c, s, 1, 1), c.n_layers));
+    pending_.cover(grads_.data(), layout.slots());  // zero_grad() defers to the GEMMs
   }
 
   const llama_config& config() const noexcept { return cfg_; }
@@ -94,8 +96,8 @@ class basic_llama_model {
 
   float* param(std::int64_t i) { return weights_changed(), pptr_[static_cast<std::size_t>(i)]; }
   const float* param(std::int64_t i) const { return pptr_[static_cast<std::size_t>(i)]; }
-  float* grad(std::int64_t i) { return gptr_[static_cast<std::size_t>(i)]; }
-  const float* grad(std::int64_t i) const { return gptr_[static_cast<std::size_t>(i)]; }
+  float* grad(std::int64_t i) { return settle_gradients(), raw_grad(i); }
+  const float* grad(std::int64_t i) const { return settle_gradients(), raw_grad(i); }
   /// Points parameter i and its gradient at memory the caller owns (local_shape(i) floats each).
   void bind(std::int64_t i, float* p, float* g) {
     weights_changed();
@@ -106,7 +108,7 @@ class basic_llama_model {
   block_params block_weights_of(std::int64_t l) const {
     return block_weights_from<const float>(pptr_.data() + block_base(l));
   }
-  block_grads block_grads_of(std::int64_t l) const { return block_weights_from<float>(gptr_.data() + block_base(l)); }
+  block_grads block_grads_of(std::int64_t l) const { return settle_gradients(), block_grads_at(l); }
   /// The flat arenas (padding between slots is zero and stays zero under AdamW).
   arena<float, space>& params() { return weights_changed(), owned(params_); }
   /// Written through a pointer from before the last forward: the kept bf16 weights round again.
@@ -117,7 +119,7 @@ class basic_llama_model {
                     const cpu::adamw_config& cfg) {
     adamw_update_kept<K>(kept_, owned(params_).data(), g, m, v, n, step, cfg);
   }
-  arena<float, space>& grads() { return owned(grads_); }
+  arena<float, space>& grads() { return settle_gradients(), owned(grads_); }
 
   /// TorchTitan's initialization (init_param) of this shard's parameters (made on the host).
   void init_weights(std::uint64_t seed) {
@@ -127,7 +129,9 @@ class basic_llama_model {
         [this](std::int64_t i, const float* values) { K::to_device(param(i), values, local_shape(i).numel()); });
   }
 
-  void zero_grad() { K::zero(grads().data(), static_cast<std::int64_t>(grads_.size())); }
+  /// Zero in name (kernels/pending_gradients.hpp): a weight's first GEMM writes it; the accessors
+  /// above zero what is pending. A pointer kept from before reads zeros after one or a backward().
+  void zero_grad() { owned(grads_), pending_.defer_all(); }
 
   /// Forward over this rank's inputs and targets [B, T] (row-major). Returns the mean
   /// cross-entropy over its tokens. When `need_backward`, also prepares the logits'
@@ -230,9 +234,11 @@ class basic_llama_model {
   void backward_head(Hooks& h) {
     take_dlogits();
     [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
-    head_backward<K>(residual_grad(), grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
+    auto g = gradient_part(final_norm_index(), n_tensors() - final_norm_index());
+    head_backward<K>(residual_grad(), raw_grad(final_norm_index()), output_grad(), residual(cfg_.n_layers),
                   weight(final_norm_index()), output_weight(), act_->head_buffers, scratch_.dfull.data(),
                   scratch_.dtmp.data(), dims(), h);
+    g.done();
   }
   /// residual_grad(): the gradient of residual(l + 1) in, of residual(l) out. A checkpointed
   /// block first recomputes what it did not keep (rebuild()).
@@ -241,8 +247,10 @@ class basic_llama_model {
     [[maybe_unused]] const auto kept = use_rounded_weights<K>(kept_);
     basic_block_work<space> w(saved(l), recompute_, keep_of(l));
     rebuild(w, l, h);
-    block_backward<K>(residual_grad(), block_grads_of(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
+    auto g = gradient_part(block_base(l), n_block_params);
+    block_backward<K>(residual_grad(), block_grads_at(l), residual(l), block_weights_of(l), w.saved(), scratch_, dims(),
                    h);
+    g.done();
   }
 
   // ---- activation checkpointing (llama_checkpointing.hpp) ----
@@ -281,7 +289,8 @@ class basic_llama_model {
   }
   template <class Hooks>
   void backward_embedding(Hooks& h) {
-    embed_backward<K>(grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
+    gradient_part(0, 1).done();  // the embedding's gradient zeroed if pending: no GEMM writes it
+    embed_backward<K>(raw_grad(0), residual_grad(), act_->inputs.data(), scratch_.dgath.data(), dims(), h);
   }
 
   // ---- the backward split into input gradient (I) and weight gradient (W), for zero-bubble
@@ -295,8 +304,10 @@ class basic_llama_model {
                         output_weight(), act_->head_buffers, scratch_.dfull.data(), scratch_.dtmp.data(), dims(), h);
   }
   void backward_head_weight() {
-    head_backward_weight<K>(grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
+    auto g = gradient_part(final_norm_index(), n_tensors() - final_norm_index());
+    head_backward_weight<K>(raw_grad(final_norm_index()), output_grad(), act_->head_dxf, residual(cfg_.n_layers),
                          act_->head_buffers, dims());
+    g.done();
   }
   /// A checkpointed block recomputes before its I, as before a whole backward, and keeps
   /// what it recomputed with its deferred gradients until its W (which recomputes nothing).
@@ -322,20 +333,25 @@ class basic_llama_model {
   template <class Hooks>
   void backward_block_weight(std::int64_t l, Hooks& h) {
     const std::uint16_t keep = keep_of(l);
+    auto g = gradient_part(block_base(l), n_block_params);
     if (keep == ac_keep_all) {
-      block_backward_weight<K>(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);
-      return;
+      block_backward_weight<K>(block_grads_at(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);
+      return g.done();
     }
     const auto redo = static_cast<std::uint16_t>(ac_keep_all & ~keep);
     swap_kept(saved(l), deferred(l).recomputed, redo, false);
-    block_backward_weight<K>(block_grads_of(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);  // releases the deferred
+    block_backward_weight<K>(block_grads_at(l), residual(l), saved(l), deferred(l), scratch_, dims(), h);  // releases the deferred
     release_groups(saved(l), redo);
+    g.done();
   }
   template <class Hooks>
   void backward_embedding_input(Hooks& h) {
     embed_backward_input<K>(act_->embed_dres, residual_grad(), scratch_.dgath.data(), dims(), h);
   }
-  void backward_embedding_weight() { embed_backward_weight<K>(grad(0), act_->embed_dres, act_->inputs.data(), dims()); }
+  void backward_embedding_weight() {
+    gradient_part(0, 1).done();
+    embed_backward_weight<K>(raw_grad(0), act_->embed_dres, act_->inputs.data(), dims());
+  }
 
   // ---- activations ----
 
@@ -390,6 +406,7 @@ class basic_llama_model {
   std::vector<std::int64_t> positions_;  // set_positions (empty: 0..T-1)
   std::int64_t recompute_flops_ = 0;
   [[no_unique_address]] rounded_weights_of<K> kept_;  // the parts that run linears use it; adamw_update writes it
+  mutable pending_gradients pending_;  // over the owned gradient arena; zero_grad() marks, the accessors zero
 
   arena<float, space>& owned(arena<float, space>& a) {
     check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
@@ -402,7 +419,16 @@ class basic_llama_model {
   std::int64_t final_norm_index() const { return block_base(cfg_.n_layers); }
   const float* weight(std::int64_t i) const { return pptr_[static_cast<std::size_t>(i)]; }  // no weights_changed
   const float* output_weight() const { return weight(cfg_.tied_embeddings ? 0 : final_norm_index() + 1); }
-  float* output_grad() { return cfg_.tied_embeddings ? grad(0) : grad(final_norm_index() + 1); }
+  float* output_grad() { return raw_grad(cfg_.tied_embeddings ? 0 : final_norm_index() + 1); }
+  float* raw_grad(std::int64_t i) const { return gptr_[static_cast<std::size_t>(i)]; }  // pending or not: the parts'
+  block_grads block_grads_at(std::int64_t l) const { return block_weights_from<float>(gptr_.data() + block_base(l)); }
+  void settle_gradients() const { pending_.settle_all([](float* x, std::int64_t n) { K::zero(x, n); }); }
+  /// Tensors [first, first + count) of a backward part (pending_part): linears' left to their GEMMs.
+  pending_part<K> gradient_part(std::int64_t first, std::int64_t count) {
+    return pending_part<K>(pending_, first, count, [this](std::int64_t i) {
+      return is_block_linear(entry(i).role) || entry(i).role == param_role::output;
+    });
+  }
   saved_type& saved(std::int64_t l) {
     check(l >= act_->first && l < act_->last, "llama: block " + std::to_string(l) + " has no activations in use");
     return act_->saved[static_cast<std::size_t>(l - act_->first)];
@@ -419,39 +445,13 @@ class basic_llama_model {
   llama_dims dims_for(std::int64_t B, std::int64_t T) const { return batch_dims(B, T); }
 
  public:
-  /// The sizes of a batch [B, T] on this shard.
-  llama_dims batch_dims(std::int64_t B, std::int64_t T) const {
-    check(B > 0 && T > 0, "llama::forward: B and T must be positive");
-    const std::int64_t P = shard_.seq_parts;
-    check(P == 1 || T >= P, "llama::forward: the residual stream split over " + std::to_string(P) +
-                                " sequence parts needs seq_len >= " + std::to_string(P) + " (got " + std::to_string(T) +
-                                ")");
-    return dims_of(cfg_, shard_, B, T);
-  }
+  /// The sizes of a batch [B, T] on this shard (checked: llama_shard.hpp's batch_dims_of).
+  llama_dims batch_dims(std::int64_t B, std::int64_t T) const { return batch_dims_of(cfg_, shard_, B, T); }
 
  private:
   void allocate(activations& a, const llama_dims& d, std::int64_t first, std::int64_t last, bool embedding,
                 bool head) const {
-    K::synchronize();  // buffers of the last shape may still be read
-    a = activations{};
-    a.first = first, a.last = last, a.embedding = embedding, a.head = head, a.dims = d;
-    a.saved.resize(static_cast<std::size_t>(last - first));
-    for (std::int64_t l = first; l < last; ++l) {
-      const std::uint16_t keep = keep_of(l);
-      allocate_kept(a.saved[static_cast<std::size_t>(l - first)], d, keep);
-      a.bytes += 4 * block_kept_floats(d, keep);
-    }
-    a.res = tensor<float, space>({(last - first + 1) * d.Nr() * cfg_.dim});
-    a.bytes += static_cast<std::int64_t>(a.res.numel()) * 4;
-    if (head) {
-      a.head_buffers.allocate(d);
-      a.bytes += 4 * total_of(ends_saved_sizes(d));
-    }
-    if constexpr (!space::host_accessible) {  // the ids in the backend's memory
-      if (embedding) a.inputs = id_buffer<space>(static_cast<std::size_t>(d.N()));
-      if (head) a.targets = id_buffer<space>(static_cast<std::size_t>(d.N()));
-      a.bytes += 4 * d.N() * ((embedding ? 1 : 0) + (head ? 1 : 0));
-    }
+    a.allocate(d, cfg_.dim, first, last, embedding, head, [this](std::int64_t l) { return keep_of(l); });
   }
   /// Sizes the model's own activations (all blocks, both ends) and the scratch for (B, T);
   /// with other activations in use, checks that they fit.

@@ -11,6 +11,7 @@
 
 #include <tessera/kernels/backend.hpp>
 #include <tessera/model/llama_block.hpp>
+#include <tessera/model/llama_checkpointing.hpp>
 #include <tessera/model/llama_ends.hpp>
 #include <tessera/model/llama_split_backward.hpp>
 #include <tessera/tensor/memory.hpp>
@@ -50,6 +51,32 @@ struct basic_llama_activations {
   /// memory: on the host they are std::vectors, which no memory tracker counts)
   std::int64_t bytes = 0;
 
+  /// Made for blocks [first, last) of a batch of sizes d (model dim D), block l keeping the
+  /// groups keep_of(l) (llama_ac.hpp); with the embedding's ids and the head's buffers when asked.
+  template <class KeepOf>
+  void allocate(const llama_dims& d, std::int64_t D, std::int64_t first_block, std::int64_t last_block, bool with_embedding,
+                bool with_head, KeepOf&& keep_of) {
+    K::synchronize();  // buffers of the last shape may still be read
+    *this = basic_llama_activations{};
+    first = first_block, last = last_block, embedding = with_embedding, head = with_head, dims = d;
+    saved.resize(static_cast<std::size_t>(last - first));
+    for (std::int64_t l = first; l < last; ++l) {
+      const std::uint16_t keep = keep_of(l);
+      allocate_kept(saved[static_cast<std::size_t>(l - first)], d, keep);
+      bytes += 4 * block_kept_floats(d, keep);
+    }
+    res = tensor<float, space>({(last - first + 1) * d.Nr() * D});
+    bytes += static_cast<std::int64_t>(res.numel()) * 4;
+    if (head) {
+      head_buffers.allocate(d);
+      bytes += 4 * total_of(ends_saved_sizes(d));
+    }
+    if constexpr (!space::host_accessible) {  // the ids in the backend's memory
+      if (embedding) inputs = id_buffer<space>(static_cast<std::size_t>(d.N()));
+      if (head) targets = id_buffer<space>(static_cast<std::size_t>(d.N()));
+      bytes += 4 * d.N() * ((embedding ? 1 : 0) + (head ? 1 : 0));
+    }
+  }
   /// Bytes of what the split backward's I keeps for W (0 outside I..W).
   std::int64_t deferred_bytes() const {
     std::int64_t n = 4 * static_cast<std::int64_t>(head_dxf.numel() + embed_dres.numel());

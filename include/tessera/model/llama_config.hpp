@@ -62,6 +62,13 @@ enum class param_role : std::uint8_t {
   output,
 };
 
+/// A block linear's role (the parameters fp8::linears<...> may name; the weights whose
+/// gradients a GEMM writes, with the output's).
+constexpr bool is_block_linear(param_role r) {
+  return r == param_role::attention_q || r == param_role::attention_k || r == param_role::attention_v ||
+         r == param_role::attention_o || r == param_role::ffn_w1 || r == param_role::ffn_w2 || r == param_role::ffn_w3;
+}
+
 constexpr std::string_view role_name(param_role r) {
   switch (r) {
     case param_role::embedding: return "embedding";

@@ -165,6 +165,16 @@ constexpr llama_dims dims_of(const llama_config& c, const llama_shard& s, std::i
   return d;
 }
 
+/// dims_of a batch [B, T], checked: positive, and T at least the sequence parts.
+inline llama_dims batch_dims_of(const llama_config& c, const llama_shard& s, std::int64_t B, std::int64_t T) {
+  check(B > 0 && T > 0, "llama::forward: B and T must be positive");
+  const std::int64_t P = s.seq_parts;
+  check(P == 1 || T >= P, "llama::forward: the residual stream split over " + std::to_string(P) +
+                              " sequence parts needs seq_len >= " + std::to_string(P) + " (got " + std::to_string(T) +
+                              ")");
+  return dims_of(c, s, B, T);
+}
+
 /// Floats of what one block keeps for its backward, in block_saved's field order:
 /// an, rstd1, an_full, q, k, v, att, lse, mid, fn, rstd2, fn_full, h1, h3, act.
 constexpr std::array<std::int64_t, 15> block_saved_sizes(const llama_dims& d) {

@@ -46,11 +46,6 @@ template <param_role... Roles>
 struct linears {};
 }  // namespace fp8
 
-/// A block linear's role (the parameters fp8::linears<...> may name).
-constexpr bool is_block_linear(param_role r) {
-  return r == param_role::attention_q || r == param_role::attention_k || r == param_role::attention_v ||
-         r == param_role::attention_o || r == param_role::ffn_w1 || r == param_role::ffn_w2 || r == param_role::ffn_w3;
-}
 inline constexpr param_role block_linear_roles[] = {param_role::attention_q, param_role::attention_k,
                                                    param_role::attention_v, param_role::attention_o,
                                                    param_role::ffn_w1,      param_role::ffn_w2,

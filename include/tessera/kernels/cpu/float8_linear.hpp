@@ -57,11 +57,12 @@ void f8_matmul_forward(float* out, const float* inp, const float* weight, std::i
 
 /// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp), each operand
 /// under its own cast of `c` (either output may be nullptr; with write_dinp, dinp = q(dout) .
-/// q(weight): what it held is not read). Buffers as f8_matmul_forward.
+/// q(weight): what it held is not read; write_dweight likewise). Buffers as f8_matmul_forward.
 template <class Reduce = f8_local_amax>
 void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
                         std::int64_t N, std::int64_t C, std::int64_t OC, const f8_linear_casts& c, float* a, float* b,
-                        f8_split split = f8_split::none, Reduce&& reduce = {}, bool write_dinp = false) {
+                        f8_split split = f8_split::none, Reduce&& reduce = {}, bool write_dinp = false,
+                        bool write_dweight = false) {
   if (dinp) {
     const auto op = f8_gemm_operands(f8_gemm::grad_input, c, N, C, OC, split);
     const float* dy = f8_operand(a, dout, op[0], reduce);
@@ -72,7 +73,7 @@ void f8_matmul_backward(float* dinp, float* dweight, const float* dout, const fl
     const auto op = f8_gemm_operands(f8_gemm::grad_weight, c, N, C, OC, split);
     const float* dy = f8_operand(a, dout, op[0], reduce);
     const float* x = f8_operand(b, inp, op[1], reduce);
-    matmul_backward(nullptr, dweight, nullptr, dy, x, nullptr, N, C, OC);
+    matmul_backward(nullptr, dweight, nullptr, dy, x, nullptr, N, C, OC, false, write_dweight);
   }
 }
 

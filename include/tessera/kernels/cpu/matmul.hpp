@@ -139,13 +139,13 @@ inline void matmul_forward(float* out, const float* inp, const float* weight, co
 }
 
 /// Accumulates dinp += dout . weight, dweight += dout^T . inp, dbias += colsum(dout) (with
-/// write_dinp, dinp = dout . weight: what it held is not read). Any of dinp, dweight, dbias may
-/// be nullptr.
+/// write_dinp, dinp = dout . weight: what it held is not read; write_dweight likewise). Any of
+/// dinp, dweight, dbias may be nullptr.
 inline void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                             const float* inp, const float* weight, std::int64_t N, std::int64_t C,
-                            std::int64_t OC, bool write_dinp = false) {
+                            std::int64_t OC, bool write_dinp = false, bool write_dweight = false) {
   if (dinp) gemm(false, false, N, C, OC, 1.0f, dout, OC, weight, C, write_dinp ? 0.0f : 1.0f, dinp, C);
-  if (dweight) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, 1.0f, dweight, C);
+  if (dweight) gemm(true, false, OC, C, N, 1.0f, dout, OC, inp, C, write_dweight ? 0.0f : 1.0f, dweight, C);
   if (dbias) {
     parallel_for(OC, [&](std::int64_t b, std::int64_t e) {
       for (std::int64_t i = 0; i < N; ++i)

@@ -60,7 +60,8 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
   }
   static void matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
                               std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp = false) {
-    cuda::matmul_backward(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp);
+    const bool write_dw = writes_gradient<cuda_kernels>(dw, OC * C);  // a pending gradient (pending_gradients.hpp)
+    cuda::matmul_backward(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp, write_dw);
   }
   static void rope_forward(float* out, const float* inp, const float* cos, const float* sin, std::int64_t B,
                            std::int64_t T, std::int64_t NH, std::int64_t HD) {
@@ -161,7 +162,7 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
                                  float* a, float* b, cpu::f8_split split, Reduce&& reduce,
                                  bool write_dinp = false) {
     cuda::f8_matmul_backward<cuda_kernels>(f8_workspace_for(N, C, OC), dinp, dw, dout, inp, w, N, C, OC, c, a, b, split,
-                                           reduce, write_dinp);
+                                           reduce, write_dinp, writes_gradient<cuda_kernels>(dw, OC * C));
   }
   /// Float8's FP8 all-gather of a weight block, as cpu_kernels' (device memory throughout).
   static void abs_max(float* amax, const float* x, std::int64_t n) {
@@ -288,7 +289,8 @@ struct cuda_bf16_kernels : cuda_kernels,
   }
   static void operand_backward(float* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w,
                                std::int64_t N, std::int64_t C, std::int64_t OC, bool write_dinp) {
-    cuda::matmul_backward<bf16>(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp);
+    cuda::matmul_backward<bf16>(blas(), dinp, dw, dout, inp, w, N, C, OC, write_dinp,
+                                writes_gradient<cuda_bf16_kernels>(dw, OC * C));
   }
   /// x rounded to bf16 in this thread's bf16 scratch slot i.
   static const bf16* operand(const float* x, std::int64_t n, int i) {

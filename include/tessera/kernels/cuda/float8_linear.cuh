@@ -172,12 +172,12 @@ void f8_matmul_forward(const f8_workspace& ws, float* out, const float* inp, con
 }
 
 /// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp) (either output
-/// may be nullptr; with write_dinp, dinp is written, beta 0), as cpu::f8_matmul_backward.
+/// may be nullptr; with write_dinp / write_dweight, written, beta 0), as cpu::f8_matmul_backward.
 template <class K, class Reduce = cpu::f8_local_amax>
 void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, const float* dout, const float* inp,
                         const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
                         const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split = cpu::f8_split::none,
-                        Reduce&& reduce = {}, bool write_dinp = false) {
+                        Reduce&& reduce = {}, bool write_dinp = false, bool write_dweight = false) {
   using g = cpu::f8_granularity;
   if (dinp) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
     const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, OC, split);
@@ -201,10 +201,12 @@ void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, con
       detail::codes_of(dy_t, ws.scales_b, dout, op[0], reduce, true);
       detail::codes_of(x_t, ws.scales_a, inp, op[1], reduce, true);
       matmul_grad_weight_f8(*ws.gemm, dweight, dy_t, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, x_t,
-                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]));
+                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]),
+                            write_dweight);
     } else {
       const float* dy = detail::f8_operand(a, dout, op[0], ws.scales_a, reduce);
       const float* x = detail::f8_operand(b, inp, op[1], ws.scales_b, reduce);
+      if (write_dweight) K::zero(dweight, OC * C);  // K's GEMM adds (it takes no pending tensor: this one is taken)
       K::matmul_backward(nullptr, dweight, dy, x, nullptr, N, C, OC);
     }
   }

@@ -6,18 +6,18 @@
 //   b.gemm(ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)
 //                                               column-major C = alpha op(A) op(B) + beta C
 //   cuda::matmul_forward(b, out, inp, w, N, C, OC)       out[N, OC] = inp[N, C] w[OC, C]^T
-//   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC[, write_dinp])
-//                                               ACCUMULATES dinp[N, C] (write_dinp: writes
-//                                               it, beta 0) and dw[OC, C]
+//   cuda::matmul_backward(b, dinp, dw, dout, inp, w, N, C, OC[, write_dinp, write_dw])
+//                                               ACCUMULATES dinp[N, C] and dw[OC, C]
+//                                               (write_dinp / write_dw: writes it, beta 0)
 //   b.gemm_f8(m, n, k, A, ta, a_scale, B, tb, b_scale, rowwise, C)
 //                                               FP8 codes (e4m3 / e5m2) in cuBLASLt's "TN"
 //                                               layout with dequantization scales
 //   cuda::matmul_forward_f8(b, out, x, x_type, x_scale, w, w_type, w_scale, N, C, OC, rowwise)
 //                                               out = (x / sx) (w / sw)^T from FP8 codes
 //   cuda::matmul_grad_input_f8(b, dinp, dout, ..., w_t, ..., N, C, OC, rowwise[, write_dinp])
-//   cuda::matmul_grad_weight_f8(b, dw, dout_t, ..., inp_t, ..., N, C, OC, rowwise)
-//                                               the backward's GEMMs, ACCUMULATING (dinp
-//                                               written with write_dinp), from codes
+//   cuda::matmul_grad_weight_f8(b, dw, dout_t, ..., inp_t, ..., N, C, OC, rowwise[, write_dw])
+//                                               the backward's GEMMs, ACCUMULATING (written
+//                                               with write_dinp / write_dw), from codes
 //                                               transposed where the TN layout needs them
 //                                               (cuda::f8_transpose, kernels/cuda/float8.cuh)
 // Row-major data are column-major transposes, so the row-major products map onto cuBLASLt
@@ -169,12 +169,12 @@ void matmul_forward(blas& b, float* out, const T* inp, const T* w, std::int64_t 
 }
 
 /// ACCUMULATES dinp[N, C] += dout[N, OC] . w and dw[OC, C] += dout^T . inp (either may be
-/// null), as cpu::matmul_backward without a bias.
+/// null; write_dinp, write_dw: written instead, beta 0), as cpu::matmul_backward without a bias.
 template <class T>
 void matmul_backward(blas& b, float* dinp, float* dw, const T* dout, const T* inp, const T* w, std::int64_t N,
-                     std::int64_t C, std::int64_t OC, bool write_dinp = false) {
+                     std::int64_t C, std::int64_t OC, bool write_dinp = false, bool write_dw = false) {
   if (dinp) b.gemm(false, false, C, N, OC, 1.0f, w, C, dout, OC, write_dinp ? 0.0f : 1.0f, dinp, C);
-  if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, 1.0f, dw, C);
+  if (dw) b.gemm(false, true, C, OC, N, 1.0f, inp, C, dout, OC, write_dw ? 0.0f : 1.0f, dw, C);
 }
 
 /// The side of gemm_peak_flops's GEMMs: 4096 on a GPU (a few milliseconds of an H100); 512 on
@@ -227,15 +227,15 @@ inline void matmul_grad_input_f8(blas& b, float* dinp, const std::uint8_t* dout,
   b.gemm_f8(C, N, OC, w_t, w_type, w_scale, dout, dout_type, dout_scale, rowwise, dinp, write_dinp ? 0.0f : 1.0f);
 }
 
-/// dw[OC, C] += (dout / sd)^T . (inp / si) from transposed FP8 codes: dout_t [OC, N], inp_t
+/// dw[OC, C] += (dout / sd)^T . (inp / si) (with write_dw, =) from transposed FP8 codes: dout_t [OC, N], inp_t
 /// [C, N]; dequantization scales dout_scale (1, or OC: per column of dout) and inp_scale (1,
 /// or C: per column of inp) -- torchao's rowwise grad_weight. dw^T = inp^T . dout is TN with
 /// A = inp_t, B = dout_t.
 inline void matmul_grad_weight_f8(blas& b, float* dw, const std::uint8_t* dout_t, cudaDataType_t dout_type,
                                   const float* dout_scale, const std::uint8_t* inp_t, cudaDataType_t inp_type,
                                   const float* inp_scale, std::int64_t N, std::int64_t C, std::int64_t OC,
-                                  bool rowwise) {
-  b.gemm_f8(C, OC, N, inp_t, inp_type, inp_scale, dout_t, dout_type, dout_scale, rowwise, dw, 1.0f);
+                                  bool rowwise, bool write_dw = false) {
+  b.gemm_f8(C, OC, N, inp_t, inp_type, inp_scale, dout_t, dout_type, dout_scale, rowwise, dw, write_dw ? 0.0f : 1.0f);
 }
 
 }  // namespace tessera::cuda

@@ -6,7 +6,8 @@
 // transpose of FP8 codes (exact), and the cuBLASLt FP8 GEMMs -- forward with tensorwise and
 // rowwise scales, the backward's grad_input and grad_weight with each recipe's casts -- within
 // 2e-3 of the CPU's f32 GEMM of the dequantized values (the same products, accumulated by FP8
-// tensor cores in another order; the reciprocal scales round once more). FP8 GEMMs need sm_89
+// tensor cores in another order; the reciprocal scales round once more); and the Float8 linears
+// as a group on one input equal to one by one, exactly. FP8 GEMMs need sm_89
 // (rowwise scales sm_90); older GPUs skip them, saying so. Without a GPU: exit 77 (skipped).
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <tessera/kernels/cuda/float8.cuh>
 #include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
+#include <tessera/kernels/linears.hpp>
 
 #include "cuda_checks.cuh"
 
@@ -185,6 +187,60 @@ void gemm_f8(int sm) {
   gemm_f8_backward(N, C, OC, x, w, sm);
 }
 
+/// The Float8 linears as a group on one input (cuda_kernels::f8_matmuls_forward / _backward:
+/// the input's codes made once when the group's GEMMs all take one path) equal the same
+/// linears one at a time, exactly -- each recipe; a width FP8 GEMMs cannot take (40) puts one
+/// linear on the emulation's path, and the group then runs one by one.
+void linear_groups(int sm) {
+  const std::int64_t N = 64, C = 128;
+  const auto x = randn(static_cast<std::size_t>(N * C), 60);
+  for (const f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise}) {
+    if (r == f8_recipe::rowwise && sm < 90) continue;  // outer-vector scales (reported above)
+    const cpu::f8_linear_casts c = cpu::f8_linear_casts_of(r);
+    for (const std::int64_t odd : {32, 40}) {
+      const std::int64_t ocs[] = {96, odd, 32};
+      std::vector<dvec> w, dy, group_out, one_out, group_dw, one_dw;
+      std::vector<linear_out> outs;
+      std::vector<linear_grad> grads;
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto n_out = static_cast<std::size_t>(N * ocs[i]), n_w = static_cast<std::size_t>(ocs[i] * C);
+        w.emplace_back(randn(n_w, 61 + static_cast<unsigned>(i), 0.1f));
+        dy.emplace_back(randn(n_out, 64 + static_cast<unsigned>(i), 0.5f));
+        group_out.emplace_back(std::vector<float>(n_out)), one_out.emplace_back(std::vector<float>(n_out));
+        group_dw.emplace_back(std::vector<float>(n_w, 0.25f)), one_dw.emplace_back(std::vector<float>(n_w, 0.25f));
+      }
+      for (std::size_t i = 0; i < 3; ++i)
+        outs.push_back({group_out[i].get(), w[i].get(), ocs[i]}),
+            grads.push_back({group_dw[i].get(), dy[i].get(), w[i].get(), ocs[i]});
+      dvec dx(x), a{std::vector<float>(static_cast<std::size_t>(cpu::f8_linear_buffer_a(N, C, 96)))},
+          b{std::vector<float>(static_cast<std::size_t>(cpu::f8_linear_buffer_b(N, C, 96)))},
+          group_din{std::vector<float>(static_cast<std::size_t>(N * C), 0.25f)},
+          one_din{std::vector<float>(static_cast<std::size_t>(N * C), 0.25f)};
+      cuda_kernels::f8_matmuls_forward(dx.get(), N, C, outs, c, a.get(), b.get(), cpu::f8_split::none,
+                                       cpu::f8_local_amax{});
+      cuda_kernels::f8_matmuls_backward(group_din.get(), dx.get(), N, C, grads, c, a.get(), b.get(),
+                                        cpu::f8_split::none, cpu::f8_local_amax{});
+      for (std::size_t i = 0; i < 3; ++i) {
+        const linear_out o{one_out[i].get(), w[i].get(), ocs[i]};
+        const linear_grad g{one_dw[i].get(), dy[i].get(), w[i].get(), ocs[i]};
+        cuda_kernels::f8_matmuls_forward(dx.get(), N, C, {&o, 1}, c, a.get(), b.get(), cpu::f8_split::none,
+                                         cpu::f8_local_amax{});
+        cuda_kernels::f8_matmuls_backward(one_din.get(), dx.get(), N, C, {&g, 1}, c, a.get(), b.get(),
+                                          cpu::f8_split::none, cpu::f8_local_amax{});
+      }
+      const std::string name = std::string(" (") + (r == f8_recipe::rowwise ? "rowwise" : "tensorwise") +
+                               (odd == 40 ? ", one by one)" : ")");
+      for (std::size_t i = 0; i < 3; ++i) {
+        expect_close(("Float8 group: out " + std::to_string(i) + name).c_str(), group_out[i].host(),
+                     one_out[i].host(), 0);
+        expect_close(("Float8 group: dw " + std::to_string(i) + name).c_str(), group_dw[i].host(), one_dw[i].host(),
+                     0);
+      }
+      expect_close(("Float8 group: dinp" + name).c_str(), group_din.host(), one_din.host(), 0);
+    }
+  }
+}
+
 /// FSDP's FP8 all-gather on a device backend (parallel/fsdp.hpp): the block's amax, its
 /// tensorwise e4m3 codes and their values through cuda_kernels equal cpu_kernels' exactly.
 void backend_fp8_gather() {
@@ -221,6 +277,7 @@ int main() {
     float8();
     backend_fp8_gather();
     gemm_f8(prop.major * 10 + prop.minor);
+    linear_groups(prop.major * 10 + prop.minor);
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

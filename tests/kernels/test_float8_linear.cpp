@@ -14,6 +14,7 @@
 
 #include <tessera/comm/threads.hpp>
 #include <tessera/kernels/cpu/float8_linear.hpp>
+#include <tessera/kernels/linears.hpp>
 
 using namespace tessera;
 
@@ -125,4 +126,62 @@ TEST_CASE("float8 linear split over 2 ranks equals the one-rank Float8 linear (a
       // (only values near FP8's underflow round differently), so there it is not
       if (rc == f8_recipe::tensorwise) CHECK(split_deviation(rc, split, false) > 1e-3);
     }
+}
+
+TEST_CASE("float8 linears in a group (q, k, v): the input cast once, the same bits as one by one") {
+  // cpu::f8_matmuls_forward / _backward: the group's input operand made once (the output
+  // GEMMs' and, for the weight gradients, the grad_weight GEMMs'), the weight gradients before
+  // dinp. The results equal the linears run one at a time -- each recipe.
+  const std::int64_t ocs[] = {OC, 16, 16};
+  const auto x = randn(static_cast<std::size_t>(N * C), 70, 1.0f);
+  std::vector<std::vector<float>> w, dy;
+  for (std::size_t i = 0; i < 3; ++i)
+    w.push_back(randn(static_cast<std::size_t>(ocs[i] * C), 71 + static_cast<unsigned>(i), 0.2f)),
+        dy.push_back(randn(static_cast<std::size_t>(N * ocs[i]), 81 + static_cast<unsigned>(i), 0.5f));
+  for (const f8_recipe r : {f8_recipe::tensorwise, f8_recipe::rowwise, f8_recipe::rowwise_with_gw_hp}) {
+    CAPTURE(static_cast<int>(r));
+    const cpu::f8_linear_casts c = cpu::f8_linear_casts_of(r);
+    std::vector<float> a(static_cast<std::size_t>(cpu::f8_linear_buffer_a(N, C, OC))),
+        b(static_cast<std::size_t>(cpu::f8_linear_buffer_b(N, C, OC)));
+    std::vector<std::vector<float>> group_out, one_out, group_dw, one_dw;
+    std::vector<linear_out> outs;
+    std::vector<linear_grad> grads;
+    for (std::size_t i = 0; i < 3; ++i) {
+      group_out.emplace_back(static_cast<std::size_t>(N * ocs[i])), one_out.emplace_back(group_out.back().size());
+      group_dw.emplace_back(w[i].size(), 0.25f), one_dw.emplace_back(w[i].size(), 0.25f);
+      outs.push_back({group_out[i].data(), w[i].data(), ocs[i]});
+      grads.push_back({group_dw[i].data(), dy[i].data(), w[i].data(), ocs[i]});
+    }
+    std::vector<float> group_din(static_cast<std::size_t>(N * C), 0.25f), one_din(group_din);
+    cpu::f8_matmuls_forward(x.data(), N, C, outs, c, a.data(), b.data());
+    cpu::f8_matmuls_backward(group_din.data(), x.data(), N, C, grads, c, a.data(), b.data());
+    for (std::size_t i = 0; i < 3; ++i) {
+      cpu::f8_matmul_forward(one_out[i].data(), x.data(), w[i].data(), N, C, ocs[i], c, a.data(), b.data());
+      cpu::f8_matmul_backward(one_din.data(), one_dw[i].data(), dy[i].data(), x.data(), w[i].data(), N, C, ocs[i], c,
+                              a.data(), b.data());
+      CHECK(group_out[i] == one_out[i]);
+      CHECK(group_dw[i] == one_dw[i]);
+    }
+    CHECK(group_din == one_din);
+    CHECK(group_din != std::vector<float>(group_din.size(), 0.25f));  // it computed
+  }
+  // Cast once: under a row-parallel split the input's and the weights' tensorwise amaxes span
+  // ranks and go through `reduce` (the output gradients' do not) -- the group's forward reduces the input's once
+  // and each weight's (4), where one by one it would reduce the input's three times (6); its
+  // backward the input's once for the weight gradients and each weight's for dinp (4, not 6).
+  const cpu::f8_linear_casts t = cpu::f8_linear_casts_of(f8_recipe::tensorwise);
+  std::vector<float> a(static_cast<std::size_t>(cpu::f8_linear_buffer_a(N, C, OC))),
+      b(static_cast<std::size_t>(cpu::f8_linear_buffer_b(N, C, OC))), out(static_cast<std::size_t>(N * OC)),
+      din(static_cast<std::size_t>(N * C)), dw(static_cast<std::size_t>(OC * C));
+  int calls = 0;
+  const auto count = [&](float*, std::int64_t) { ++calls; };
+  const linear_out outs[] = {{out.data(), w[0].data(), ocs[0]}, {out.data(), w[1].data(), ocs[1]},
+                             {out.data(), w[2].data(), ocs[2]}};
+  cpu::f8_matmuls_forward(x.data(), N, C, outs, t, a.data(), b.data(), cpu::f8_split::in_features, count);
+  CHECK(calls == 4);
+  calls = 0;
+  const linear_grad grads[] = {{dw.data(), dy[0].data(), w[0].data(), ocs[0]}, {dw.data(), dy[1].data(), w[1].data(), ocs[1]},
+                               {dw.data(), dy[2].data(), w[2].data(), ocs[2]}};
+  cpu::f8_matmuls_backward(din.data(), x.data(), N, C, grads, t, a.data(), b.data(), cpu::f8_split::in_features, count);
+  CHECK(calls == 4);
 }

@@ -207,8 +207,9 @@ TEST_CASE_TEMPLATE("write_dinp through the groups, the feed-forward and Float8: 
     std::vector<float> a(static_cast<std::size_t>(f8_linear_buffer_a(N, C, OC))),
         b(static_cast<std::size_t>(f8_linear_buffer_b(N, C, OC)));
     auto f8 = [&](std::vector<std::vector<float>>& g, bool write) {
-      K::f8_matmul_backward(g[0].data(), g[1].data(), dq.data(), inp.data(), wq.data(), N, C, OC, c, a.data(), b.data(),
-                            f8_split::none, f8_local_amax{}, write);
+      const tessera::linear_grad l{g[1].data(), dq.data(), wq.data(), OC};
+      K::f8_matmuls_backward(g[0].data(), inp.data(), N, C, {&l, 1}, c, a.data(), b.data(), f8_split::none,
+                             f8_local_amax{}, write);
     };
     check_written({std::size_t(N * C), std::size_t(OC * C)}, f8, "Float8");
   }

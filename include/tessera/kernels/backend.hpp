@@ -9,8 +9,8 @@
 // CPU kernels' (docs/kernels.md: gradients accumulate where the CPU kernel accumulates).
 // Two flags say which optional paths a backend has; a part that needs one it lacks refuses
 // at run time with a message naming the backend (the model checks them first):
-//   float8          the Float8 linears, K::f8_matmul_forward / _backward with
-//                   cpu::f8_matmul_forward's interface,
+//   float8          the Float8 linears, K::f8_matmuls_forward / _backward (a group of
+//                   linears on one input) with cpu::f8_matmuls_forward's interface,
 //   vocab_parallel  cross-entropy's vocab-parallel finish (loss parallel: K::ce_shard_*
 //                   with cpu::ce_shard_*'s interface).
 // `cpu_bf16_kernels` and `cuda_bf16_kernels` are the same backends with bf16 GEMM operands:
@@ -43,6 +43,7 @@
 #include <tessera/kernels/cpu/rope.hpp>
 #include <tessera/kernels/cpu/swiglu.hpp>
 #include <tessera/kernels/cpu/vocab_parallel.hpp>
+#include <tessera/kernels/linears.hpp>
 #include <tessera/kernels/pending_gradients.hpp>
 #include <tessera/kernels/rounded_weights.hpp>
 #include <tessera/tensor/dtype.hpp>
@@ -64,21 +65,6 @@ concept kernel_backend = memory_space<typename K::space> && requires(float* p, c
   K::synchronize();
 };
 
-/// One of several linears that read one input [N, C] (q, k and v read attention_norm's output;
-/// w1 and w3 ffn_norm's): out [N, OC] = inp . w^T.
-struct linear_out {
-  float* out;
-  const float* w;
-  std::int64_t OC;
-};
-/// Its backward: dinp += dout . w (when the group's dinp is not nullptr), dw += dout^T . inp
-/// (when dw is not nullptr).
-struct linear_grad {
-  float* dw;
-  const float* dout;
-  const float* w;
-  std::int64_t OC;
-};
 
 /// Linears that share their input, as backend K's own GEMMs one after the other (K derives
 /// from composed_linears<K>): K::matmuls_forward / matmuls_backward for a backend whose GEMMs
@@ -313,18 +299,17 @@ struct cpu_kernels : space_transfers<host_space>, composed_linears<cpu_kernels> 
     return cpu::cross_entropy_forward_backward(dlogits, nullptr, logits, targets, N, V, grad_scale);
   }
   template <class Reduce>
-  static void f8_matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
-                                std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
-                                Reduce&& reduce) {
-    cpu::f8_matmul_forward(out, inp, w, N, C, OC, c, a, b, split, reduce);
+  static void f8_matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls,
+                                 const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
+                                 Reduce&& reduce) {
+    cpu::f8_matmuls_forward(inp, N, C, ls, c, a, b, split, reduce);
   }
+  /// The weight gradients pending in the active store (pending_gradients.hpp) are written.
   template <class Reduce>
-  static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                                 std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
-                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce,
-                                 bool write_dinp = false) {
-    cpu::f8_matmul_backward(dinp, dw, dout, inp, w, N, C, OC, c, a, b, split, reduce, write_dinp,
-                            writes_gradient<cpu_kernels>(dw, OC * C));
+  static void f8_matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
+                                  std::span<const linear_grad> ls, const cpu::f8_linear_casts& c, float* a, float* b,
+                                  cpu::f8_split split, Reduce&& reduce, bool write_dinp = false) {
+    cpu::f8_matmuls_backward(dinp, inp, N, C, ls, c, a, b, split, reduce, write_dinp, writes_gradient<cpu_kernels>);
   }
   /// Float8's FP8 all-gather of a weight block (parallel/fsdp.hpp): *amax = max |x[i]| over
   /// n values, then the codes of x under one scale and back; amax and scale in this

@@ -25,11 +25,14 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/thread_active.hpp>
 #include <tessera/tensor/arena.hpp>
 
 namespace tessera {
 
-class pending_gradients {
+/// The store the thread's GEMMs consult is active() (nullptr: none, every GEMM adds), made so by
+/// a `scope` (thread_active.hpp).
+class pending_gradients : public thread_active<pending_gradients> {
  public:
   /// The tensors of the gradient arena: tensor i is [offsets[i], offsets[i] + sizes[i]) floats
   /// from `base`, the offsets increasing. None is pending.
@@ -81,23 +84,6 @@ class pending_gradients {
   void settle_all(Zero&& zero) {
     for (std::int64_t i = 0; any() && i < static_cast<std::int64_t>(pending_.size()); ++i) settle(i, zero);
   }
-
-  /// The store the thread's GEMMs consult (nullptr: none, every GEMM adds).
-  static pending_gradients*& active() noexcept {
-    thread_local pending_gradients* a = nullptr;
-    return a;
-  }
-  /// Makes a store (or none) the thread's active one until the scope ends.
-  class scope {
-   public:
-    explicit scope(pending_gradients* s) noexcept : prev_(active()) { active() = s; }
-    ~scope() { active() = prev_; }
-    scope(const scope&) = delete;
-    scope& operator=(const scope&) = delete;
-
-   private:
-    pending_gradients* prev_;
-  };
 
  private:
   float* base_ = nullptr;

@@ -33,6 +33,7 @@
 
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/adamw.hpp>
+#include <tessera/kernels/thread_active.hpp>
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera {
@@ -46,8 +47,10 @@ concept rounds_operands = requires(typename K::operand_type* y, float* p, const 
   K::adamw_update_rounded(p, x, p, p, n, n, c, y);
 };
 
+/// The store the linears of this thread use is active() (nullptr: none), made so by a `scope`
+/// (thread_active.hpp).
 template <rounds_operands K>
-class rounded_weights {
+class rounded_weights : public thread_active<rounded_weights<K>> {
  public:
   using operand_type = typename K::operand_type;
 
@@ -111,23 +114,6 @@ class rounded_weights {
     }
     if (n > at) K::adamw_update(p + at, g + at, m + at, v + at, n - at, step, cfg);
   }
-
-  /// The store the linears of this thread use (nullptr: none).
-  static rounded_weights*& active() noexcept {
-    thread_local rounded_weights* a = nullptr;
-    return a;
-  }
-  /// Makes a store (or none) the thread's active one until the scope ends.
-  class scope {
-   public:
-    explicit scope(rounded_weights* s) noexcept : prev_(active()) { active() = s; }
-    ~scope() { active() = prev_; }
-    scope(const scope&) = delete;
-    scope& operator=(const scope&) = delete;
-
-   private:
-    rounded_weights* prev_;
-  };
 
  private:
   struct entry {

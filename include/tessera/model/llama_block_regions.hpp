@@ -112,8 +112,8 @@ void linear_forward(float* out, const float* in, const float* W, std::int64_t N,
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8) {
     const auto f8 = [&](auto&& reduce) {
-      K::f8_matmul_forward(out, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
-                           reduce);
+      const linear_out l{out, W, OC};
+      K::f8_matmuls_forward(in, N, C, {&l, 1}, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d), reduce);
     };
     part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
@@ -129,8 +129,9 @@ void linear_backward(float* din, float* dW, const float* dout, const float* in, 
   need<K>(K::float8, "a Float8 linear");
   if constexpr (K::float8) {
     const auto f8 = [&](auto&& reduce) {
-      K::f8_matmul_backward(din, dW, dout, in, W, N, C, OC, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
-                            f8_split_of(r, d), reduce, write_din);
+      const linear_grad l{dW, dout, W, OC};
+      K::f8_matmuls_backward(din, in, N, C, {&l, 1}, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(r, d),
+                             reduce, write_din);
     };
     part.prepared ? f8(f8_part_reduce<K>(part)) : f8(amax_reduce(h));
   }
@@ -141,19 +142,35 @@ struct grouped_linear {
   param_role r;
   linear_out l;
 };
+/// Whether a group's linears (roles rs) run as one Float8 group, K::f8_matmuls_forward /
+/// _backward (the input's operand cast once): all Float8, under one split.
+inline bool f8_one_group(std::span<const param_role> rs, const llama_dims& d) {
+  return !rs.empty() && std::all_of(rs.begin(), rs.end(), [&](param_role r) {
+    return d.f8.covers(r) && f8_split_of(r, d) == f8_split_of(rs.front(), d);
+  });
+}
 /// The group's linears on `in` [N, C]: as one K::matmuls_forward (the input's operand
-/// prepared once) when none is Float8, else one by one.
+/// prepared once) when none is Float8, as one K::f8_matmuls_forward when all are (f8_one_group),
+/// else one by one.
 template <class K = cpu_kernels, class Hooks>
 void grouped_forward(const float* in, std::int64_t N, std::int64_t C, std::initializer_list<grouped_linear> g,
                      const llama_dims& d, basic_block_scratch<typename K::space>& k, Hooks& h) {
   std::array<linear_out, 3> ls{};
+  std::array<param_role, 3> rs{};
   std::size_t n = 0;
-  const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_linear& x) { return x.on && d.f8.covers(x.r); });
   for (const grouped_linear& x : g)
-    if (!x.on) continue;
-    else if (f8) linear_forward<K>(x.l.out, in, x.l.w, N, C, x.l.OC, x.r, d, k, h);
-    else ls.at(n++) = x.l;
-  K::matmuls_forward(in, N, C, std::span<const linear_out>(ls.data(), n));
+    if (x.on) rs.at(n) = x.r, ls.at(n++) = x.l;
+  const std::span<const linear_out> group(ls.data(), n);
+  const bool f8 = std::any_of(rs.begin(), rs.begin() + n, [&](param_role r) { return d.f8.covers(r); });
+  if (!f8) return K::matmuls_forward(in, N, C, group);
+  if (!f8_one_group({rs.data(), n}, d)) {
+    for (std::size_t i = 0; i < n; ++i) linear_forward<K>(ls[i].out, in, ls[i].w, N, C, ls[i].OC, rs[i], d, k, h);
+    return;
+  }
+  need<K>(K::float8, "a Float8 linear");
+  if constexpr (K::float8)
+    K::f8_matmuls_forward(in, N, C, group, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(), f8_split_of(rs[0], d),
+                          amax_reduce(h));
 }
 /// A linear's backward in a group (din += dout . W, dW += dout^T . in when not nullptr).
 struct grouped_grad {
@@ -161,27 +178,34 @@ struct grouped_grad {
   linear_grad l;
 };
 /// The group's backward, din accumulating in the group's order (with write_din, written by the
-/// first: what it held is not read): one K::matmuls_backward when none is Float8, else one by
-/// one. `parts` (async TP's part of a region): each linear's amax reduction, in the group's order.
+/// first: what it held is not read): one K::matmuls_backward when none is Float8, one
+/// K::f8_matmuls_backward when all are (f8_one_group) and no part reduces, else one by one.
+/// `parts` (async TP's part of a region): each linear's amax reduction, in the group's order.
 template <class K = cpu_kernels, class Hooks>
 void grouped_backward(float* din, const float* in, std::int64_t N, std::int64_t C,
                       std::initializer_list<grouped_grad> g, const llama_dims& d,
                       basic_block_scratch<typename K::space>& k, Hooks& h,
                       std::span<const f8_part_reduce<K>> parts = {}, bool write_din = false) {
   std::array<linear_grad, 3> ls{};
-  std::size_t n = 0, i = 0;
-  const bool f8 = std::any_of(g.begin(), g.end(), [&](const grouped_grad& x) { return d.f8.covers(x.r); });
-  for (const grouped_grad& x : g) {
-    const f8_part_reduce<K> part = i < parts.size() ? parts[i] : f8_part_reduce<K>{};
-    ++i;
-    if (!f8) {
-      ls.at(n++) = x.l;
-    } else if (din || x.l.dw) {
-      linear_backward<K>(din, x.l.dw, x.l.dout, in, x.l.w, N, C, x.l.OC, x.r, d, k, h, part, write_din);
-      write_din = false;
-    }
+  std::array<param_role, 3> rs{};
+  std::size_t n = 0;
+  for (const grouped_grad& x : g) rs.at(n) = x.r, ls.at(n++) = x.l;
+  const std::span<const linear_grad> group(ls.data(), n);
+  if (std::none_of(rs.begin(), rs.begin() + n, [&](param_role r) { return d.f8.covers(r); }))
+    return K::matmuls_backward(din, in, N, C, group, write_din);
+  if (parts.empty() && f8_one_group({rs.data(), n}, d)) {
+    need<K>(K::float8, "a Float8 linear");
+    if constexpr (K::float8)
+      K::f8_matmuls_backward(din, in, N, C, group, f8_casts_of(d.f8), k.f8a.data(), k.f8b.data(),
+                             f8_split_of(rs[0], d), amax_reduce(h), write_din);
+    return;
   }
-  K::matmuls_backward(din, in, N, C, std::span<const linear_grad>(ls.data(), n), write_din);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!din && !ls[i].dw) continue;
+    const f8_part_reduce<K> part = i < parts.size() ? parts[i] : f8_part_reduce<K>{};
+    linear_backward<K>(din, ls[i].dw, ls[i].dout, in, ls[i].w, N, C, ls[i].OC, rs[i], d, k, h, part, write_din);
+    write_din = false;
+  }
 }
 /// The feed-forward branch (swiglu.hpp's feed_forward_forward / _backward, which run when no
 /// linear of it is Float8; the same kernels in the same order otherwise).

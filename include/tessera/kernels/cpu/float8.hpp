@@ -149,6 +149,12 @@ struct f8_operand_of {
   constexpr std::int64_t scales() const { return cast ? f8_scale_count(cast->granularity, rows, cols) : 0; }
 };
 
+/// Whether a Float8 linear's backward writes a weight gradient instead of adding to it
+/// (kernels/pending_gradients.hpp; float8_linear.hpp's groups): none by default.
+struct f8_adds_to_weights {
+  bool operator()(float*, std::int64_t) const noexcept { return false; }
+};
+
 /// The two operands of GEMM `g` of a linear [N, C] -> [N, OC] (x [N, C], W [OC, C], dy [N, OC]):
 /// output: x, W; grad_input: dy, W; grad_weight: dy, x -- in the order the GEMM takes them.
 constexpr std::array<f8_operand_of, 2> f8_gemm_operands(f8_gemm g, const f8_linear_casts& c, std::int64_t N,

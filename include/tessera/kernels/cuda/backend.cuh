@@ -151,18 +151,18 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     return cuda::mean_loss(losses, N, count);
   }
   template <class Reduce>
-  static void f8_matmul_forward(float* out, const float* inp, const float* w, std::int64_t N, std::int64_t C,
-                                std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
-                                Reduce&& reduce) {
-    cuda::f8_matmul_forward<cuda_kernels>(f8_workspace_for(N, C, OC), out, inp, w, N, C, OC, c, a, b, split, reduce);
+  static void f8_matmuls_forward(const float* inp, std::int64_t N, std::int64_t C, std::span<const linear_out> ls,
+                                 const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split,
+                                 Reduce&& reduce) {
+    cuda::f8_matmuls_forward<cuda_kernels>(f8_workspace_for(N, C, widest(ls)), inp, N, C, ls, c, a, b, split, reduce);
   }
+  /// The weight gradients pending in the active store (pending_gradients.hpp) are written.
   template <class Reduce>
-  static void f8_matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w,
-                                 std::int64_t N, std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c,
-                                 float* a, float* b, cpu::f8_split split, Reduce&& reduce,
-                                 bool write_dinp = false) {
-    cuda::f8_matmul_backward<cuda_kernels>(f8_workspace_for(N, C, OC), dinp, dw, dout, inp, w, N, C, OC, c, a, b, split,
-                                           reduce, write_dinp, writes_gradient<cuda_kernels>(dw, OC * C));
+  static void f8_matmuls_backward(float* dinp, const float* inp, std::int64_t N, std::int64_t C,
+                                  std::span<const linear_grad> ls, const cpu::f8_linear_casts& c, float* a, float* b,
+                                  cpu::f8_split split, Reduce&& reduce, bool write_dinp = false) {
+    cuda::f8_matmuls_backward<cuda_kernels>(f8_workspace_for(N, C, widest(ls)), dinp, inp, N, C, ls, c, a, b, split,
+                                            reduce, write_dinp, writes_gradient<cuda_kernels>);
   }
   /// Float8's FP8 all-gather of a weight block, as cpu_kernels' (device memory throughout).
   static void abs_max(float* amax, const float* x, std::int64_t n) {
@@ -221,6 +221,13 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     return bufs;
   }
   /// The Float8 linears' GEMM handle and scales (float scratch slots 2 and 3).
+  /// The widest OC of a group (its workspace holds every linear's scales: none re-allocates it).
+  template <class L>
+  static std::int64_t widest(std::span<const L> ls) {
+    std::int64_t w = 0;
+    for (const L& l : ls) w = std::max(w, l.OC);
+    return w;
+  }
   static cuda::f8_workspace f8_workspace_for(std::int64_t N, std::int64_t C, std::int64_t OC) {
     const std::int64_t n = std::max({N, C, OC});
     return {&blas(), scratch<float>(2, n), scratch<float>(3, n)};

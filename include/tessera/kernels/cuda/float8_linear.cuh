@@ -25,13 +25,16 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 
 #include <tessera/kernels/cpu/float8.hpp>
 #include <tessera/kernels/cuda/float8.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/kernels/linears.hpp>
 
 namespace tessera::cuda {
 
@@ -150,66 +153,121 @@ void codes_of(std::uint8_t* bits, float* inverse, const float* x, const cpu::f8_
 inline std::uint8_t* bytes(float* p) { return reinterpret_cast<std::uint8_t*>(p); }
 }  // namespace detail
 
-/// out [N, OC] = q(inp [N, C]) . q(weight [OC, C])^T, as cpu::f8_matmul_forward; K's GEMM
-/// when the emulation runs.
+/// A group of linears on one input, as cpu::f8_matmuls_forward: l.out [N, l.OC] = q(inp [N,
+/// C]) . q(l.w [l.OC, C])^T, the input's codes made once for the group when its linears'
+/// GEMMs all take one path (FP8 GEMMs or the emulation; else one by one); K's GEMM when the
+/// emulation runs.
+template <class K, class Reduce = cpu::f8_local_amax>
+void f8_matmuls_forward(const f8_workspace& ws, const float* inp, std::int64_t N, std::int64_t C,
+                        std::span<const linear_out> ls, const cpu::f8_linear_casts& c, float* a, float* b,
+                        cpu::f8_split split = cpu::f8_split::none, Reduce&& reduce = {}) {
+  using g = cpu::f8_granularity;
+  const auto operands = [&](const linear_out& l) {
+    return cpu::f8_gemm_operands(cpu::f8_gemm::output, c, N, C, l.OC, split);
+  };
+  const auto fp8 = [&](const linear_out& l) {  // A = weight, B = inp
+    const auto op = operands(l);
+    return detail::fp8_gemm(op[1], g::per_row, op[0], g::per_row, l.OC, N, C);
+  };
+  const bool shared =
+      std::all_of(ls.begin(), ls.end(), [&](const linear_out& l) { return fp8(l) == fp8(ls.front()); });
+  bool ready = false;  // a holds the input's operand
+  const float* x = nullptr;
+  for (const linear_out& l : ls) {
+    const auto op = operands(l);
+    if (fp8(l)) {
+      if (!ready) detail::codes_of(detail::bytes(a), ws.scales_b, inp, op[0], reduce);
+      detail::codes_of(detail::bytes(b), ws.scales_a, l.w, op[1], reduce);
+      matmul_forward_f8(*ws.gemm, l.out, detail::bytes(a), detail::cuda_f8_type(op[0].cast->target), ws.scales_b,
+                        detail::bytes(b), detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, l.OC,
+                        detail::rowwise(op[0]));
+    } else {
+      if (!ready) x = detail::f8_operand(a, inp, op[0], ws.scales_a, reduce);
+      const float* w = detail::f8_operand(b, l.w, op[1], ws.scales_b, reduce);
+      K::matmul_forward(l.out, x, w, N, C, l.OC);
+    }
+    ready = shared;
+  }
+}
+/// One linear, as cpu::f8_matmul_forward.
 template <class K, class Reduce = cpu::f8_local_amax>
 void f8_matmul_forward(const f8_workspace& ws, float* out, const float* inp, const float* weight, std::int64_t N,
                        std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b,
                        cpu::f8_split split = cpu::f8_split::none, Reduce&& reduce = {}) {
-  using g = cpu::f8_granularity;
-  const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::output, c, N, C, OC, split);
-  if (detail::fp8_gemm(op[1], g::per_row, op[0], g::per_row, OC, N, C)) {  // A = weight, B = inp
-    detail::codes_of(detail::bytes(a), ws.scales_b, inp, op[0], reduce);
-    detail::codes_of(detail::bytes(b), ws.scales_a, weight, op[1], reduce);
-    matmul_forward_f8(*ws.gemm, out, detail::bytes(a), detail::cuda_f8_type(op[0].cast->target), ws.scales_b,
-                      detail::bytes(b), detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC,
-                      detail::rowwise(op[0]));
-    return;
-  }
-  const float* x = detail::f8_operand(a, inp, op[0], ws.scales_a, reduce);
-  const float* w = detail::f8_operand(b, weight, op[1], ws.scales_b, reduce);
-  K::matmul_forward(out, x, w, N, C, OC);
+  const linear_out l{out, weight, OC};
+  f8_matmuls_forward<K>(ws, inp, N, C, {&l, 1}, c, a, b, split, reduce);
 }
 
-/// Accumulates dinp += q(dout) . q(weight) and dweight += q(dout)^T . q(inp) (either output
-/// may be nullptr; with write_dinp / write_dweight, written, beta 0), as cpu::f8_matmul_backward.
+/// The group's backward, as cpu::f8_matmuls_backward: the weight gradients first (the input's
+/// transposed codes made once when their GEMMs all take one path), then dinp in the group's
+/// order; written instead of added to as there (beta 0).
+template <class K, class Reduce = cpu::f8_local_amax, class WritesDw = cpu::f8_adds_to_weights>
+void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, std::int64_t N, std::int64_t C,
+                         std::span<const linear_grad> ls, const cpu::f8_linear_casts& c, float* a, float* b,
+                         cpu::f8_split split = cpu::f8_split::none, Reduce&& reduce = {}, bool write_dinp = false,
+                         WritesDw&& writes_dw = {}) {
+  using g = cpu::f8_granularity;
+  // dw^T [C, OC] = inp^T . dout: A = inp's codes transposed, B = dout's transposed
+  const auto dw_operands = [&](const linear_grad& l) {
+    return cpu::f8_gemm_operands(cpu::f8_gemm::grad_weight, c, N, C, l.OC, split);
+  };
+  const auto dw_fp8 = [&](const linear_grad& l) {
+    const auto op = dw_operands(l);
+    return detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, l.OC, N);
+  };
+  const linear_grad* first = nullptr;  // the first with a weight gradient
+  for (const linear_grad& l : ls) first = first ? first : (l.dw ? &l : nullptr);
+  const bool shared =
+      std::all_of(ls.begin(), ls.end(), [&](const linear_grad& l) { return !l.dw || dw_fp8(l) == dw_fp8(*first); });
+  bool ready = false;  // b holds the input's operand
+  const float* x = nullptr;
+  for (const linear_grad& l : ls) {
+    if (!l.dw) continue;
+    const auto op = dw_operands(l);
+    const bool write = writes_dw(l.dw, l.OC * C);
+    if (dw_fp8(l)) {
+      std::uint8_t *dy_t = detail::bytes(a), *x_t = detail::bytes(b);
+      detail::codes_of(dy_t, ws.scales_b, l.dout, op[0], reduce, true);
+      if (!ready) detail::codes_of(x_t, ws.scales_a, inp, op[1], reduce, true);
+      matmul_grad_weight_f8(*ws.gemm, l.dw, dy_t, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, x_t,
+                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, l.OC, detail::rowwise(op[0]),
+                            write);
+    } else {
+      const float* dy = detail::f8_operand(a, l.dout, op[0], ws.scales_a, reduce);
+      if (!ready) x = detail::f8_operand(b, inp, op[1], ws.scales_b, reduce);
+      if (write) K::zero(l.dw, l.OC * C);  // K's GEMM adds (it takes no pending tensor: this one is taken)
+      K::matmul_backward(nullptr, l.dw, dy, x, nullptr, N, C, l.OC);
+    }
+    ready = shared;
+  }
+  for (const linear_grad& l : ls) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
+    if (!dinp) break;
+    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, l.OC, split);
+    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, l.OC)) {
+      std::uint8_t *dy = detail::bytes(a), *w_t = detail::bytes(b);
+      detail::codes_of(dy, ws.scales_b, l.dout, op[0], reduce);
+      detail::codes_of(w_t, ws.scales_a, l.w, op[1], reduce, true);
+      matmul_grad_input_f8(*ws.gemm, dinp, dy, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, w_t,
+                           detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, l.OC, detail::rowwise(op[0]),
+                           write_dinp);
+    } else {
+      const float* dy = detail::f8_operand(a, l.dout, op[0], ws.scales_a, reduce);
+      const float* w = detail::f8_operand(b, l.w, op[1], ws.scales_b, reduce);
+      K::matmul_backward(dinp, nullptr, dy, nullptr, w, N, C, l.OC, write_dinp);
+    }
+    write_dinp = false;
+  }
+  if (write_dinp && dinp) K::zero(dinp, N * C);  // no linear
+}
+/// One linear, as cpu::f8_matmul_backward.
 template <class K, class Reduce = cpu::f8_local_amax>
 void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, const float* dout, const float* inp,
                         const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
                         const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split = cpu::f8_split::none,
                         Reduce&& reduce = {}, bool write_dinp = false, bool write_dweight = false) {
-  using g = cpu::f8_granularity;
-  if (dinp) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
-    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, OC, split);
-    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, OC)) {
-      std::uint8_t *dy = detail::bytes(a), *w_t = detail::bytes(b);
-      detail::codes_of(dy, ws.scales_b, dout, op[0], reduce);
-      detail::codes_of(w_t, ws.scales_a, weight, op[1], reduce, true);
-      matmul_grad_input_f8(*ws.gemm, dinp, dy, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, w_t,
-                           detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]),
-                           write_dinp);
-    } else {
-      const float* dy = detail::f8_operand(a, dout, op[0], ws.scales_a, reduce);
-      const float* w = detail::f8_operand(b, weight, op[1], ws.scales_b, reduce);
-      K::matmul_backward(dinp, nullptr, dy, nullptr, w, N, C, OC, write_dinp);
-    }
-  }
-  if (dweight) {  // dw^T [C, OC] = inp^T . dout: A = inp's codes transposed, B = dout's transposed
-    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_weight, c, N, C, OC, split);
-    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, OC, N)) {
-      std::uint8_t *dy_t = detail::bytes(a), *x_t = detail::bytes(b);
-      detail::codes_of(dy_t, ws.scales_b, dout, op[0], reduce, true);
-      detail::codes_of(x_t, ws.scales_a, inp, op[1], reduce, true);
-      matmul_grad_weight_f8(*ws.gemm, dweight, dy_t, detail::cuda_f8_type(op[0].cast->target), ws.scales_b, x_t,
-                            detail::cuda_f8_type(op[1].cast->target), ws.scales_a, N, C, OC, detail::rowwise(op[0]),
-                            write_dweight);
-    } else {
-      const float* dy = detail::f8_operand(a, dout, op[0], ws.scales_a, reduce);
-      const float* x = detail::f8_operand(b, inp, op[1], ws.scales_b, reduce);
-      if (write_dweight) K::zero(dweight, OC * C);  // K's GEMM adds (it takes no pending tensor: this one is taken)
-      K::matmul_backward(nullptr, dweight, dy, x, nullptr, N, C, OC);
-    }
-  }
+  const linear_grad l{dweight, dout, weight, OC};
+  f8_matmuls_backward<K>(ws, dinp, inp, N, C, {&l, 1}, c, a, b, split, reduce, write_dinp,
+                         [&](float*, std::int64_t) { return write_dweight; });
 }
 
 }  // namespace tessera::cuda

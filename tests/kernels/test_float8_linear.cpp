@@ -128,10 +128,11 @@ TEST_CASE("float8 linear split over 2 ranks equals the one-rank Float8 linear (a
     }
 }
 
-TEST_CASE("float8 linears in a group (q, k, v): the input cast once, the same bits as one by one") {
-  // cpu::f8_matmuls_forward / _backward: the group's input operand made once (the output
-  // GEMMs' and, for the weight gradients, the grad_weight GEMMs'), the weight gradients before
-  // dinp. The results equal the linears run one at a time -- each recipe.
+namespace {  // (in the namespace: the file's randn, which a unity build's other files do not hide)
+/// cpu::f8_matmuls_forward / _backward: the group's input operand made once (the output
+/// GEMMs' and, for the weight gradients, the grad_weight GEMMs'), the weight gradients before
+/// dinp. The results equal the linears run one at a time -- each recipe.
+void linear_group_case() {
   const std::int64_t ocs[] = {OC, 16, 16};
   const auto x = randn(static_cast<std::size_t>(N * C), 70, 1.0f);
   std::vector<std::vector<float>> w, dy;
@@ -184,4 +185,9 @@ TEST_CASE("float8 linears in a group (q, k, v): the input cast once, the same bi
                                {dw.data(), dy[2].data(), w[2].data(), ocs[2]}};
   cpu::f8_matmuls_backward(din.data(), x.data(), N, C, grads, t, a.data(), b.data(), cpu::f8_split::in_features, count);
   CHECK(calls == 4);
+}
+}  // namespace
+
+TEST_CASE("float8 linears in a group (q, k, v): the input cast once, the same bits as one by one") {
+  linear_group_case();
 }

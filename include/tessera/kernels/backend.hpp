@@ -65,9 +65,9 @@ concept kernel_backend = memory_space<typename K::space> && requires(float* p, c
   K::synchronize();
 };
 
-/// Linears that share their input (kernels/linears.hpp), as backend K's own GEMMs one after the other (K derives
-/// from composed_linears<K>): K::matmuls_forward / matmuls_backward for a backend whose GEMMs
-/// read the input as it is. dinp accumulates in the group's order; with write_dinp the first
+/// Linears that share their input (kernels/linears.hpp), as backend K's own GEMMs one after
+/// the other (K derives from composed_linears<K>): K::matmuls_forward / matmuls_backward for a
+/// backend whose GEMMs read the input as it is. dinp accumulates in the group's order; with write_dinp the first
 /// linear writes it (a group without linears then zeroes it), so what it held is not read.
 template <class K>
 struct composed_linears {

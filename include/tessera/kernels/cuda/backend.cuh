@@ -220,7 +220,6 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     thread_local std::array<tensor<T, cuda_space>, 5> bufs;
     return bufs;
   }
-  /// The Float8 linears' GEMM handle and scales (float scratch slots 2 and 3).
   /// The widest OC of a group (its workspace holds every linear's scales: none re-allocates it).
   template <class L>
   static std::int64_t widest(std::span<const L> ls) {
@@ -228,6 +227,7 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     for (const L& l : ls) w = std::max(w, l.OC);
     return w;
   }
+  /// The Float8 linears' GEMM handle and scales (float scratch slots 2 and 3).
   static cuda::f8_workspace f8_workspace_for(std::int64_t N, std::int64_t C, std::int64_t OC) {
     const std::int64_t n = std::max({N, C, OC});
     return {&blas(), scratch<float>(2, n), scratch<float>(3, n)};

@@ -1,5 +1,5 @@
 // tessera/kernels/cuda/float8_linear.cuh: a linear's three GEMMs with Float8 operands on the
-// GPU, with cpu::f8_matmul_forward / _backward's interface and casts (kernels/cpu/
+// GPU, with cpu::f8_matmuls_forward / _backward's interface and casts (kernels/cpu/
 // float8_linear.hpp): every operand through its recipe's cast, the amaxes of groups that span
 // ranks through `reduce`.
 // tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
@@ -189,15 +189,6 @@ void f8_matmuls_forward(const f8_workspace& ws, const float* inp, std::int64_t N
     ready = shared;
   }
 }
-/// One linear, as cpu::f8_matmul_forward.
-template <class K, class Reduce = cpu::f8_local_amax>
-void f8_matmul_forward(const f8_workspace& ws, float* out, const float* inp, const float* weight, std::int64_t N,
-                       std::int64_t C, std::int64_t OC, const cpu::f8_linear_casts& c, float* a, float* b,
-                       cpu::f8_split split = cpu::f8_split::none, Reduce&& reduce = {}) {
-  const linear_out l{out, weight, OC};
-  f8_matmuls_forward<K>(ws, inp, N, C, {&l, 1}, c, a, b, split, reduce);
-}
-
 /// The group's backward, as cpu::f8_matmuls_backward: the weight gradients first (the input's
 /// transposed codes made once when their GEMMs all take one path), then dinp in the group's
 /// order; written instead of added to as there (beta 0).
@@ -215,8 +206,7 @@ void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, 
     const auto op = dw_operands(l);
     return detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, l.OC, N);
   };
-  const linear_grad* first = nullptr;  // the first with a weight gradient
-  for (const linear_grad& l : ls) first = first ? first : (l.dw ? &l : nullptr);
+  const auto first = std::find_if(ls.begin(), ls.end(), [](const linear_grad& l) { return l.dw != nullptr; });
   const bool shared =
       std::all_of(ls.begin(), ls.end(), [&](const linear_grad& l) { return !l.dw || dw_fp8(l) == dw_fp8(*first); });
   bool ready = false;  // b holds the input's operand
@@ -259,15 +249,4 @@ void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, 
   }
   if (write_dinp && dinp) K::zero(dinp, N * C);  // no linear
 }
-/// One linear, as cpu::f8_matmul_backward.
-template <class K, class Reduce = cpu::f8_local_amax>
-void f8_matmul_backward(const f8_workspace& ws, float* dinp, float* dweight, const float* dout, const float* inp,
-                        const float* weight, std::int64_t N, std::int64_t C, std::int64_t OC,
-                        const cpu::f8_linear_casts& c, float* a, float* b, cpu::f8_split split = cpu::f8_split::none,
-                        Reduce&& reduce = {}, bool write_dinp = false, bool write_dweight = false) {
-  const linear_grad l{dweight, dout, weight, OC};
-  f8_matmuls_backward<K>(ws, dinp, inp, N, C, {&l, 1}, c, a, b, split, reduce, write_dinp,
-                         [&](float*, std::int64_t) { return write_dweight; });
-}
-
 }  // namespace tessera::cuda

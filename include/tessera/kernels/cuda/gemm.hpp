@@ -216,8 +216,8 @@ inline void matmul_forward_f8(blas& b, float* out, const std::uint8_t* x, cudaDa
   b.gemm_f8(OC, N, C, w, w_type, w_scale, x, x_type, x_scale, rowwise, out);
 }
 
-/// dinp[N, C] += (dout / sd)[N, OC] . (w / sw)[OC, C] (with write_dinp, =) from FP8 codes: dout [N, OC] as stored,
-/// w_t = w's codes transposed, [C, OC] (f8_transpose); dequantization scales dout_scale (1,
+/// dinp[N, C] += (dout / sd)[N, OC] . (w / sw)[OC, C] (with write_dinp, =) from FP8 codes:
+/// dout [N, OC] as stored, w_t = w's codes transposed, [C, OC] (f8_transpose); dequantization scales dout_scale (1,
 /// or N: per row of dout) and w_scale (1, or C: per column of w) -- torchao's rowwise
 /// grad_input. The column-major product dinp^T = w^T . dout^T is TN with A = w_t, B = dout.
 inline void matmul_grad_input_f8(blas& b, float* dinp, const std::uint8_t* dout, cudaDataType_t dout_type,
@@ -227,8 +227,8 @@ inline void matmul_grad_input_f8(blas& b, float* dinp, const std::uint8_t* dout,
   b.gemm_f8(C, N, OC, w_t, w_type, w_scale, dout, dout_type, dout_scale, rowwise, dinp, write_dinp ? 0.0f : 1.0f);
 }
 
-/// dw[OC, C] += (dout / sd)^T . (inp / si) (with write_dw, =) from transposed FP8 codes: dout_t [OC, N], inp_t
-/// [C, N]; dequantization scales dout_scale (1, or OC: per column of dout) and inp_scale (1,
+/// dw[OC, C] += (dout / sd)^T . (inp / si) (with write_dw, =) from transposed FP8 codes:
+/// dout_t [OC, N], inp_t [C, N]; dequantization scales dout_scale (1, or OC: per column of dout) and inp_scale (1,
 /// or C: per column of inp) -- torchao's rowwise grad_weight. dw^T = inp^T . dout is TN with
 /// A = inp_t, B = dout_t.
 inline void matmul_grad_weight_f8(blas& b, float* dw, const std::uint8_t* dout_t, cudaDataType_t dout_type,

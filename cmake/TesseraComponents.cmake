@@ -5,14 +5,19 @@
 
 # The optional components, each with what provides it (configure's summary names it when
 # missing): one list for the targets, the summary, the header check and the package test.
-set(TESSERA_COMPONENTS mpi nccl cuda openblas sentencepiece tomlplusplus benchmark)
+set(TESSERA_COMPONENTS mpi nccl cuda cudnn openblas sentencepiece tomlplusplus benchmark)
 set(TESSERA_COMPONENT_HINT_mpi "libopenmpi-dev")
 set(TESSERA_COMPONENT_HINT_nccl "NCCL and the CUDA toolkit")
 set(TESSERA_COMPONENT_HINT_cuda "the CUDA toolkit")
+set(TESSERA_COMPONENT_HINT_cudnn "cuDNN 9 and the cuDNN frontend's headers: bash .ci/setup.sh")
 set(TESSERA_COMPONENT_HINT_openblas "libopenblas-dev")
 set(TESSERA_COMPONENT_HINT_sentencepiece "libsentencepiece-dev")
 set(TESSERA_COMPONENT_HINT_tomlplusplus "libtomlplusplus-dev")
 set(TESSERA_COMPONENT_HINT_benchmark "libbenchmark-dev")
+
+# this file's folder (in the source tree: cmake/, beside build/deps where .ci/setup.sh puts the
+# cuDNN frontend's headers)
+set(_tessera_components_dir ${CMAKE_CURRENT_LIST_DIR})
 
 macro(tessera_find_components)
   find_package(MPI QUIET COMPONENTS CXX)
@@ -27,6 +32,19 @@ macro(tessera_find_components)
     find_library(TESSERA_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/lib/x86_64-linux-gnu)
     if(TESSERA_NCCL_INCLUDE_DIR AND TESSERA_NCCL_LIBRARY)
       set(TESSERA_HAS_NCCL ON)
+    endif()
+  endif()
+
+  # cuDNN's fused attention (kernels/cuda/cudnn_attention.hpp): cudnn.h beside the toolkit's
+  # headers and the cuDNN frontend's (header-only; .ci/setup.sh puts them in build/deps). The
+  # frontend opens cuDNN when first used (dlopen), so a program does not need cuDNN to start.
+  set(TESSERA_HAS_CUDNN OFF)
+  if(CUDAToolkit_FOUND)
+    find_path(TESSERA_CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/include)
+    find_path(TESSERA_CUDNN_FRONTEND_INCLUDE_DIR cudnn_frontend.h
+              HINTS ${_tessera_components_dir}/../build/deps/cudnn-frontend-1.32.0/include)
+    if(TESSERA_CUDNN_INCLUDE_DIR AND TESSERA_CUDNN_FRONTEND_INCLUDE_DIR)
+      set(TESSERA_HAS_CUDNN ON)
     endif()
   endif()
 
@@ -71,10 +89,11 @@ macro(tessera_find_components)
   endif()
 endmacro()
 
-# _tessera_component(<c> [INCLUDES dirs...] LIBS libs...): tessera::<c> with TESSERA_HAS_<C>=1,
+# _tessera_component(<c> [INCLUDES dirs...] LIBS libs... [DEFINES macros...]): tessera::<c> with
+# TESSERA_HAS_<C>=1 (and the macros),
 # linking `core`; IMPORTED when `imported` (both tessera_define_component_targets' variables).
 function(_tessera_component c)
-  cmake_parse_arguments(A "" "" "INCLUDES;LIBS" ${ARGN})
+  cmake_parse_arguments(A "" "" "INCLUDES;LIBS;DEFINES" ${ARGN})
   string(TOUPPER "${c}" C)
   if(NOT TESSERA_HAS_${C} OR TARGET tessera::${c})
     return()
@@ -91,7 +110,7 @@ function(_tessera_component c)
     target_include_directories(${t} SYSTEM INTERFACE ${A_INCLUDES})
   endif()
   target_link_libraries(${t} INTERFACE ${core} ${A_LIBS})
-  target_compile_definitions(${t} INTERFACE TESSERA_HAS_${C}=1)
+  target_compile_definitions(${t} INTERFACE TESSERA_HAS_${C}=1 ${A_DEFINES})
 endfunction()
 
 # Defines a target tessera::<c> for each component that was found, linking <core>. In the
@@ -106,6 +125,8 @@ function(tessera_define_component_targets core)
   endif()
   _tessera_component(mpi LIBS MPI::MPI_CXX)
   _tessera_component(cuda LIBS CUDA::cudart CUDA::cublas CUDA::cublasLt)
+  _tessera_component(cudnn INCLUDES ${TESSERA_CUDNN_INCLUDE_DIR} ${TESSERA_CUDNN_FRONTEND_INCLUDE_DIR}
+                     LIBS CUDA::cudart ${CMAKE_DL_LIBS} DEFINES NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
   _tessera_component(nccl INCLUDES ${TESSERA_NCCL_INCLUDE_DIR} LIBS CUDA::cudart ${TESSERA_NCCL_LIBRARY})
   _tessera_component(openblas INCLUDES ${TESSERA_OPENBLAS_INCLUDE_DIR} LIBS ${TESSERA_OPENBLAS_LIBRARY})
   _tessera_component(sentencepiece INCLUDES ${TESSERA_SENTENCEPIECE_INCLUDE_DIR}

@@ -11,7 +11,10 @@
 //   accumulation: what cuda_bf16_kernels runs; the backward both with dq fused into the
 //   dk/dv kernel, the default, and from its own kernel), 32 query and 8 KV heads of 128, one sequence
 //   of 2,048 and 8,192 tokens; TFLOP/s with FlashAttention's count (forward 4 T^2 HD NH / 2
-//   for causal, backward 2.5 x forward).
+//   for causal, backward 2.5 x forward). Where built with tessera::cudnn and cuDNN 9 is found,
+//   cuDNN's fused attention too: as cuda_bf16_kernels runs it (cuda::attention_*_cudnn, the
+//   casts to and from bf16 included) and its kernels alone on bf16 tensors
+//   (cuda::cudnn::sdpa_forward / sdpa_backward).
 // Each figure: the median of 10 timed runs (CUDA events) after 2 warm-up runs.
 #include <cublas_v2.h>
 
@@ -20,9 +23,11 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_cudnn.cuh>
 #include <tessera/kernels/cuda/attention_tc.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
@@ -131,6 +136,36 @@ void gemms_f8(int sm) {
   std::printf("\n");
 }
 
+/// cuDNN's fused attention's row of attention(): through cuda_bf16_kernels' adapter (f32
+/// tensors, the casts included) or, `alone`, its kernels on bf16 copies of the same tensors.
+void cudnn_attention(bool alone, std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
+                     double flops, const float* q, const float* k, const float* v, const float* dy, float* out,
+                     float* lse, float* dq, float* dk, float* dv) {
+  double fwd = 0, bwd = 0;
+  if (!alone) {
+    fwd = median_ms([&] { cuda::attention_forward_cudnn(out, lse, q, k, v, B, T, NH, NKV, HD); });
+    bwd = median_ms([&] { cuda::attention_backward_cudnn(dq, dk, dv, dy, q, k, v, out, lse, B, T, NH, NKV, HD); });
+  } else {
+#if defined(TESSERA_HAS_CUDNN)
+    const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
+    tensor<bf16, cuda_space> qb({nq}), kb({nkv}), vb({nkv}), ob({nq}), gb({nq}), dqb({nq}), dkb({nkv}), dvb({nkv});
+    cuda::to_bf16(qb.data(), q, nq);
+    cuda::to_bf16(kb.data(), k, nkv);
+    cuda::to_bf16(vb.data(), v, nkv);
+    cuda::to_bf16(gb.data(), dy, nq);
+    const cuda::cudnn::sdpa_shape s{B, T, NH, NKV, HD};
+    fwd = median_ms([&] { cuda::cudnn::sdpa_forward(ob.data(), lse, qb.data(), kb.data(), vb.data(), s); });
+    bwd = median_ms([&] {
+      cuda::cudnn::sdpa_backward(dqb.data(), dkb.data(), dvb.data(), gb.data(), qb.data(), kb.data(), vb.data(),
+                                 ob.data(), lse, s);
+    });
+#endif
+  }
+  std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n",
+              alone ? "cuDNN's kernels alone (bf16 tensors)" : "cuDNN (f32 tensors: the casts included)",
+              static_cast<long long>(T), fwd, flops / fwd / 1e9, bwd, 2.5 * flops / bwd / 1e9);
+}
+
 void attention() {
   const std::int64_t B = 1, NH = 32, NKV = 8, HD = 128;
   std::printf("## Attention (causal, %lld query / %lld KV heads of %lld)\n\n| kernels | seq | forward ms | forward "
@@ -146,9 +181,18 @@ void attention() {
     // f32; the tensor cores with dq fused into the dk/dv kernel; the tensor cores with dq from
     // its own kernel (dq_path::separate, what cuda_bf16_kernels runs); the same with the wide
     // forward (forward_path::wide: 128 rows a block, not yet the default)
-    for (const int kind : {0, 1, 2, 3}) {
+    for (const int kind : {0, 1, 2, 3, 4, 5}) {
       const bool tc = kind > 0;
       if (tc && !cuda::tc_attention_supported(HD)) continue;
+      if (kind >= 4) {  // cuDNN's
+        if (const std::string why = cuda::cudnn_attention_unavailable(); !why.empty()) {
+          if (kind == 4) std::printf("| cuDNN: not run here (%s) | %lld | | | | |\n", why.c_str(), static_cast<long long>(T));
+          continue;
+        }
+        cudnn_attention(kind == 5, B, T, NH, NKV, HD, flops, q.data(), k.data(), v.data(), dy.data(), out.data(),
+                        lse.data(), dq.data(), dk.data(), dv.data());
+        continue;
+      }
       const double fwd = median_ms([&] {
         if (tc)
           cuda::attention_forward_bf16(out.data(), lse.data(), q.data(), k.data(), v.data(), B, T, NH, NKV, HD, nullptr,

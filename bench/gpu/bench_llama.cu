@@ -17,8 +17,15 @@
 // Measured on an H200 (docs/performance.md, "On GPUs"): the attention kernels take about
 // three quarters of the bf16 step, so the bf16 row is below the goal.
 //
-// Usage: bench_gpu_llama [--rows cuda,cuda-bf16,float8] [--profile]   (default: all three rows;
-// ctest gpu.bench_llama runs the last two: the f32 row takes minutes). --profile runs one more
+// Two more rows, cuda-bf16-cudnn and float8-cudnn, are the bf16 and Float8 rows with cuDNN's
+// fused attention in place of tessera's (TESSERA_ATTENTION=cudnn, set for the row;
+// kernels/cuda/cudnn_attention.hpp): where the program is built with tessera::cudnn and cuDNN
+// 9 is found, else one line says why they did not run; a row that fails says so and the
+// others still run.
+//
+// Usage: bench_gpu_llama [--rows cuda,cuda-bf16,float8,cuda-bf16-cudnn,float8-cudnn] [--profile]
+// (default: the first three rows; ctest gpu.bench_llama runs the other four: the f32 row takes
+// minutes). --profile runs one more
 // step of each row under CUPTI's activity tracing and prints its GPU time by kernel after the
 // table (kernel_profile.hpp; built when CMake finds CUPTI).
 #include <algorithm>
@@ -138,7 +145,9 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
   }
   std::sort(secs.begin(), secs.end());
   const double step = secs[secs.size() / 2], tps = static_cast<double>(B * T) / step;
-  const std::string name = std::string(K::name) + (f8.any() ? " + Float8 rowwise" : "");
+  const bool cudnn = cuda::default_attention_library() == cuda::attention_library::cudnn;
+  const std::string name =
+      std::string(K::name) + (f8.any() ? " + Float8 rowwise" : "") + (cudnn ? ", cuDNN's attention" : "");
 #if TESSERA_HAS_CUPTI
   if (profile) {
     tessera_bench::kernel_profile p;
@@ -149,7 +158,7 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
 #endif
   // read before gemm_peak_flops allocates its operands
   const double peak_bytes = static_cast<double>(memory_tracker<cuda_space>::peak_bytes());
-  if (K::bf16_operands && K::tc_attention(head_dim(c))) {  // the same steps with the other attention forward
+  if (K::bf16_operands && K::tc_attention(head_dim(c)) && !cudnn) {  // the same steps, the other attention forward
     const cuda::forward_path row_path = cuda::default_forward_path(),
                              other = row_path == cuda::forward_path::wide ? cuda::forward_path::narrow
                                                                           : cuda::forward_path::wide;
@@ -179,6 +188,7 @@ void row(const llama_config& c, std::int64_t B, std::int64_t T, double bf16_peak
 
 int main(int argc, char** argv) {
   std::string rows = "cuda,cuda-bf16,float8";
+  const std::vector<std::string> known = {"cuda", "cuda-bf16", "float8", "cuda-bf16-cudnn", "float8-cudnn"};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--rows" && i + 1 < argc) {
@@ -186,8 +196,9 @@ int main(int argc, char** argv) {
     } else if (a == "--profile") {
       profile = true;
     } else {
-      std::fprintf(stderr, "%s: unknown argument '%s'\nusage: %s [--rows cuda,cuda-bf16,float8] [--profile] (rows: "
-                   "a comma-separated subset, default all)\n", argv[0], a.c_str(), argv[0]);
+      std::fprintf(stderr, "%s: unknown argument '%s'\nusage: %s [--rows cuda,cuda-bf16,float8,cuda-bf16-cudnn,"
+                   "float8-cudnn] [--profile] (rows: a comma-separated subset, default the first three)\n",
+                   argv[0], a.c_str(), argv[0]);
       return 2;
     }
   }
@@ -201,8 +212,9 @@ int main(int argc, char** argv) {
   const auto wanted = [&](const std::string& r) { return ("," + rows + ",").find("," + r + ",") != std::string::npos; };
   for (std::size_t b = 0, e; b <= rows.size(); b = e + 1) {
     e = std::min(rows.find(',', b), rows.size());
-    if (const std::string r = rows.substr(b, e - b); r != "cuda" && r != "cuda-bf16" && r != "float8") {
-      std::fprintf(stderr, "%s: unknown row '%s' in --rows (known: cuda, cuda-bf16, float8)\n", argv[0], r.c_str());
+    if (const std::string r = rows.substr(b, e - b); std::find(known.begin(), known.end(), r) == known.end()) {
+      std::fprintf(stderr, "%s: unknown row '%s' in --rows (known: cuda, cuda-bf16, float8, cuda-bf16-cudnn, "
+                   "float8-cudnn)\n", argv[0], r.c_str());
       return 2;
     }
   }
@@ -245,6 +257,29 @@ int main(int argc, char** argv) {
     if (wanted("cuda")) row<cuda_kernels>(c, B, T, bf16_peak);
     if (wanted("cuda-bf16")) row<cuda_bf16_kernels>(c, B, T, bf16_peak);
     if (wanted("float8")) row<cuda_bf16_kernels>(c, B, T, bf16_peak, float8_rowwise);
+    // cuDNN's attention for the bf16 operands' rows; a row that fails leaves the others
+    std::string cudnn_notes;
+    int failed = 0;
+    if (wanted("cuda-bf16-cudnn") || wanted("float8-cudnn")) {
+      if (const std::string why = cuda::cudnn_attention_unavailable(); !why.empty()) {
+        cudnn_notes += "\ncuDNN's attention rows: not run here (" + why + ")\n";
+      } else {
+        const cuda::attention_library before = cuda::default_attention_library();
+        cuda::set_default_attention_library(cuda::attention_library::cudnn);
+        for (const bool f8 : {false, true}) {
+          if (!wanted(f8 ? "float8-cudnn" : "cuda-bf16-cudnn")) continue;
+          try {
+            row<cuda_bf16_kernels>(c, B, T, bf16_peak, f8 ? float8_rowwise : f8_linears{});
+          } catch (const std::exception& e) {
+            cudnn_notes += std::string("\nFAILED: the ") + (f8 ? "float8-cudnn" : "cuda-bf16-cudnn") +
+                           " row: " + e.what() + "\n";
+            ++failed;
+          }
+        }
+        cuda::set_default_attention_library(before);
+      }
+    }
+    std::printf("%s", cudnn_notes.c_str());
     std::printf("\nWeights initialized on the host (%u threads) and uploaded:", std::thread::hardware_concurrency());
     for (const auto& [name, secs] : init_seconds) std::printf(" %s %.1f s;", name.c_str(), secs);
     std::printf("\n");
@@ -259,6 +294,7 @@ int main(int argc, char** argv) {
       tessera_bench::kernel_profile::print(p.r, p.step);
     }
 #endif
+    if (failed) return 1;
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());
     return 1;

@@ -46,9 +46,19 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xJf "$2" || { echo "bench/gpu/run.sh: cannot unpack $2" >&2; exit 2; }
 kit="$work/kit"
-# this machine's CUDA libraries (the runtime, cuBLASLt, NCCL), matching its driver
-libdirs=""
-for n in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+# cuDNN 9 for cuDNN's attention (the programs open it when asked: TESSERA_ATTENTION=cudnn and
+# the cuDNN rows; kernels/cuda/cudnn_attention.hpp): a Python package's (PyTorch's, the newer
+# where both are) before the CUDA folders', first on the path, since cuDNN opens its parts by
+# name
+cudnn=""
+for where in /usr/local/lib/python3* /usr/lib/python3* /opt /usr/local/cuda* /usr/lib/x86_64-linux-gnu; do
+  d=$(find "$where" -name "libcudnn_graph.so.9" 2>/dev/null | head -1 || true)
+  if [ -n "$d" ]; then cudnn=$(dirname "$d"); break; fi
+done
+libdirs=${cudnn:+:$cudnn}
+# this machine's CUDA libraries (the runtime, cuBLASLt, NCCL, NVRTC for the cuDNN engines it
+# compiles), matching its driver
+for n in libcudart.so.13 libcublasLt.so.13 libnccl.so.2 libnvrtc.so.13; do
   d=$(find /usr/local/cuda* /usr/lib/x86_64-linux-gnu /usr/local/lib /opt /usr/lib/python3* -name "$n" 2>/dev/null | head -1 || true)
   if [ -n "$d" ]; then libdirs="$libdirs:$(dirname "$d")"; fi
 done
@@ -63,7 +73,7 @@ tmp="$out.tmp.$$"
 {
   echo "# tessera on a GPU -- $(date -u +%Y-%m-%dT%H:%MZ)"
   echo
-  echo "Programs: $origin; this machine's nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none)."
+  echo "Programs: $origin; this machine's nvcc: $(nvcc --version 2>/dev/null | grep -o 'release [0-9.]*' || echo none); cuDNN: ${cudnn:-none found}."
   echo
   if command -v nvidia-smi > /dev/null && nvidia-smi -L > /dev/null 2>&1; then
     echo '```'

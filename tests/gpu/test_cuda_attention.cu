@@ -11,7 +11,11 @@
 // default); TESSERA_DQ_PATH's values, which choose between them. The tensor-core forward both
 // ways too: forward_k (64 rows a block, the default) and forward_wide_k (cuda::forward_path::wide,
 // 128 rows a block), whose out and lse must be forward_k's bits; TESSERA_ATTENTION_FORWARD's
-// values. Without a GPU the test prints why and exits 77 (skipped).
+// values. cuDNN's fused attention (cuda::attention_forward_cudnn / _backward_cudnn, what
+// cuda_bf16_kernels runs under TESSERA_ATTENTION=cudnn) against cpu_bf16_kernels as well, its
+// backward run twice for the same bits (cuDNN's deterministic algorithm), where the program
+// was built with tessera::cudnn and cuDNN 9 is found (else one line says why it did not run);
+// TESSERA_ATTENTION's values. Without a GPU the test prints why and exits 77 (skipped).
 //
 // Tolerances (largest |gpu - cpu| / max(1, |cpu|)):
 //   f32   1e-5 for out and lse, 1e-4 for dq, dk, dv: the same operands, sums over up to T
@@ -20,6 +24,8 @@
 //         dS = P (dP - D) to bf16 (2^-9 relative each) before they multiply, which the
 //         CPU does not: 1e-2 for out, 2e-3 for lse, 2e-2 for dq, dk, dv (a weighted sum of
 //         terms each off by up to 2^-9; a wrong mask, head or scale is off by far more).
+//         cuDNN's: the same, and out, dq, dk, dv rounded to bf16 once more (cuDNN writes
+//         bf16; 2^-9 relative), within the same tolerances.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +82,19 @@ struct bf16_wide_forward : bf16_separate_dq {
   }
 };
 
+/// cuda_bf16_kernels with cuDNN's fused attention, whatever TESSERA_ATTENTION says.
+struct bf16_cudnn : cuda_bf16_kernels {
+  static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
+                                std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_forward_cudnn(out, lse, q, k, v, B, T, NH, NKV, HD);
+  }
+  static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                                 const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
+                                 std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    cuda::attention_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
+  }
+};
+
 /// The wide forward's out and lse are forward_k's, bit for bit (each row's arithmetic in the
 /// same order), causal at head dims 16, 64 and 128 over a length no block divides.
 void wide_forward_bits() {
@@ -118,7 +137,8 @@ void attention(const char* name, tolerances tol) {
     expect_close(("attention dq" + at).c_str(), gdq.host(), dq, tol.grad);
     expect_close(("attention dk" + at).c_str(), gdk.host(), dk, tol.grad);
     expect_close(("attention dv" + at).c_str(), gdv.host(), dv, tol.grad);
-    if constexpr (std::is_same_v<GpuK, cuda_bf16_kernels>) {  // the fused backward's dq: the same bits again
+    // the default backward's dq and cuDNN's deterministic backward: the same bits again
+    if constexpr (std::is_same_v<GpuK, cuda_bf16_kernels> || std::is_same_v<GpuK, bf16_cudnn>) {
       dvec again{std::vector<float>(nq)};
       GpuK::attention_backward(again.get(), gdk.get(), gdv.get(), gdy.get(), gq.get(), gk.get(), gv.get(), gout.get(),
                                glse.get(), B, T, NH, NKV, HD);
@@ -207,6 +227,23 @@ void dq_path_names() {
   expect("TESSERA_ATTENTION_FORWARD unset: narrow", cuda::forward_path_named(nullptr) == cuda::forward_path::narrow);
   expect("TESSERA_ATTENTION_FORWARD=wide", cuda::forward_path_named("wide") == cuda::forward_path::wide);
   expect("TESSERA_ATTENTION_FORWARD=narrow", cuda::forward_path_named("narrow") == cuda::forward_path::narrow);
+  // TESSERA_ATTENTION (cuda::attention_library_named): "cudnn" only where it is built
+  expect("TESSERA_ATTENTION unset: tessera", cuda::attention_library_named(nullptr) == cuda::attention_library::tessera);
+  expect("TESSERA_ATTENTION=tessera", cuda::attention_library_named("tessera") == cuda::attention_library::tessera);
+  message.clear();
+  try {
+    const bool named = cuda::attention_library_named("cudnn") == cuda::attention_library::cudnn;
+    expect("TESSERA_ATTENTION=cudnn (built with cuDNN)", cuda::cudnn_built && named);
+  } catch (const error& e) {
+    expect("TESSERA_ATTENTION=cudnn refused: built without cuDNN",
+           !cuda::cudnn_built && std::string(e.what()).find("built without cuDNN's attention") != std::string::npos);
+  }
+  try {
+    (void)cuda::attention_library_named("CUDNN");
+  } catch (const error& e) {
+    message = e.what();
+  }
+  expect("TESSERA_ATTENTION=CUDNN: refused", message.find("TESSERA_ATTENTION is 'CUDNN'") != std::string::npos);
   message.clear();
   try {
     (void)cuda::forward_path_named("128");
@@ -235,6 +272,10 @@ int main() {
     ring_attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
     ring_attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);
     ring_attention<cpu_bf16_kernels, bf16_wide_forward>("bf16 tensor cores, wide forward", bf16_tol);
+    if (const std::string why = cuda::cudnn_attention_unavailable(); why.empty())
+      attention<cpu_bf16_kernels, bf16_cudnn>("cuDNN", bf16_tol);
+    else
+      std::printf("cuDNN's attention: not run here (%s)\n", why.c_str());
   } catch (const std::exception& e) {
     std::printf("FAIL: %s\n", e.what());
     return 1;

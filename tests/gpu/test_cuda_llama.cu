@@ -66,8 +66,8 @@ int compare(llama_config c, std::int64_t B, std::int64_t T, int steps, const f8_
 /// to its largest call: here at most 1,024 floats -- a tensorwise amax's partials, or a column
 /// amax's row of the debug model's at most 768 columns) and the gradient norm's per-block sums
 /// (at most 1,024 doubles): `slack` bytes. Each case starts from no scratch
-/// (cuda_kernels::release_scratch); run before the other cases, which would leave larger
-/// scratch of the tensor-core attention behind.
+/// (cuda_kernels::release_scratch: the backends' scratch, the attention's staging, cuDNN's
+/// buffers and workspace).
 template <class K>
 int memory_case(const f8_linears& f8 = {}) {
   llama_config c = debugmodel::config;
@@ -90,6 +90,26 @@ int memory_case(const f8_linears& f8 = {}) {
               static_cast<long long>(work), static_cast<long long>(peak - estimate), static_cast<long long>(slack),
               ok ? "PASS" : "FAIL");
   return ok ? 0 : 1;
+}
+
+/// cuda_bf16_kernels with cuDNN's fused attention (TESSERA_ATTENTION=cudnn, set here): the
+/// memory of a step against the estimate (cuDNN's buffers and workspace in place of the
+/// tensor-core attention's staging), and the debug model's 20 steps and the GQA model's 8
+/// against cpu_bf16_kernels within 2^-8 -- where the program is built with tessera::cudnn and
+/// cuDNN 9 is found; else one line says why they did not run.
+int cudnn_cases() {
+  if (const std::string why = cuda::cudnn_attention_unavailable(); !why.empty()) {
+    std::printf("cuDNN's attention: not run here (%s)\n", why.c_str());
+    return 0;
+  }
+  std::printf("cuDNN's attention (TESSERA_ATTENTION=cudnn):\n");
+  const cuda::attention_library before = cuda::default_attention_library();
+  cuda::set_default_attention_library(cuda::attention_library::cudnn);
+  int bad = memory_case<cuda_bf16_kernels>();
+  bad += compare<cpu_bf16_kernels, cuda_bf16_kernels>(debugmodel::config, 2, 64, 20);
+  bad += compare<cpu_bf16_kernels, cuda_bf16_kernels>(gqa_tied::config, 3, 24, 8);
+  cuda::set_default_attention_library(before);
+  return bad;
 }
 
 #ifdef TESSERA_CUDA_EMULATION
@@ -134,6 +154,7 @@ int main() {
     bad += compare<cpu_kernels, cuda_kernels>(gqa_tied::config, 3, 24, 8);
     // bf16 GEMM operands on the tensor cores against the same rounding on the CPU
     bad += compare<cpu_bf16_kernels, cuda_bf16_kernels>(debugmodel::config, 2, 64, 20);
+    bad += cudnn_cases();
     // checkpointed blocks recompute on the GPU (full, and TorchTitan's op policy)
     for (const ac_mode m : {ac_mode::full, ac_mode::selective_op})
       bad += compare<cpu_kernels, cuda_kernels>(debugmodel::config, 2, 64, 5, {}, {.mode = m});

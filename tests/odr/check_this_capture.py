@@ -28,6 +28,7 @@ Usage: check_this_capture.py ROOT [--clang-query PATH] [--headers H...]
 Exit 0: none found; 1: found (or the units did not compile); 77: no clang-query (skipped).
 """
 import argparse
+import glob
 import os
 import re
 import shutil
@@ -39,6 +40,7 @@ MATCHER = "lambdaExpr(hasAnyCapture(lambdaCapture(capturesThis(), isImplicit()))
 DEFINES = ["TESSERA_HAS_OPENBLAS", "TESSERA_HAS_MPI", "TESSERA_HAS_NCCL", "TESSERA_HAS_CUDA",
            "TESSERA_HAS_SENTENCEPIECE", "TESSERA_HAS_TOMLPLUSPLUS", "TESSERA_CUDA_EMULATION",
            "TESSERA_EMULATION_FIBERS"]
+CUDA_INCLUDE = "/usr/local/cuda/include"
 SYSTEM = ["/usr/include/x86_64-linux-gnu/openblas-pthread", "/usr/lib/x86_64-linux-gnu/openmpi/include",
           "/usr/lib/x86_64-linux-gnu/openmpi/include/openmpi"]
 
@@ -56,12 +58,29 @@ def units(root):
     s, these three 27 s). The groups are apart where their names clash: examples/plan and
     bench both have a namespace `bench`, and bench's GPU benchmarks include the CUDA
     toolkit's headers, which clash with the host emulation's."""
-    lib = headers(root, "include/tessera")
+    lib = [h for h in headers(root, "include/tessera") if not needs_cudnn(h)]
     support = headers(root, "tests/support") + headers(root, "tests/gpu")
     # tests/odr holds the self-test's fixture, which breaks the rule on purpose
     tests = [h for h in headers(root, "tests") if h not in support and "/tests/odr/" not in h]
-    return [("include, tests, examples/train", lib + support + tests + headers(root, "examples/train")),
-            ("examples/plan", headers(root, "examples/plan")), ("bench", headers(root, "bench"))]
+    emulated = ["-I" + os.path.join(root, "tests/support/emulated_cuda"), "-I" + os.path.join(root, "tests/support")]
+    groups = [("include, tests, examples/train", lib + support + tests + headers(root, "examples/train"), emulated),
+              ("examples/plan", headers(root, "examples/plan"), emulated), ("bench", headers(root, "bench"), emulated)]
+    # cuDNN's headers take the CUDA toolkit's own headers (the cuDNN frontend includes
+    # cuda_bf16.h, which the emulation also names) and the frontend's, where .ci/setup.sh put them
+    cudnn = [h for h in headers(root, "include/tessera") if needs_cudnn(h)]
+    frontend = sorted(glob.glob(os.path.join(root, "build/deps/cudnn-frontend-*/include")))
+    if cudnn and frontend and os.path.isdir(CUDA_INCLUDE):
+        groups.append(("cudnn", cudnn, ["-isystem" + frontend[-1], "-isystem" + CUDA_INCLUDE,
+                                        "-DTESSERA_HAS_CUDNN=1", "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING"]))
+    elif cudnn:
+        print("not checked (no cuDNN frontend in build/deps or no %s): %s" %
+              (CUDA_INCLUDE, ", ".join(os.path.relpath(h, root) for h in cudnn)))
+    return groups
+
+
+def needs_cudnn(h):
+    with open(h) as f:
+        return "// tessera-requires: cudnn" in f.read()
 
 
 def main():
@@ -75,13 +94,13 @@ def main():
     if not query:
         print("skipped: no clang-query (Debian: clang-tools; .ci/setup.sh installs it)")
         return 77
-    flags = ["-std=c++20", "-I" + os.path.join(root, "include"),
-             "-I" + os.path.join(root, "tests/support/emulated_cuda"), "-I" + os.path.join(root, "tests/support")]
+    flags = ["-std=c++20", "-I" + os.path.join(root, "include")]
     flags += ["-isystem" + d for d in SYSTEM if os.path.isdir(d)] + ["-D%s=1" % d for d in DEFINES]
+    given = ["-I" + os.path.join(root, "tests/support/emulated_cuda"), "-I" + os.path.join(root, "tests/support")]
     found, errors, checked = [], [], 0
     with tempfile.TemporaryDirectory() as tmp:
-        groups = [("given", [os.path.realpath(h) for h in a.headers])] if a.headers else units(root)
-        for name, hs in groups:
+        groups = [("given", [os.path.realpath(h) for h in a.headers], given)] if a.headers else units(root)
+        for name, hs, extra in groups:
             if not hs:
                 continue
             tu = os.path.join(tmp, re.sub(r"[^a-z]+", "_", name) + ".cpp")
@@ -89,7 +108,7 @@ def main():
                 f.write("".join('#include "%s"\n' % h for h in hs))
             # the unit's own directory first: the test headers include their neighbours by name
             dirs = sorted({"-I" + os.path.dirname(h) for h in hs})
-            r = subprocess.run([query, "-c", "set output diag", "-c", "match " + MATCHER, tu, "--"] + dirs + flags,
+            r = subprocess.run([query, "-c", "set output diag", "-c", "match " + MATCHER, tu, "--"] + dirs + flags + extra,
                                capture_output=True, text=True)
             checked += len(hs)
             text = r.stdout + r.stderr
@@ -98,7 +117,10 @@ def main():
                 errors.append("%s: clang-query exited %d: %s" % (name, r.returncode, text[-500:]))
             for m in re.finditer(r"^(\S+?):(\d+):(\d+): note: \"root\" binds here", text, re.M):
                 path = os.path.realpath(m.group(1))
-                if path.startswith(root + os.sep):
+                # tessera's files; not the cuDNN frontend's in build/deps, which has such lambdas
+                # (kernels/cuda/cudnn_attention.hpp: a program includes it from nvcc units only or
+                # from host units only)
+                if path.startswith(root + os.sep) and not path.startswith(os.path.join(root, "build") + os.sep):
                     found.append((os.path.relpath(path, root), int(m.group(2)), int(m.group(3))))
     if errors:
         print("the units of the check did not compile, so it cannot tell (fix the header, or the "

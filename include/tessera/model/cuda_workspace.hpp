@@ -23,7 +23,10 @@
 //   attention  the tensor-core attention's bf16 staging of k and v (KV heads) and q and dout
 //              (query heads), T padded to whole tiles of 64 (attention_tc.cuh: buffers 0, 2, 3,
 //              5; buffer 3 holds v's transposed tiles in the forward and q's rows in the
-//              backward).
+//              backward); or, where cuDNN's attention runs (TESSERA_ATTENTION=cudnn;
+//              `cudnn_attention`: its workspace's bytes, K::cudnn_attention_workspace), its
+//              bf16 buffers (attention_cudnn.cuh: q, out, dout, dq and k, v, dk, dv) and that
+//              workspace -- and then no D in the scratch (cuDNN computes its own).
 // Not counted: Float8's amax partials (at most 1,024 floats for a tensorwise amax, a row of
 // the operand's columns per 256 of its rows for a column amax), the gradient norm's per-block
 // sums (at most 1,024 doubles, freed at once), and the turns of the fused dq path
@@ -60,9 +63,12 @@ inline constexpr std::int64_t no_kept_weights = -1;
 /// What a backend keeps for a training step of a Llama of dims d: cuda_kernels
 /// (bf16_operands false), cuda_bf16_kernels (true; tc_attention: the tensor-core attention
 /// runs, its head dim and the GPU allow it); `kept_blocks`: with bf16 operands, the blocks of a
-/// model that keeps its rounded weights (device_llama: all of them), or no_kept_weights.
+/// model that keeps its rounded weights (device_llama: all of them), or no_kept_weights;
+/// `cudnn_attention`: with bf16 operands, the bytes of cuDNN's workspace where its attention
+/// runs instead of the tensor-core kernels (K::cudnn_attention_workspace), else -1.
 constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention,
-                                          std::int64_t kept_blocks = no_kept_weights) {
+                                          std::int64_t kept_blocks = no_kept_weights,
+                                          std::int64_t cudnn_attention = -1) {
   const std::int64_t N = d.N(), D = d.D;
   workspace_bytes w;
   w.blas = blas_workspace_bytes;
@@ -83,10 +89,14 @@ constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operand
   }
   bf16_linear(D, d.Vl);  // the output layer
   const std::int64_t norm_partials = (d.Nr() + 255) / 256 * D;
-  w.scratch = 4 * (d.B * d.heads * d.T + N + 2 * f8_scales + norm_partials);
+  const bool cudnn = bf16_operands && cudnn_attention >= 0;
+  w.scratch = 4 * ((cudnn ? 0 : d.B * d.heads * d.T) + N + 2 * f8_scales + norm_partials);
   if (bf16_operands) w.operands = 2 * (s0 + s1 + s2);
   if (kept) w.kept = 2 * bf16_weight_elements(d, kept_blocks);
-  if (bf16_operands && tc_attention && tc_attention_head_dim(d.hd)) {
+  if (cudnn) {
+    const std::int64_t kv = d.B * d.T * d.Hk(), q = d.B * d.T * d.Hq();
+    w.attention = 2 * (4 * q + 4 * kv) + (cudnn_attention + 3) / 4 * 4;  // the workspace in floats
+  } else if (bf16_operands && tc_attention && tc_attention_head_dim(d.hd)) {
     const std::int64_t Tp = (d.T + 63) / 64 * 64, kv = d.B * Tp * d.Hk(), q = d.B * Tp * d.Hq();
     w.attention = 2 * (2 * kv + std::max(kv, q) + q);
   }

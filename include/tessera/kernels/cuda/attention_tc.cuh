@@ -73,6 +73,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cpu/ring_attention.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/kernels/cuda/attention_tc_kernels.cuh>
 #include <tessera/kernels/cuda/attention_tc_wide.cuh>
 #include <tessera/kernels/cuda/launch.cuh>
@@ -90,20 +91,6 @@ namespace tessera::cuda {
 /// written by one warp). Both give the same results up to the order of dq's f32 sums; on an
 /// H200 `separate` took 10.6 ms where `fused` took 23.9 (docs/performance.md, "On GPUs").
 enum class dq_path { fused, separate };
-
-namespace detail {
-/// The choice that environment variable `var`'s `value` names: one of `names` (the first when
-/// value is null or empty); anything else is refused with `hint`, what to give.
-template <class E>
-E choice_named(std::string_view var, const char* value, std::initializer_list<std::pair<std::string_view, E>> names,
-               std::string_view hint) {
-  const std::string_view v = value ? value : "";
-  if (v.empty()) return names.begin()->second;
-  for (const auto& [name, e] : names)
-    if (v == name) return e;
-  throw error(std::string(var) + " is '" + std::string(v) + "': " + std::string(hint));
-}
-}  // namespace detail
 
 /// The dq_path named by `value` (TESSERA_DQ_PATH's): "fused", "separate", or nullptr or
 /// empty for the default, separate; anything else is refused with what to give.
@@ -160,10 +147,14 @@ void allow_shared(Kernel kernel, std::size_t bytes) {
   cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
              "cudaFuncSetAttribute (tensor-core attention's shared memory)");
 }
+/// This host thread's bf16 staging buffers (cuda_kernels::release_scratch frees them).
+inline tensor<bf16, cuda_space> (&staging_buffers())[7] {
+  thread_local tensor<bf16, cuda_space> bufs[7];
+  return bufs;
+}
 /// This host thread's bf16 staging buffer i, at least n elements (detail::grown).
 inline bf* staging(int i, std::int64_t n) {
-  thread_local tensor<bf16, cuda_space> bufs[7];
-  return reinterpret_cast<bf*>(grown(bufs[i], n, "tensor-core attention's staging buffers"));
+  return reinterpret_cast<bf*>(grown(staging_buffers()[i], n, "tensor-core attention's staging buffers"));
 }
 /// x [B, T, N, HD] staged for the kernels: its rows (rows_too) in staging buffer i, its
 /// transpose (transposed) in buffer i + 1.

@@ -22,6 +22,7 @@
 
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cuda/attention.cuh>
+#include <tessera/kernels/cuda/attention_cudnn.cuh>
 #include <tessera/kernels/cuda/attention_tc.cuh>
 #include <tessera/kernels/cuda/cross_entropy.cuh>
 #include <tessera/kernels/cuda/float8_linear.cuh>
@@ -43,6 +44,12 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
   static constexpr bool device_workspace = true;
   static constexpr bool bf16_operands = false;
   static bool tc_attention(std::int64_t) { return false; }
+  /// The bytes of cuDNN's workspace when its attention runs this backend's causal attention
+  /// at these sizes (cuda_bf16_kernels under TESSERA_ATTENTION=cudnn), else -1.
+  static std::int64_t cudnn_attention_workspace(std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                                                std::int64_t) {
+    return -1;
+  }
 
   static void add(float* y, const float* a, const float* b, std::int64_t n) { cuda::add(y, a, b, n); }
 
@@ -195,13 +202,16 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
     thread_local cuda::blas b;
     return b;
   }
-  /// Frees this host thread's scratch buffers (f32 and bf16; the next call that needs one
-  /// allocates it again): what a step's memory estimate counts as the backend's scratch
+  /// Frees this host thread's scratch buffers (f32 and bf16, the tensor-core attention's
+  /// staging, cuDNN's attention's buffers and workspace; the next call that needs one allocates
+  /// it again): what a step's memory estimate counts as the backend's scratch
   /// (model/cuda_workspace.hpp) belongs to the steps run since.
   static void release_scratch() {
     synchronize();  // queued kernels may still read them
     for (auto& b : scratch_slots<float>()) b = {};
     for (auto& b : scratch_slots<bf16>()) b = {};
+    for (auto& b : cuda::detail::tc::staging_buffers()) b = {};  // the tensor-core attention's
+    cuda::release_cudnn_attention_buffers();
   }
 
  protected:
@@ -266,13 +276,24 @@ struct cuda_bf16_kernels : cuda_kernels,
   /// The MFU denominator: a measured cuBLASLt GEMM peak with bf16 operands (the GEMMs this
   /// backend runs).
   static double gemm_peak_flops() { return cuda::gemm_peak_flops<bf16>(blas()); }
+  static std::int64_t cudnn_attention_workspace(std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
+                                                std::int64_t HD) {
+    if (cuda::default_attention_library() != cuda::attention_library::cudnn) return -1;
+    return cuda::cudnn_attention_workspace(B, T, NH, NKV, HD);
+  }
+  /// The causal attention: tessera's tensor-core kernels, or cuDNN's fused attention when
+  /// TESSERA_ATTENTION=cudnn (cuda/attention_library.hpp, cuda/attention_cudnn.cuh).
   static void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v, std::int64_t B,
                                 std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    if (cuda::default_attention_library() == cuda::attention_library::cudnn)
+      return cuda::attention_forward_cudnn(out, lse, q, k, v, B, T, NH, NKV, HD);
     cuda::attention_forward_bf16(out, lse, q, k, v, B, T, NH, NKV, HD);
   }
   static void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                                  const float* v, const float* out, const float* lse, std::int64_t B, std::int64_t T,
                                  std::int64_t NH, std::int64_t NKV, std::int64_t HD) {
+    if (cuda::default_attention_library() == cuda::attention_library::cudnn)
+      return cuda::attention_backward_cudnn(dq, dk, dv, dout, q, k, v, out, lse, B, T, NH, NKV, HD);
     cuda::attention_backward_bf16(dq, dk, dv, dout, q, k, v, out, lse, scratch<float>(0, B * NH * T), B, T, NH, NKV,
                                   HD);
   }

@@ -1,0 +1,135 @@
+// tessera/kernels/cuda/attention_cudnn.cuh: cuDNN's fused attention with the interface of
+// attention.cuh's causal attention (f32 tensors in tessera's layouts), for cuda_bf16_kernels
+// when TESSERA_ATTENTION=cudnn (attention_library.hpp):
+//   q, out, dq, dout [B, T, NH, HD];  k, v, dk, dv [B, T, NKV, HD];  lse [B, NH, T]
+// tessera-requires: cuda (compiled by nvcc: include from a .cu translation unit)
+//
+// q, k, v (and in the backward out and dout) are rounded to bf16 into this host thread's
+// buffers -- as tessera's tensor-core attention rounds them --, cuDNN runs on them
+// (cudnn_attention.hpp), and its bf16 out, dq, dk, dv are widened back to f32; lse is
+// cuDNN's f32 statistics, written in place. So beyond the tensor-core attention's roundings,
+// out, dq, dk and dv are rounded to bf16 once (cuDNN's outputs are bf16); the backward's out
+// is the forward's bf16 out again, exactly. Buffers: 4 of B x T x NH x HD and 4 of
+// B x T x NKV x HD bf16 (the forward uses the first of each pair), grown to the largest call
+// and kept, plus cuDNN's workspace (model/cuda_workspace.hpp counts both). In a program built
+// without tessera::cudnn these throw, naming how to build it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include <tessera/core/error.hpp>
+#include <tessera/kernels/cuda/attention_library.hpp>
+#include <tessera/kernels/cuda/pointwise.cuh>
+#include <tessera/tensor/cuda_memory.hpp>
+#include <tessera/tensor/tensor.hpp>
+#if defined(TESSERA_HAS_CUDNN)
+#include <tessera/kernels/cuda/cudnn_attention.hpp>
+#endif
+
+namespace tessera::cuda {
+
+namespace detail::library {
+/// This host thread's bf16 buffers of cuDNN's attention.
+inline tensor<bf16, cuda_space> (&buffers())[8] {
+  thread_local tensor<bf16, cuda_space> bufs[8];
+  return bufs;
+}
+/// Buffer i, at least n elements.
+inline bf16* buffer(int i, std::int64_t n) { return grown(buffers()[i], n, "cuDNN attention's bf16 buffers"); }
+[[noreturn]] inline void not_built() {
+  attention_library_named("cudnn");  // throws how to build it
+  throw error("cuDNN's attention is not built");
+}
+}  // namespace detail::library
+
+/// Why cuDNN's attention cannot run in this process ("" when it can): not built with
+/// tessera::cudnn, or cuDNN 9 not found.
+inline std::string cudnn_attention_unavailable() {
+  try {
+#if defined(TESSERA_HAS_CUDNN)
+    cudnn::load_library();
+#else
+    (void)attention_library_named("cudnn");
+#endif
+  } catch (const error& e) {
+    return e.what();
+  }
+  return {};
+}
+
+/// Frees this host thread's buffers of cuDNN's attention and cuDNN's workspace (its handle and
+/// built graphs stay).
+inline void release_cudnn_attention_buffers() {
+  for (auto& b : detail::library::buffers()) b = {};
+#if defined(TESSERA_HAS_CUDNN)
+  cudnn::release_workspace();
+#endif
+}
+
+/// Bytes of cuDNN's workspace for a causal attention of these sizes on this thread's GPU
+/// (builds the forward's and the backward's graphs when first asked).
+inline std::int64_t cudnn_attention_workspace(std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
+                                              std::int64_t HD) {
+#if defined(TESSERA_HAS_CUDNN)
+  return cudnn::workspace_bytes({B, T, NH, NKV, HD});
+#else
+  (void)B, (void)T, (void)NH, (void)NKV, (void)HD;
+  detail::library::not_built();
+#endif
+}
+
+/// attention_forward (attention.cuh) by cuDNN's fused attention: out [B, T, NH, HD] and
+/// lse [B, NH, T].
+inline void attention_forward_cudnn(float* out, float* lse, const float* q, const float* k, const float* v,
+                                    std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
+                                    cudaStream_t s = nullptr) {
+#if defined(TESSERA_HAS_CUDNN)
+  check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
+        "cuda::attention_forward_cudnn: bad sizes (NH must be a multiple of NKV)");
+  const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
+  using detail::library::buffer;
+  bf16 *qb = buffer(0, nq), *ob = buffer(1, nq), *kb = buffer(4, nkv), *vb = buffer(5, nkv);
+  to_bf16(qb, q, nq, s);
+  to_bf16(kb, k, nkv, s);
+  to_bf16(vb, v, nkv, s);
+  cudnn::sdpa_forward(ob, lse, qb, kb, vb, {B, T, NH, NKV, HD}, s);
+  from_bf16(out, ob, nq, s);
+#else
+  (void)out, (void)lse, (void)q, (void)k, (void)v, (void)B, (void)T, (void)NH, (void)NKV, (void)HD, (void)s;
+  detail::library::not_built();
+#endif
+}
+
+/// attention_backward (attention.cuh) by cuDNN's fused attention: dq, dk, dv written, from the
+/// forward's out and lse.
+inline void attention_backward_cudnn(float* dq, float* dk, float* dv, const float* dout, const float* q,
+                                     const float* k, const float* v, const float* out, const float* lse,
+                                     std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
+                                     std::int64_t HD, cudaStream_t s = nullptr) {
+#if defined(TESSERA_HAS_CUDNN)
+  check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
+        "cuda::attention_backward_cudnn: bad sizes (NH must be a multiple of NKV)");
+  const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
+  using detail::library::buffer;
+  bf16 *qb = buffer(0, nq), *ob = buffer(1, nq), *gb = buffer(2, nq), *dqb = buffer(3, nq);
+  bf16 *kb = buffer(4, nkv), *vb = buffer(5, nkv), *dkb = buffer(6, nkv), *dvb = buffer(7, nkv);
+  to_bf16(qb, q, nq, s);
+  to_bf16(kb, k, nkv, s);
+  to_bf16(vb, v, nkv, s);
+  to_bf16(ob, out, nq, s);
+  to_bf16(gb, dout, nq, s);
+  cudnn::sdpa_backward(dqb, dkb, dvb, gb, qb, kb, vb, ob, lse, {B, T, NH, NKV, HD}, s);
+  from_bf16(dq, dqb, nq, s);
+  from_bf16(dk, dkb, nkv, s);
+  from_bf16(dv, dvb, nkv, s);
+#else
+  (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)B, (void)T,
+      (void)NH, (void)NKV, (void)HD, (void)s;
+  detail::library::not_built();
+#endif
+}
+
+}  // namespace tessera::cuda

@@ -39,6 +39,18 @@ inline tensor<bf16, cuda_space> (&buffers())[8] {
 }
 /// Buffer i, at least n elements.
 inline bf16* buffer(int i, std::int64_t n) { return grown(buffers()[i], n, "cuDNN attention's bf16 buffers"); }
+/// q, k, v rounded into buffers 0, 4, 5 (q's nq elements, k's and v's nkv).
+struct rounded_qkv {
+  bf16 *q, *k, *v;
+};
+inline rounded_qkv round_qkv(const float* q, const float* k, const float* v, std::int64_t nq, std::int64_t nkv,
+                             cudaStream_t s) {
+  const rounded_qkv r{buffer(0, nq), buffer(4, nkv), buffer(5, nkv)};
+  to_bf16(r.q, q, nq, s);
+  to_bf16(r.k, k, nkv, s);
+  to_bf16(r.v, v, nkv, s);
+  return r;
+}
 [[noreturn]] inline void not_built() {
   attention_library_named("cudnn");  // throws how to build it
   throw error("cuDNN's attention is not built");
@@ -90,12 +102,9 @@ inline void attention_forward_cudnn(float* out, float* lse, const float* q, cons
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_forward_cudnn: bad sizes (NH must be a multiple of NKV)");
   const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
-  using detail::library::buffer;
-  bf16 *qb = buffer(0, nq), *ob = buffer(1, nq), *kb = buffer(4, nkv), *vb = buffer(5, nkv);
-  to_bf16(qb, q, nq, s);
-  to_bf16(kb, k, nkv, s);
-  to_bf16(vb, v, nkv, s);
-  cudnn::sdpa_forward(ob, lse, qb, kb, vb, {B, T, NH, NKV, HD}, s);
+  const auto r = detail::library::round_qkv(q, k, v, nq, nkv, s);
+  bf16* ob = detail::library::buffer(1, nq);
+  cudnn::sdpa_forward(ob, lse, r.q, r.k, r.v, {B, T, NH, NKV, HD}, s);
   from_bf16(out, ob, nq, s);
 #else
   (void)out, (void)lse, (void)q, (void)k, (void)v, (void)B, (void)T, (void)NH, (void)NKV, (void)HD, (void)s;
@@ -114,14 +123,11 @@ inline void attention_backward_cudnn(float* dq, float* dk, float* dv, const floa
         "cuda::attention_backward_cudnn: bad sizes (NH must be a multiple of NKV)");
   const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
   using detail::library::buffer;
-  bf16 *qb = buffer(0, nq), *ob = buffer(1, nq), *gb = buffer(2, nq), *dqb = buffer(3, nq);
-  bf16 *kb = buffer(4, nkv), *vb = buffer(5, nkv), *dkb = buffer(6, nkv), *dvb = buffer(7, nkv);
-  to_bf16(qb, q, nq, s);
-  to_bf16(kb, k, nkv, s);
-  to_bf16(vb, v, nkv, s);
+  const auto r = detail::library::round_qkv(q, k, v, nq, nkv, s);
+  bf16 *ob = buffer(1, nq), *gb = buffer(2, nq), *dqb = buffer(3, nq), *dkb = buffer(6, nkv), *dvb = buffer(7, nkv);
   to_bf16(ob, out, nq, s);
   to_bf16(gb, dout, nq, s);
-  cudnn::sdpa_backward(dqb, dkb, dvb, gb, qb, kb, vb, ob, lse, {B, T, NH, NKV, HD}, s);
+  cudnn::sdpa_backward(dqb, dkb, dvb, gb, r.q, r.k, r.v, ob, lse, {B, T, NH, NKV, HD}, s);
   from_bf16(dq, dqb, nq, s);
   from_bf16(dk, dkb, nkv, s);
   from_bf16(dv, dvb, nkv, s);

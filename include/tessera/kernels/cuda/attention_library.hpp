@@ -33,6 +33,13 @@ E choice_named(std::string_view var, const char* value, std::initializer_list<st
     if (v == name) return e;
   throw error(std::string(var) + " is '" + std::string(v) + "': " + std::string(hint));
 }
+/// The process's setting of a choice E: what `Named` makes of environment variable `var`,
+/// read once, then whatever is assigned to it (the default_* and set_default_* functions).
+template <class E, E (*Named)(const char*)>
+E& setting(const char* var) {
+  static E e = Named(std::getenv(var));
+  return e;
+}
 }  // namespace detail
 
 /// Whether this program was built with cuDNN's fused attention (tessera::cudnn).
@@ -62,17 +69,15 @@ inline attention_library attention_library_named(const char* value) {
         "TESSERA_ATTENTION");
   return a;
 }
-namespace detail {
-inline attention_library& attention_library_setting() {
-  static attention_library a = attention_library_named(std::getenv("TESSERA_ATTENTION"));
-  return a;
-}
-}  // namespace detail
 /// The kernels cuda_bf16_kernels' causal attention runs: the environment variable
 /// TESSERA_ATTENTION, read once, or what set_default_attention_library set since.
-inline attention_library default_attention_library() { return detail::attention_library_setting(); }
+inline attention_library default_attention_library() {
+  return detail::setting<attention_library, attention_library_named>("TESSERA_ATTENTION");
+}
 /// Sets it (bench_gpu_llama times a step both ways in one process); not synchronized: set it
 /// before work is launched from several host threads.
-inline void set_default_attention_library(attention_library a) { detail::attention_library_setting() = a; }
+inline void set_default_attention_library(attention_library a) {
+  detail::setting<attention_library, attention_library_named>("TESSERA_ATTENTION") = a;
+}
 
 }  // namespace tessera::cuda

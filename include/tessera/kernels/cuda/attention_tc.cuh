@@ -120,19 +120,17 @@ inline forward_path forward_path_named(const char* value) {
       "TESSERA_ATTENTION_FORWARD", value, {{"narrow", forward_path::narrow}, {"wide", forward_path::wide}},
       "give 'narrow' (64 rows a block, the default) or 'wide' (128 rows a block, two row tiles a warp)");
 }
-namespace detail {
-inline forward_path& forward_path_setting() {
-  static forward_path p = forward_path_named(std::getenv("TESSERA_ATTENTION_FORWARD"));
-  return p;
-}
-}  // namespace detail
 /// The forward the *_bf16 forwards run when not given one (cuda_bf16_kernels' attention): the
 /// environment variable TESSERA_ATTENTION_FORWARD, read once, or what set_default_forward_path
 /// set since.
-inline forward_path default_forward_path() { return detail::forward_path_setting(); }
+inline forward_path default_forward_path() {
+  return detail::setting<forward_path, forward_path_named>("TESSERA_ATTENTION_FORWARD");
+}
 /// Sets the default forward (bench_gpu_llama times a step both ways in one process); not
 /// synchronized: set it before work is launched from several host threads.
-inline void set_default_forward_path(forward_path p) { detail::forward_path_setting() = p; }
+inline void set_default_forward_path(forward_path p) {
+  detail::setting<forward_path, forward_path_named>("TESSERA_ATTENTION_FORWARD") = p;
+}
 
 namespace detail::tc {
 

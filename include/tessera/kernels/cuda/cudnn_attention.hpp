@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -83,6 +84,11 @@ enum uid : std::int64_t { q_uid = 1, k_uid, v_uid, o_uid, stats_uid, do_uid, dq_
 /// throws what is missing and what to do.
 inline void load_library() {
   static const std::string problem = [] {
+    // the frontend's own CUDA runtime calls (the device, its properties) through the runtime
+    // this program was built against -- the one already loaded --, not the first of
+    // libcudart.so.12 / .13 that the loader finds (unless the caller named one)
+    const std::string cudart = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+    setenv("CUDNN_FRONTEND_CUDART_LIB_NAME", cudart.c_str(), 0);
     for (const char* name : {"libcudnn.so.9", "libcudnn_graph.so.9"})
       if ((fe::cudnn_dlhandle = dlopen(name, RTLD_NOW | RTLD_GLOBAL))) break;
     if (!fe::cudnn_dlhandle)

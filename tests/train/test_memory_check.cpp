@@ -218,6 +218,16 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   CHECK(bf16_more > 0);
   CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0", true).empty());
   CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each + bf16_more, "GPU 0", true).empty());
+  // cuDNN's attention (TESSERA_ATTENTION=cudnn; kernels/cuda/attention_cudnn.cuh) in place of
+  // the tensor cores': its 8 bf16 buffers (q, out, dout, dq of the query heads; k, v, dk, dv of
+  // the KV heads, unpadded) and its workspace, in whole floats; no D in the scratch
+  const auto tc = cuda::llama_workspace(est.dims, true, true), dnn = cuda::llama_workspace(est.dims, true, true,
+                                                                                            cuda::no_kept_weights, 1001);
+  const std::int64_t q = 32 * 100000 * est.dims.Hq(), kv = 32 * 100000 * est.dims.Hk();
+  CHECK(dnn.attention == 2 * (4 * q + 4 * kv) + 1004);
+  CHECK(tc.scratch - dnn.scratch == 4 * 32 * est.dims.heads * 100000);
+  CHECK(dnn.operands == tc.operands);
+  CHECK(cuda::llama_workspace(est.dims, false, true, cuda::no_kept_weights, 1001).total() == workspace);  // f32: none
   // one GPU, no recipe (train_llama --device cuda): the model's own step
   mesh_shape one = dp(1);
   const std::string single = train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one,

@@ -127,6 +127,23 @@ function(tessera_define_component_targets core)
   _tessera_component(cuda LIBS CUDA::cudart CUDA::cublas CUDA::cublasLt)
   _tessera_component(cudnn INCLUDES ${TESSERA_CUDNN_INCLUDE_DIR} ${TESSERA_CUDNN_FRONTEND_INCLUDE_DIR}
                      LIBS CUDA::cudart ${CMAKE_DL_LIBS} DEFINES NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
+  # and the unit that compiles it (host compiler) and registers it for the CUDA units
+  # (kernels/cuda/attention_library.hpp, "How a program links it"): from the installed package a
+  # source each target that links tessera::cudnn compiles; in a build tree an object library
+  # compiled once (24 s of g++), whose object each such target links
+  if(TARGET tessera::cudnn)
+    set(_unit ${_tessera_components_dir}/cudnn_attention_unit.cpp)
+    if(imported)
+      target_sources(tessera::cudnn INTERFACE ${_unit})
+    elseif(NOT TARGET tessera_cudnn_unit)
+      add_library(tessera_cudnn_unit OBJECT EXCLUDE_FROM_ALL ${_unit})
+      target_include_directories(tessera_cudnn_unit SYSTEM PRIVATE ${TESSERA_CUDNN_INCLUDE_DIR}
+                                 ${TESSERA_CUDNN_FRONTEND_INCLUDE_DIR})
+      target_compile_definitions(tessera_cudnn_unit PRIVATE TESSERA_HAS_CUDNN=1 NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING)
+      target_link_libraries(tessera_cudnn_unit PRIVATE ${core} CUDA::cudart)
+      target_sources(tessera_cudnn INTERFACE $<TARGET_OBJECTS:tessera_cudnn_unit>)
+    endif()
+  endif()
   _tessera_component(nccl INCLUDES ${TESSERA_NCCL_INCLUDE_DIR} LIBS CUDA::cudart ${TESSERA_NCCL_LIBRARY})
   _tessera_component(openblas INCLUDES ${TESSERA_OPENBLAS_INCLUDE_DIR} LIBS ${TESSERA_OPENBLAS_LIBRARY})
   _tessera_component(sentencepiece INCLUDES ${TESSERA_SENTENCEPIECE_INCLUDE_DIR}

@@ -14,7 +14,7 @@
 //   for causal, backward 2.5 x forward). Where built with tessera::cudnn and cuDNN 9 is found,
 //   cuDNN's fused attention too: as cuda_bf16_kernels runs it (cuda::attention_*_cudnn, the
 //   casts to and from bf16 included) and its kernels alone on bf16 tensors
-//   (cuda::cudnn::sdpa_forward / sdpa_backward).
+//   (cudnn_attention.hpp's sdpa_forward / sdpa_backward, through cuda::cudnn::linked()).
 // Each figure: the median of 10 timed runs (CUDA events) after 2 warm-up runs.
 #include <cublas_v2.h>
 
@@ -146,7 +146,7 @@ void cudnn_attention(bool alone, std::int64_t B, std::int64_t T, std::int64_t NH
     fwd = median_ms([&] { cuda::attention_forward_cudnn(out, lse, q, k, v, B, T, NH, NKV, HD); });
     bwd = median_ms([&] { cuda::attention_backward_cudnn(dq, dk, dv, dy, q, k, v, out, lse, B, T, NH, NKV, HD); });
   } else {
-#if defined(TESSERA_HAS_CUDNN)
+    const cuda::cudnn::linked_functions& f = *cuda::cudnn::linked();  // (cudnn_attention_unavailable asked)
     const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
     tensor<bf16, cuda_space> qb({nq}), kb({nkv}), vb({nkv}), ob({nq}), gb({nq}), dqb({nq}), dkb({nkv}), dvb({nkv});
     cuda::to_bf16(qb.data(), q, nq);
@@ -154,12 +154,11 @@ void cudnn_attention(bool alone, std::int64_t B, std::int64_t T, std::int64_t NH
     cuda::to_bf16(vb.data(), v, nkv);
     cuda::to_bf16(gb.data(), dy, nq);
     const cuda::cudnn::sdpa_shape s{B, T, NH, NKV, HD};
-    fwd = median_ms([&] { cuda::cudnn::sdpa_forward(ob.data(), lse, qb.data(), kb.data(), vb.data(), s); });
+    fwd = median_ms([&] { f.forward(ob.data(), lse, qb.data(), kb.data(), vb.data(), s, nullptr); });
     bwd = median_ms([&] {
-      cuda::cudnn::sdpa_backward(dqb.data(), dkb.data(), dvb.data(), gb.data(), qb.data(), kb.data(), vb.data(),
-                                 ob.data(), lse, s);
+      f.backward(dqb.data(), dkb.data(), dvb.data(), gb.data(), qb.data(), kb.data(), vb.data(), ob.data(), lse, s,
+                 nullptr);
     });
-#endif
   }
   std::printf("| %s | %lld | %.2f | %.1f | %.2f | %.1f |\n",
               alone ? "cuDNN's kernels alone (bf16 tensors)" : "cuDNN (f32 tensors: the casts included)",

@@ -31,6 +31,7 @@
 
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
+#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/cli.hpp>
@@ -85,6 +86,7 @@ struct options {
   std::string recipe, backend = "threads";
   std::string device = "cpu";  // --device / job.device
   std::string compute_dtype = "f32";  // --compute-dtype / training.compute_dtype
+  std::string attention;  // --attention / training.attention ("": TESSERA_ATTENTION's)
   std::int64_t ranks = 0;
 };
 
@@ -202,7 +204,7 @@ void from_config(options& o, const train::run_config& c) {
   o.save_weights = c.output_path(c.checkpoint.save_weights), o.metrics = c.output_path(c.metrics.file);
   o.save_tokens = c.output_path(c.training.save_tokens_file), o.save_dtype = c.checkpoint.export_short();
   o.threads = c.job.threads, o.no_shuffle = c.training.no_shuffle, o.device = c.job.device;
-  o.compute_dtype = c.training.compute_dtype;
+  o.compute_dtype = c.training.compute_dtype, o.attention = c.training.attention;
   o.trace = c.trace_path();
   o.ckpt_folder = c.output_path(c.checkpoint.folder), o.ckpt_interval = c.checkpoint.interval;
   o.ckpt_keep = c.checkpoint.keep_latest_k, o.ckpt_async = c.checkpoint.async_mode;
@@ -238,9 +240,17 @@ int run(int argc, char** argv) {
     check(o.compute_dtype == "f32" || o.device == "cuda",
           "training.compute_dtype (--compute-dtype) bf16 runs on GPUs (--device cuda); the CPU trains with f32 "
           "operands");
+    check(o.attention.empty() || (o.device == "cuda" && o.compute_dtype == "bf16"),
+          "training.attention (--attention) chooses the kernels of the attention with bf16 operands on GPUs: give "
+          "--device cuda --compute-dtype bf16 with it, or leave it out");
 #ifdef TESSERA_HAS_CUDA_TRAINER
     if (o.device == "cuda")
       if (const std::string why = train_llama_cli::cuda_unavailable(); !why.empty()) throw error(why);
+    if (!o.attention.empty())  // (cudnn in a train_llama that does not link it: refused, naming how to build it)
+      cuda::set_default_attention_library(
+          cuda::attention_library_from("training.attention (--attention)", o.attention.c_str()));
+    else if (o.device == "cuda" && o.compute_dtype == "bf16")
+      (void)cuda::default_attention_library();  // TESSERA_ATTENTION's, refused now if it cannot run
 #else
     check(o.device == "cpu", "--device cuda: this train_llama was built without CUDA (nvcc was not found when it "
                              "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "

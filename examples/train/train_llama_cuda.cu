@@ -82,11 +82,14 @@ int run_on(const cuda_inputs& in) {
               std::string(c.name).c_str(), train::group_thousands(std::to_string(model.num_params())).c_str(),
               static_cast<long long>(c.n_layers), static_cast<long long>(c.dim), prop.name, prop.major, prop.minor,
               static_cast<double>(total_bytes) / (1 << 30));
+  const std::string compute =
+      in.bf16 ? std::string("bf16 operands on the tensor cores (GEMMs; attention: ") +
+                    cuda::attention_library_name(cuda::default_attention_library()) +
+                    "), f32 accumulation and master weights"
+              : "f32 (no TF32)";
   std::printf("compute: %s; measured %s GEMM peak (cuBLASLt): %.1f TFLOP/s (MFU denominator); %.1f MFLOP per "
               "token\n",
-              in.bf16 ? "bf16 operands on the tensor cores (GEMMs, attention), f32 accumulation and master weights"
-                      : "f32 (no TF32)",
-              in.bf16 ? "bf16" : "f32", peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
+              compute.c_str(), in.bf16 ? "bf16" : "f32", peak / 1e12, flops_per_token(c, in.seq_len) / 1e6);
 
   train::basic_trainer<device_llama<K>> tr(model, loader, in.steps, in.accum, in.opt, peak);
   run_steps(model, tr, loader, in.checkpoint, jsonl, in.trace_file);

@@ -227,16 +227,26 @@ void dq_path_names() {
   expect("TESSERA_ATTENTION_FORWARD unset: narrow", cuda::forward_path_named(nullptr) == cuda::forward_path::narrow);
   expect("TESSERA_ATTENTION_FORWARD=wide", cuda::forward_path_named("wide") == cuda::forward_path::wide);
   expect("TESSERA_ATTENTION_FORWARD=narrow", cuda::forward_path_named("narrow") == cuda::forward_path::narrow);
-  // TESSERA_ATTENTION (cuda::attention_library_named): "cudnn" only where it is built
+  // TESSERA_ATTENTION (cuda::attention_library_named): "cudnn" only where it is linked -- by
+  // the component's host unit, registered before main, exactly where this program was built
+  // with tessera::cudnn (its macro TESSERA_HAS_CUDNN)
+#if defined(TESSERA_HAS_CUDNN)
+  constexpr bool built_with_cudnn = true;
+#else
+  constexpr bool built_with_cudnn = false;
+#endif
+  expect(built_with_cudnn ? "cuDNN's attention linked (built with tessera::cudnn)"
+                          : "cuDNN's attention not linked (built without tessera::cudnn)",
+         cuda::cudnn_linked() == built_with_cudnn);
   expect("TESSERA_ATTENTION unset: tessera", cuda::attention_library_named(nullptr) == cuda::attention_library::tessera);
   expect("TESSERA_ATTENTION=tessera", cuda::attention_library_named("tessera") == cuda::attention_library::tessera);
   message.clear();
   try {
     const bool named = cuda::attention_library_named("cudnn") == cuda::attention_library::cudnn;
-    expect("TESSERA_ATTENTION=cudnn (built with cuDNN)", cuda::cudnn_built && named);
+    expect("TESSERA_ATTENTION=cudnn (built with cuDNN)", cuda::cudnn_linked() && named);
   } catch (const error& e) {
     expect("TESSERA_ATTENTION=cudnn refused: built without cuDNN",
-           !cuda::cudnn_built && std::string(e.what()).find("built without cuDNN's attention") != std::string::npos);
+           !cuda::cudnn_linked() && std::string(e.what()).find("built without cuDNN's attention") != std::string::npos);
   }
   try {
     (void)cuda::attention_library_named("CUDNN");
@@ -256,13 +266,25 @@ void dq_path_names() {
 }  // namespace
 
 int main() {
+  // the switches' names first: host code, so they are checked without a GPU too -- in a program
+  // built with tessera::cudnn, that the component's host unit registered cuDNN's attention for
+  // this nvcc unit before main
+  try {
+    dq_path_names();
+  } catch (const std::exception& e) {
+    std::printf("FAIL: %s\n", e.what());
+    return 1;
+  }
+  if (failures) {
+    std::printf("FAILED: %d check(s)\n", failures);
+    return 1;
+  }
   if (no_cuda_device()) return 77;
   cudaDeviceProp prop{};
   cuda_check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
   std::printf("device 0: %s (sm_%d%d); tensor-core attention %s\n", prop.name, prop.major, prop.minor,
               cuda::tc_attention_supported(64) ? "runs" : "not supported here (the bf16 rows run the f32 kernels)");
   try {
-    dq_path_names();
     attention<cpu_kernels, cuda_kernels>("f32", f32_tol);
     attention<cpu_bf16_kernels, cuda_bf16_kernels>("bf16 tensor cores", bf16_tol);
     attention<cpu_bf16_kernels, bf16_separate_dq>("bf16 tensor cores, dq_k", bf16_tol);

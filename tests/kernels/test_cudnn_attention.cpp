@@ -74,7 +74,12 @@ TEST_CASE("cuDNN's refusals reach the caller") {
 }
 
 TEST_CASE("TESSERA_ATTENTION in a program built with cuDNN's attention") {
-  CHECK(cuda::cudnn_built);
+  // registered before main by the units that include cudnn_attention.hpp (this one, and the
+  // component's cmake/cudnn_attention_unit.cpp): the header's functions
+  REQUIRE(cuda::cudnn_linked());
+  CHECK(cudnn::linked() == &cudnn::detail::functions);
+  CHECK((cudnn::linked()->load_library == &cudnn::load_library));
+  CHECK((cudnn::linked()->workspace_bytes == &cudnn::workspace_bytes));
   CHECK(cuda::attention_library_named(nullptr) == cuda::attention_library::tessera);
   CHECK(cuda::attention_library_named("tessera") == cuda::attention_library::tessera);
   CHECK(cuda::attention_library_named("cudnn") == cuda::attention_library::cudnn);

@@ -14,14 +14,17 @@
                                                   emulation) trains as --device cpu of EXE, in
                                                   f32 and with --compute-dtype bf16, saves
                                                   the weights it trained, and its checkpoints
-                                                  resume on the CPU (and the CPU's on it)
+                                                  resume on the CPU (and the CPU's on it);
+                                                  --attention cudnn is refused there (no cuDNN)
   train_llama_runs.py cuda_recipes EXE EMULATED    the same, and --recipe debug_2d on 4 emulated
                                                   GPUs over the emulated NCCL trains as on 4 CPU
                                                   thread ranks, and with --compute-dtype bf16
                                                   within 1% of them (EMULATED built with
                                                   TESSERA_EMULATED_TRAINER_RECIPES)
   train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
-                                                  --device cuda (f32 and bf16 operands) against
+                                                  --device cuda (f32 and bf16 operands; bf16
+                                                  with --attention cudnn too, where EXE links
+                                                  it and cuDNN is found) against
                                                   its --device cpu, and --recipe debug_fsdp on
                                                   as many GPUs as are visible (up to 4; and
                                                   debug_2d on 4) against as many CPU thread
@@ -220,6 +223,8 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
     c = losses(d / "bf16.jsonl")
     # bf16 operands: within 1% of f32 over a few steps (docs/training.md)
     check(len(c) == 3 and rel(c, a) < 1e-2, f"--compute-dtype bf16's losses {c} are not within 1% of f32's {a}")
+    check("attention: tessera's tensor-core kernels" in bf, f"--compute-dtype bf16 did not name its attention:\n{bf}")
+    check_cudnn_attention(d, emulated, common, a, gpus)
     del cpu
     check_gpu_refusal(d, emulated, [], "--device cuda")
     if not recipes:
@@ -244,6 +249,29 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
         c = losses(d / "r_bf16.jsonl")
         check("bf16 operands" in out and len(c) == 2 and rel(c, a) < 1e-2,
               f"--device cuda --compute-dtype bf16 --recipe {recipe}'s losses {c} are not within 1% of f32's {a}:\n{out}")
+
+
+def check_cudnn_attention(d, exe, common, f32, gpus):
+    """--attention cudnn: cuDNN's fused attention trains within 1% of f32, as tessera's bf16
+    attention does, where exe links it and cuDNN 9 is found; refused otherwise, naming why (the
+    emulation never links it: refused there)"""
+    m = d / "cudnn.jsonl"
+    rc, out = run_fails([exe, "--device", "cuda", "--compute-dtype", "bf16", "--attention", "cudnn", "--metrics",
+                         str(m)] + common)
+    why = [w for w in ("built without cuDNN's attention", "cannot open cuDNN 9") if w in out]
+    if rc != 0 and why and (gpus or why[0].startswith("built")):
+        check(rc in (1, 2) and not m.exists() and ("tessera::cudnn" in out or "LD_LIBRARY_PATH" in out),
+              f"--attention cudnn was refused without the fix named (exit {rc}):\n{out}")
+        if gpus:
+            print(f"--attention cudnn not run here: {out.strip().splitlines()[-1]}")
+        return
+    check(gpus > 0, f"--attention cudnn ran on the emulation, which has no cuDNN (exit {rc}):\n{out}")
+    if gpus:
+        print(out)
+    c = losses(m) if rc == 0 else []
+    check(rc == 0 and "attention: cuDNN's fused attention" in out and len(c) == 3 and
+          max(abs(p - q) / abs(q) for p, q in zip(c, f32)) < 1e-2,
+          f"--attention cudnn: exit {rc}, losses {c}, not within 1% of f32's {f32}:\n{out}")
 
 
 def visible_gpus(exe):

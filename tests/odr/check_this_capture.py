@@ -71,7 +71,7 @@ def units(root):
     frontend = sorted(glob.glob(os.path.join(root, "build/deps/cudnn-frontend-*/include")))
     if cudnn and frontend and os.path.isdir(CUDA_INCLUDE):
         groups.append(("cudnn", cudnn, ["-isystem" + frontend[-1], "-isystem" + CUDA_INCLUDE,
-                                        "-DTESSERA_HAS_CUDNN=1", "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING"]))
+                                        "-DNV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING"]))
     elif cudnn:
         print("not checked (no cuDNN frontend in build/deps or no %s): %s" %
               (CUDA_INCLUDE, ", ".join(os.path.relpath(h, root) for h in cudnn)))
@@ -118,8 +118,8 @@ def main():
             for m in re.finditer(r"^(\S+?):(\d+):(\d+): note: \"root\" binds here", text, re.M):
                 path = os.path.realpath(m.group(1))
                 # tessera's files; not the cuDNN frontend's in build/deps, which has such lambdas
-                # (kernels/cuda/cudnn_attention.hpp: a program includes it from nvcc units only or
-                # from host units only)
+                # (kernels/cuda/cudnn_attention.hpp: only the host compiler compiles it, in one
+                # unit a program, which registers it for the nvcc units)
                 if path.startswith(root + os.sep) and not path.startswith(os.path.join(root, "build") + os.sep):
                     found.append((os.path.relpath(path, root), int(m.group(2)), int(m.group(3))))
     if errors:

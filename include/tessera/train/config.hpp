@@ -72,6 +72,9 @@ struct run_config {
     std::string save_tokens_file;                  ///< training.save_tokens_file
     bool no_shuffle = false;                       ///< training.no_shuffle: file order
     std::string compute_dtype = "f32";  ///< training.compute_dtype: f32|bf16 (GEMM and attention operands, on a GPU)
+    /// training.attention: tessera|cudnn, the kernels of bf16's attention on a GPU ("": the
+    /// environment's TESSERA_ATTENTION, else tessera; kernels/cuda/attention_library.hpp)
+    std::string attention;
   } training;
   struct checkpoint_section {
     std::string initial_load_path;     ///< checkpoint.initial_load_path: HF safetensors or a tessera checkpoint
@@ -207,6 +210,10 @@ inline void bind(option_set& options, run_config& c) {
       .add_choice("training.compute_dtype", &c.training.compute_dtype, {"f32", "bf16"},
                   "operands of the GEMMs and the attention on --device cuda (one GPU, or a recipe's ranks): f32, or bf16 "
                   "(rounded to bf16 on the tensor cores, f32 accumulation, f32 master weights and optimizer)")
+      .add_choice("training.attention", &c.training.attention, {"tessera", "cudnn"},
+                  "kernels of the attention with --compute-dtype bf16 on --device cuda: tessera's tensor-core kernels, "
+                  "or cuDNN's fused attention (a train_llama built with cuDNN; default: the environment's "
+                  "TESSERA_ATTENTION, else tessera)")
       .add("checkpoint.initial_load_path", &c.checkpoint.initial_load_path,
            "weights to start from: Hugging Face safetensors (a file or a folder with its index), or a tessera "
            "checkpoint (a step-<N> folder, or a folder of them: the newest; its weights alone, when "
@@ -260,6 +267,7 @@ inline void bind(option_set& options, run_config& c) {
       .alias("save-tokens", "training.save_tokens_file")
       .alias("no-shuffle", "training.no_shuffle")
       .alias("compute-dtype", "training.compute_dtype")
+      .alias("attention", "training.attention")
       .alias("init-from", "checkpoint.initial_load_path")
       .alias("save-weights", "checkpoint.save_weights")
       .alias("save-dtype", "checkpoint.export_dtype")

@@ -6,13 +6,15 @@
 //
 // q, k, v (and in the backward out and dout) are rounded to bf16 into this host thread's
 // buffers -- as tessera's tensor-core attention rounds them --, cuDNN runs on them
-// (cudnn_attention.hpp), and its bf16 out, dq, dk, dv are widened back to f32; lse is
+// (cudnn_attention.hpp, through the functions a host unit of the program registered:
+// attention_library.hpp's cudnn::linked), and its bf16 out, dq, dk, dv are widened back to f32; lse is
 // cuDNN's f32 statistics, written in place. So beyond the tensor-core attention's roundings,
 // out, dq, dk and dv are rounded to bf16 once (cuDNN's outputs are bf16); the backward's out
 // is the forward's bf16 out again, exactly. Buffers: 4 of B x T x NH x HD and 4 of
 // B x T x NKV x HD bf16 (the forward uses the first of each pair), grown to the largest call
-// and kept, plus cuDNN's workspace (model/cuda_workspace.hpp counts both). In a program built
-// without tessera::cudnn these throw, naming how to build it.
+// and kept, plus cuDNN's workspace (model/cuda_workspace.hpp counts both). In a program that
+// does not link cuDNN's attention (no unit includes cudnn_attention.hpp) these throw, naming
+// how to build it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,9 +27,6 @@
 #include <tessera/kernels/cuda/pointwise.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
-#if defined(TESSERA_HAS_CUDNN)
-#include <tessera/kernels/cuda/cudnn_attention.hpp>
-#endif
 
 namespace tessera::cuda {
 
@@ -51,21 +50,18 @@ inline rounded_qkv round_qkv(const float* q, const float* k, const float* v, std
   to_bf16(r.v, v, nkv, s);
   return r;
 }
-[[noreturn]] inline void not_built() {
-  attention_library_named("cudnn");  // throws how to build it
-  throw error("cuDNN's attention is not built");
+/// The functions of cuDNN's attention this program links, or throws how to build it.
+inline const cudnn::linked_functions& linked() {
+  if (!cudnn::linked()) (void)attention_library_named("cudnn");  // throws how to build it
+  return *cudnn::linked();
 }
 }  // namespace detail::library
 
-/// Why cuDNN's attention cannot run in this process ("" when it can): not built with
-/// tessera::cudnn, or cuDNN 9 not found.
+/// Why cuDNN's attention cannot run in this process ("" when it can): not linked (no unit
+/// includes cudnn_attention.hpp), or cuDNN 9 not found.
 inline std::string cudnn_attention_unavailable() {
   try {
-#if defined(TESSERA_HAS_CUDNN)
-    cudnn::load_library();
-#else
-    (void)attention_library_named("cudnn");
-#endif
+    detail::library::linked().load_library();
   } catch (const error& e) {
     return e.what();
   }
@@ -76,21 +72,14 @@ inline std::string cudnn_attention_unavailable() {
 /// built graphs stay).
 inline void release_cudnn_attention_buffers() {
   for (auto& b : detail::library::buffers()) b = {};
-#if defined(TESSERA_HAS_CUDNN)
-  cudnn::release_workspace();
-#endif
+  if (const cudnn::linked_functions* f = cudnn::linked()) f->release_workspace();
 }
 
 /// Bytes of cuDNN's workspace for a causal attention of these sizes on this thread's GPU
 /// (builds the forward's and the backward's graphs when first asked).
 inline std::int64_t cudnn_attention_workspace(std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
                                               std::int64_t HD) {
-#if defined(TESSERA_HAS_CUDNN)
-  return cudnn::workspace_bytes({B, T, NH, NKV, HD});
-#else
-  (void)B, (void)T, (void)NH, (void)NKV, (void)HD;
-  detail::library::not_built();
-#endif
+  return detail::library::linked().workspace_bytes({B, T, NH, NKV, HD});
 }
 
 /// attention_forward (attention.cuh) by cuDNN's fused attention: out [B, T, NH, HD] and
@@ -98,18 +87,14 @@ inline std::int64_t cudnn_attention_workspace(std::int64_t B, std::int64_t T, st
 inline void attention_forward_cudnn(float* out, float* lse, const float* q, const float* k, const float* v,
                                     std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
                                     cudaStream_t s = nullptr) {
-#if defined(TESSERA_HAS_CUDNN)
+  const cudnn::linked_functions& f = detail::library::linked();
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_forward_cudnn: bad sizes (NH must be a multiple of NKV)");
   const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
   const auto r = detail::library::round_qkv(q, k, v, nq, nkv, s);
   bf16* ob = detail::library::buffer(1, nq);
-  cudnn::sdpa_forward(ob, lse, r.q, r.k, r.v, {B, T, NH, NKV, HD}, s);
+  f.forward(ob, lse, r.q, r.k, r.v, {B, T, NH, NKV, HD}, s);
   from_bf16(out, ob, nq, s);
-#else
-  (void)out, (void)lse, (void)q, (void)k, (void)v, (void)B, (void)T, (void)NH, (void)NKV, (void)HD, (void)s;
-  detail::library::not_built();
-#endif
 }
 
 /// attention_backward (attention.cuh) by cuDNN's fused attention: dq, dk, dv written, from the
@@ -118,7 +103,7 @@ inline void attention_backward_cudnn(float* dq, float* dk, float* dv, const floa
                                      const float* k, const float* v, const float* out, const float* lse,
                                      std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV,
                                      std::int64_t HD, cudaStream_t s = nullptr) {
-#if defined(TESSERA_HAS_CUDNN)
+  const cudnn::linked_functions& f = detail::library::linked();
   check(B > 0 && T > 0 && NKV > 0 && NH % NKV == 0,
         "cuda::attention_backward_cudnn: bad sizes (NH must be a multiple of NKV)");
   const std::int64_t nq = B * T * NH * HD, nkv = B * T * NKV * HD;
@@ -127,15 +112,10 @@ inline void attention_backward_cudnn(float* dq, float* dk, float* dv, const floa
   bf16 *ob = buffer(1, nq), *gb = buffer(2, nq), *dqb = buffer(3, nq), *dkb = buffer(6, nkv), *dvb = buffer(7, nkv);
   to_bf16(ob, out, nq, s);
   to_bf16(gb, dout, nq, s);
-  cudnn::sdpa_backward(dqb, dkb, dvb, gb, r.q, r.k, r.v, ob, lse, {B, T, NH, NKV, HD}, s);
+  f.backward(dqb, dkb, dvb, gb, r.q, r.k, r.v, ob, lse, {B, T, NH, NKV, HD}, s);
   from_bf16(dq, dqb, nq, s);
   from_bf16(dk, dkb, nkv, s);
   from_bf16(dv, dvb, nkv, s);
-#else
-  (void)dq, (void)dk, (void)dv, (void)dout, (void)q, (void)k, (void)v, (void)out, (void)lse, (void)B, (void)T,
-      (void)NH, (void)NKV, (void)HD, (void)s;
-  detail::library::not_built();
-#endif
 }
 
 }  // namespace tessera::cuda

@@ -23,10 +23,12 @@
 // The backward is cuDNN's deterministic algorithm (set_deterministic_algorithm), as
 // tessera's kernels are deterministic.
 //
-// One program, one compiler for this header: the frontend's lambdas capture `this`
-// implicitly, which nvcc and g++ lay out differently (docs/cuda.md, "nvcc and g++ units in one
-// program"), so a program includes it from nvcc units only or from host units only (tessera's
-// GPU tests and benchmarks are one .cu unit each; test_cudnn_attention one host unit).
+// How a program links it: one unit compiled by the host compiler includes this header (the
+// component tessera::cudnn adds cmake/cudnn_attention_unit.cpp to each target that links it),
+// which registers the functions below with attention_library.hpp's table before main; nvcc's
+// units call them through it (attention_cudnn.cuh). Not from nvcc: the frontend's lambdas
+// capture `this` implicitly, which nvcc and g++ lay out differently (docs/cuda.md, "nvcc and
+// g++ units in one program"), and its headers cost nvcc about 55 s a unit.
 //
 // `support_problem` asks cuDNN, without a GPU, whether an engine takes a graph on a device
 // described by a DeviceProperties (deviceless ahead-of-time compilation, cuDNN 9.8 and
@@ -50,6 +52,7 @@
 #include <vector>
 
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
 
@@ -63,16 +66,6 @@ inline void* cudnn_dlhandle = nullptr;
 namespace tessera::cuda::cudnn {
 
 namespace fe = cudnn_frontend;
-
-/// One causal attention call's sizes: batch, tokens, query heads, key/value heads, head dim.
-struct sdpa_shape {
-  std::int64_t B = 0, T = 0, NH = 0, NKV = 0, HD = 0;
-  friend bool operator==(const sdpa_shape&, const sdpa_shape&) = default;
-};
-inline std::string to_string(const sdpa_shape& s) {
-  return std::to_string(s.B) + " x " + std::to_string(s.T) + " tokens, " + std::to_string(s.NH) + " heads, " +
-         std::to_string(s.NKV) + " kv heads, head dim " + std::to_string(s.HD);
-}
 
 /// The forward (o and stats from q, k, v) or the backward (dq, dk, dv from q, k, v, o, do, stats).
 enum class pass { forward, backward };
@@ -307,5 +300,26 @@ inline void sdpa_backward(void* dq, void* dk, void* dv, const void* dout, const 
                    {dv_uid, dv}},
                   st);
 }
+
+namespace detail {
+/// This header's functions, as attention_library.hpp's table holds them (streams as void*).
+inline constexpr linked_functions functions{
+    &load_library, &workspace_bytes, &release_workspace,
+    [](void* o, float* stats, const void* q, const void* k, const void* v, const sdpa_shape& s, void* st) {
+      sdpa_forward(o, stats, q, k, v, s, static_cast<cudaStream_t>(st));
+    },
+    [](void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k, const void* v, const void* o,
+       const float* stats, const sdpa_shape& s, void* st) {
+      sdpa_backward(dq, dk, dv, dout, q, k, v, o, stats, s, static_cast<cudaStream_t>(st));
+    }};
+/// Registered before main by each unit that includes this header (the same table each time).
+inline bool link() {
+  tessera::cuda::cudnn::detail::linked_slot() = &functions;
+  return true;
+}
+namespace {
+[[maybe_unused]] const bool linked_here = link();
+}  // namespace
+}  // namespace detail
 
 }  // namespace tessera::cuda::cudnn

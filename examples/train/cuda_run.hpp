@@ -11,6 +11,7 @@
 
 #include <tessera/comm/any_communicator.hpp>
 #include <tessera/model/llama_config.hpp>
+#include <tessera/model/llama_shard.hpp>
 #include <tessera/train/checkpoint.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -38,6 +39,11 @@ struct gpu_memory {
   std::string name;
 };
 gpu_memory cuda_memory_of(int device);
+
+/// Bytes of cuDNN's workspace for the causal attention of a rank of dims d, asked of cuDNN on
+/// `device` (cuda_bf16_kernels' cudnn_attention_workspace: builds the rank's graphs there, as its
+/// first step would): for the memory check where cuDNN's attention runs.
+std::int64_t cudnn_workspace_on(int device, const tessera::llama_dims& d);
 
 /// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
 /// else its world rank.

@@ -52,6 +52,21 @@ gpu_memory cuda_memory_of(int device) {
   return {static_cast<std::int64_t>(free_bytes), "GPU " + std::to_string(device) + " (" + prop.name + ")"};
 }
 
+std::int64_t cudnn_workspace_on(int device, const llama_dims& d) {
+  int current = 0;
+  cuda_check(cudaGetDevice(&current), "cudaGetDevice");
+  cuda_check(cudaSetDevice(device), "cudaSetDevice");
+  std::int64_t bytes = 0;
+  try {
+    bytes = cuda_bf16_kernels::cudnn_attention_workspace(d.B, d.T, d.heads, d.kv_heads, d.hd);
+  } catch (...) {
+    cuda_check(cudaSetDevice(current), "cudaSetDevice");
+    throw;
+  }
+  cuda_check(cudaSetDevice(current), "cudaSetDevice");
+  return bytes;
+}
+
 namespace {
 /// run_on_cuda on backend K (cuda_kernels, or cuda_bf16_kernels for bf16 operands).
 template <class K>

@@ -228,6 +228,20 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   CHECK(tc.scratch - dnn.scratch == 4 * 32 * est.dims.heads * 100000);
   CHECK(dnn.operands == tc.operands);
   CHECK(cuda::llama_workspace(est.dims, false, true, cuda::no_kept_weights, 1001).total() == workspace);  // f32: none
+  // ... as device_memory_problem counts it, cuDNN asked for the rank's dims (its 32 sequences)
+  std::int64_t asked_B = 0;
+  const train::cudnn_workspace_query ask = [&](const llama_dims& d) {
+    asked_B = d.B;
+    return std::int64_t{1001};
+  };
+  const std::int64_t with_cudnn = est.peak() + dnn.total();
+  CHECK(with_cudnn != est.peak() + tc.total());
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, with_cudnn, "GPU 0", true, ask).empty());
+  CHECK(asked_B == 32);
+  CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, with_cudnn - 1, "GPU 0", true, ask).empty());
+  asked_B = 0;  // f32 operands: tessera's f32 attention, cuDNN not asked
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0", false, ask).empty());
+  CHECK(asked_B == 0);
   // one GPU, no recipe (train_llama --device cuda): the model's own step
   mesh_shape one = dp(1);
   const std::string single = train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one,

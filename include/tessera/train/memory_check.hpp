@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -148,6 +149,11 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
   return msg;
 }
 
+/// cuDNN's workspace, in bytes, for the attention of a rank of dims d, where cuDNN's attention
+/// runs instead of tessera's tensor-core kernels (TESSERA_ATTENTION=cudnn: cuda_bf16_kernels'
+/// cudnn_attention_workspace, which asks cuDNN on the GPU); empty where tessera's kernels run.
+using cudnn_workspace_query = std::function<std::int64_t(const llama_dims&)>;
+
 /// The problem when one training step of `what` ("recipe debug_fsdp", "model llama3_8b") --
 /// config `cfg`, policies `p`, a mesh of `shape`, `global_batch` x `seq_len` tokens -- needs
 /// more memory on a GPU than the `free_bytes` that `device` (its name, for the message) has,
@@ -156,17 +162,19 @@ inline std::string host_memory_problem(const llama_config& cfg, const parallel_s
 /// (model/cuda_workspace.hpp: `bf16_operands` for cuda_bf16_kernels -- train_llama's
 /// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it;
 /// `kept_weights`: the model owns its arena and keeps its rounded weights, as device_llama,
-/// which trains one GPU without a recipe), not the CUDA context: a step it passes may still
-/// not fit, one it refuses does not.
+/// which trains one GPU without a recipe; `cudnn_workspace`: cuDNN's attention in place of the
+/// tensor-core kernels', its buffers and the workspace it answers for the rank's dims), not the
+/// CUDA context: a step it passes may still not fit, one it refuses does not.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
                                          const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                          std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
-                                         bool kept_weights = false) {
+                                         bool kept_weights = false, const cudnn_workspace_query& cudnn_workspace = {}) {
   if (free_bytes <= 0) return {};
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
   const std::int64_t workspace =
                          cuda::llama_workspace(e.dims, bf16_operands, true,
-                                               kept_weights ? cfg.n_layers : cuda::no_kept_weights)
+                                               kept_weights ? cfg.n_layers : cuda::no_kept_weights,
+                                               bf16_operands && cudnn_workspace ? cudnn_workspace(e.dims) : -1)
                              .total(),
                      need = e.peak() + workspace;
   if (need <= free_bytes) return {};
@@ -196,10 +204,11 @@ std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_bat
 /// The same for recipe R, on one GPU per rank.
 template <class Recipe>
 std::string device_memory_problem(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                  std::int64_t free_bytes, std::string_view device, bool bf16_operands = false) {
+                                  std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
+                                  const cudnn_workspace_query& cudnn_workspace = {}) {
   using R = recipe_traits<Recipe>;
   return device_memory_problem(R::config, R::spec, "recipe " + std::string(R::name()), shape, global_batch, seq_len,
-                               free_bytes, device, bf16_operands);
+                               free_bytes, device, bf16_operands, false, cudnn_workspace);
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of

@@ -35,6 +35,11 @@
 // newer): tests/kernels/test_cudnn_attention.cpp asks it for an H100's properties.
 #pragma once
 
+#if defined(__CUDACC__)
+// (one diagnostic: the rest of the header is not compiled)
+#error "kernels/cuda/cudnn_attention.hpp is compiled by the host compiler, never by nvcc (the cuDNN frontend's lambdas capture `this`, which nvcc and g++ lay out differently, and the component's own host unit compiles it too): run cuDNN's attention from CUDA units through kernels/cuda/attention_cudnn.cuh (cuda_bf16_kernels), and link tessera::cudnn, whose cmake/cudnn_attention_unit.cpp compiles this header"
+#else
+
 #include <dlfcn.h>
 
 #include <cuda_runtime.h>
@@ -323,3 +328,5 @@ namespace {
 }  // namespace detail
 
 }  // namespace tessera::cuda::cudnn
+
+#endif  // !defined(__CUDACC__)

@@ -31,8 +31,8 @@
 
 #include <tessera/core/trace.hpp>
 #include <tessera/kernels/cpu/matmul.hpp>
-#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/kernels/cpu/parallel.hpp>
+#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/model/llama.hpp>
 #include <tessera/train/cli.hpp>
 #include <tessera/train/config.hpp>

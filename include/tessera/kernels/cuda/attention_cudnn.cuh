@@ -7,10 +7,10 @@
 // q, k, v (and in the backward out and dout) are rounded to bf16 into this host thread's
 // buffers -- as tessera's tensor-core attention rounds them --, cuDNN runs on them
 // (cudnn_attention.hpp, through the functions a host unit of the program registered:
-// attention_library.hpp's cudnn::linked), and its bf16 out, dq, dk, dv are widened back to f32; lse is
-// cuDNN's f32 statistics, written in place. So beyond the tensor-core attention's roundings,
-// out, dq, dk and dv are rounded to bf16 once (cuDNN's outputs are bf16); the backward's out
-// is the forward's bf16 out again, exactly. Buffers: 4 of B x T x NH x HD and 4 of
+// attention_library.hpp's cudnn::linked), and its bf16 out, dq, dk, dv are widened back to
+// f32; lse is cuDNN's f32 statistics, written in place. So beyond the tensor-core attention's
+// roundings, out, dq, dk and dv are rounded to bf16 once (cuDNN's outputs are bf16); the
+// backward's out is the forward's bf16 out again, exactly. Buffers: 4 of B x T x NH x HD and 4 of
 // B x T x NKV x HD bf16 (the forward uses the first of each pair), grown to the largest call
 // and kept, plus cuDNN's workspace (model/cuda_workspace.hpp counts both). In a program that
 // does not link cuDNN's attention (no unit includes cudnn_attention.hpp) these throw, naming

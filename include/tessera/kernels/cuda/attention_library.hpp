@@ -14,9 +14,9 @@
 // How a program links it: cudnn_attention.hpp, compiled by the host compiler in one unit,
 // registers its functions here before main (cudnn::linked_functions); the CUDA units that run
 // the attention (attention_cudnn.cuh, compiled by nvcc) call them through that table. So the
-// cuDNN frontend's headers -- 24 s of g++ a unit, 55 s more of nvcc -- are compiled once a program
-// and never by nvcc, whose layout of their lambdas differs from g++'s (docs/cuda.md, "nvcc and
-// g++ units in one program").
+// cuDNN frontend's headers -- 24 s of g++ a unit, 55 s more of nvcc -- are compiled once a
+// program and never by nvcc, whose layout of their lambdas differs from g++'s (docs/cuda.md,
+// "nvcc and g++ units in one program").
 #pragma once
 
 #include <cstdint>

@@ -53,18 +53,15 @@ gpu_memory cuda_memory_of(int device) {
 }
 
 std::int64_t cudnn_workspace_on(int device, const llama_dims& d) {
-  int current = 0;
-  cuda_check(cudaGetDevice(&current), "cudaGetDevice");
-  cuda_check(cudaSetDevice(device), "cudaSetDevice");
-  std::int64_t bytes = 0;
-  try {
-    bytes = cuda_bf16_kernels::cudnn_attention_workspace(d.B, d.T, d.heads, d.kv_heads, d.hd);
-  } catch (...) {
-    cuda_check(cudaSetDevice(current), "cudaSetDevice");
-    throw;
-  }
-  cuda_check(cudaSetDevice(current), "cudaSetDevice");
-  return bytes;
+  struct on_device {  // `device` current while cuDNN is asked, the caller's again after (or on a throw)
+    int before = 0;
+    explicit on_device(int dev) {
+      cuda_check(cudaGetDevice(&before), "cudaGetDevice");
+      cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+    }
+    ~on_device() { (void)cudaSetDevice(before); }
+  } current(device);
+  return cuda_bf16_kernels::cudnn_attention_workspace(d.B, d.T, d.heads, d.kv_heads, d.hd);
 }
 
 namespace {

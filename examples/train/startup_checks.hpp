@@ -91,12 +91,11 @@ inline void check_save_weights_path(const std::string& save_weights) {
 /// (config cfg, policies p) that needs more memory than one of `devices` has free
 /// (train::device_memory_problem: the memory estimate of the rank that needs most, with the
 /// workspace of cuda_bf16_kernels when `bf16_operands`, else cuda_kernels' -- with cuDNN's
-/// attention where it runs, its workspace asked of cuDNN on each device; `kept_weights`:
-/// device_llama's rounded weights, kept from the forward for the backward).
+/// attention where it runs, its workspace asked of cuDNN on each device, and the rounded
+/// weights the model keeps from the forward for the backward).
 [[maybe_unused]] inline void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
                                        const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
-                                       const std::vector<int>& devices, bool bf16_operands,
-                                       bool kept_weights = false) {
+                                       const std::vector<int>& devices, bool bf16_operands) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
   const bool cudnn = bf16_operands && cuda::default_attention_library() == cuda::attention_library::cudnn;
   for (const int d : devices) {
@@ -106,13 +105,12 @@ inline void check_save_weights_path(const std::string& save_weights) {
       cudnn_workspace = [d](const llama_dims& dims) { return cudnn_workspace_on(d, dims); };
     if (const std::string problem =
             train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name,
-                                         bf16_operands, kept_weights, cudnn_workspace);
+                                         bf16_operands, cudnn_workspace);
         !problem.empty())
       throw error(problem);
   }
 #else
-  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands,
-      (void)kept_weights;
+  (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands;
 #endif
 }
 

@@ -172,8 +172,8 @@ int run_cuda(options& o, const llama_config& cfg) {
     mesh_shape one;
     one.ndim = 1, one.size[0] = 1;
     check_gpu_memory(cfg, parallel_spec{}, "model " + std::string(cfg.name), one,
-                     o.global_batch > 0 ? o.global_batch : o.batch, o.seq_len, {0}, o.compute_dtype == "bf16",
-                     true);  // device_llama: it keeps its rounded weights
+                     o.global_batch > 0 ? o.global_batch : o.batch, o.seq_len, {0},
+                     o.compute_dtype == "bf16");  // device_llama: it keeps its rounded weights, as the estimate counts
   }
   const auto tokens = load_tokens(o, cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);

@@ -21,9 +21,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
 #include <recipe_steps.hpp>
 #include <tessera/kernels/backend.hpp>
+#include <tessera/train/memory_estimator.hpp>
 
 #include "recipes_tiny.hpp"
 
@@ -73,7 +75,51 @@ void against_one_rank(int world, const char* what) {
   CHECK(params <= 1e-3);
 }
 
+/// What a rank of recipe R kept of its rounded weights (train/parallel_llama.hpp's
+/// keep_stored_weights): the bytes, the elements its forwards rounded, and the estimate's count.
+struct kept_record {
+  std::int64_t bytes = -1, rounds = -1, estimate = -1;
+};
+
+/// parallel_llama keeps the bf16 copies of the weights computed on their stored blocks: the
+/// same bits as the same recipe rounding each GEMM's weight (its model told to keep nothing),
+/// each kept weight rounded once in all 3 steps (of 2 accumulated microbatches each; under a
+/// pipeline, of its microbatches; AdamW writes the copies after), and on every rank the bytes
+/// that memory_estimate::kept_weights counts (none where FSDP gathers the weights).
+template <class R>
+void kept_as_rounded(int world, const std::string& what, bool keeps) {
+  CAPTURE(what);
+  using model = train::parallel_llama<R, cpu_bf16_kernels>;
+  std::vector<kept_record> ranks(static_cast<std::size_t>(world));
+  const auto kept = recipe_steps_on_threads<R, cpu_bf16_kernels>(
+      world, 16, testing::no_model_hook{}, [&](model& pm) {
+        const std::int64_t estimate = estimate_memory<R>(pm.mesh().shape(), 4, 16, pm.mesh().coords()).kept_weights;
+        ranks[static_cast<std::size_t>(pm.mesh().rank())] = {pm.model().kept_weight_bytes(),
+                                                              pm.model().kept_weight_rounds(), estimate};
+      });
+  const auto rounded = recipe_steps_on_threads<R, cpu_bf16_kernels>(
+      world, 16, [](model& pm) { pm.model().keep_rounded_weights(nullptr, 0, 0); });
+  CHECK(kept.losses == rounded.losses);
+  CHECK(kept.norms == rounded.norms);
+  CHECK(kept.params == rounded.params);
+  for (const kept_record& r : ranks) {
+    CHECK(r.bytes == static_cast<std::int64_t>(sizeof(cpu_bf16_kernels::operand_type)) * r.estimate);
+    CHECK(r.rounds == r.estimate);
+    CHECK((r.estimate > 0) == keeps);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("a recipe's runtime keeps the rounded weights of its stored blocks: the same bits, rounded once") {
+  using namespace tiny_recipes;
+  kept_as_rounded<tp_sp_lp>(2, "TP + SP + loss parallel", true);
+  kept_as_rounded<pp_dyn>(2, "pipeline (its default schedule)", true);
+  kept_as_rounded<pp_zbv_op>(4, "ZBV zero bubble x TP + SP, selective op AC", true);
+  kept_as_rounded<cp_only<cp_rotate::ring, cp_balancing::head_tail>>(2, "CP ring, head-tail", true);
+  kept_as_rounded<f8_tp_rowwise_full>(2, "TP with Float8 rowwise, full AC", true);
+  kept_as_rounded<fsdp_tp_2d>(4, "FSDP x TP + SP + loss parallel", false);
+}
 
 TEST_CASE("recipes with bf16 operands (cpu_bf16_kernels) train as one rank with bf16 operands") {
   using namespace tiny_recipes;

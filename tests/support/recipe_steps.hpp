@@ -25,13 +25,21 @@ inline std::vector<std::int32_t> recipe_tokens(std::int32_t vocab) {
   return toks;
 }
 
+/// recipe_steps' default `before` and `after`: nothing.
+struct no_model_hook {
+  template <class M>
+  void operator()(M&) const noexcept {}
+};
+
 /// This rank's record of 3 trainer steps of recipe R on backend K over communicator `c`
-/// (every rank calls it; the records are the same on all ranks).
-template <class R, class K, class C>
-step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16) {
+/// (every rank calls it; the records are the same on all ranks). `before(pm)` runs on the
+/// rank's parallel_llama once it is made, `after(pm)` once everything has run.
+template <class R, class K, class C, class Before = no_model_hook, class After = no_model_hook>
+step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16, Before&& before = {}, After&& after = {}) {
   const auto toks = recipe_tokens(static_cast<std::int32_t>(R::model::config.vocab_size));
   device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
   train::parallel_llama<R, K> pm(dm);
+  before(pm);
   pm.init_weights(3);
   train::batch_loader loader(toks, 4, seq_len, 1);
   train::optimizer_options opt;
@@ -51,15 +59,18 @@ step_record recipe_steps(C& c, int world, std::int64_t seq_len = 16) {
     const std::vector<float> p = pm.full_param(i);
     r.params.insert(r.params.end(), p.begin(), p.end());
   }
+  after(pm);
   return r;
 }
 
-/// Rank 0's record of recipe R on backend K, `world` thread ranks of this process.
-template <class R, class K>
-step_record recipe_steps_on_threads(int world, std::int64_t seq_len = 16) {
+/// Rank 0's record of recipe R on backend K, `world` thread ranks of this process (`before`
+/// and `after` as recipe_steps', called on every rank's thread).
+template <class R, class K, class Before = no_model_hook, class After = no_model_hook>
+step_record recipe_steps_on_threads(int world, std::int64_t seq_len = 16, const Before& before = {},
+                                    const After& after = {}) {
   step_record out;
   comm::run_threads(world, [&](comm::threads_communicator& c) {
-    auto r = recipe_steps<R, K>(c, world, seq_len);
+    auto r = recipe_steps<R, K>(c, world, seq_len, before, after);
     if (c.rank() == 0) out = std::move(r);
   });
   return out;

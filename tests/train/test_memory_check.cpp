@@ -222,12 +222,12 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   // the tensor cores': its 8 bf16 buffers (q, out, dout, dq of the query heads; k, v, dk, dv of
   // the KV heads, unpadded) and its workspace, in whole floats; no D in the scratch
   const auto tc = cuda::llama_workspace(est.dims, true, true), dnn = cuda::llama_workspace(est.dims, true, true,
-                                                                                            cuda::no_kept_weights, 1001);
+                                                                                            0, 1001);
   const std::int64_t q = 32 * 100000 * est.dims.Hq(), kv = 32 * 100000 * est.dims.Hk();
   CHECK(dnn.attention == 2 * (4 * q + 4 * kv) + 1004);
   CHECK(tc.scratch - dnn.scratch == 4 * 32 * est.dims.heads * 100000);
   CHECK(dnn.operands == tc.operands);
-  CHECK(cuda::llama_workspace(est.dims, false, true, cuda::no_kept_weights, 1001).total() == workspace);  // f32: none
+  CHECK(cuda::llama_workspace(est.dims, false, true, 0, 1001).total() == workspace);  // f32: none
   // ... as device_memory_problem counts it, cuDNN asked for the rank's dims (its 32 sequences)
   std::int64_t asked_B = 0;
   const train::cudnn_workspace_query ask = [&](const llama_dims& d) {
@@ -253,14 +253,25 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   // ... with bf16 operands: device_llama's kept rounded weights (kernels/rounded_weights.hpp)
   // on top, in place of the operand slots' room for weights
   const auto e1 = train::detail::largest_rank_estimate(debugmodel::config, parallel_spec{}, one, 64, 100000);
-  const std::int64_t kept = e1.peak() + cuda::llama_workspace(e1.dims, true, true, debugmodel::config.n_layers).total();
+  CHECK(e1.kept_weights == bf16_weight_elements(e1.dims, debugmodel::config.n_layers));  // all of its linears
+  const std::int64_t kept = e1.peak() + cuda::llama_workspace(e1.dims, true, true, e1.kept_weights).total();
   CHECK(kept > e1.peak() + cuda::llama_workspace(e1.dims, true, true).total());
   CHECK(train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one, 64, 100000, kept,
-                                     "GPU 0", true, true)
+                                     "GPU 0", true)
             .empty());
   CHECK(!train::device_memory_problem(debugmodel::config, parallel_spec{}, "model debugmodel", one, 64, 100000,
-                                      kept - 1, "GPU 0", true, true)
+                                      kept - 1, "GPU 0", true)
              .empty());
+  // a recipe whose runtime keeps the weights computed on their stored blocks (TP: all of its
+  // linears' shards), and one that gathers them (FSDP: none kept; est above)
+  CHECK(est.kept_weights == 0);
+  using TP = recipes::debug_tp;
+  mesh_shape tp2 = dp(2);
+  const memory_estimate etp = estimate_memory<TP>(tp2, 4, 4096);
+  CHECK(etp.kept_weights == bf16_weight_elements(etp.dims, recipe_traits<TP>::config.n_layers));
+  const std::int64_t tp_need = etp.peak() + cuda::llama_workspace(etp.dims, true, true, etp.kept_weights).total();
+  CHECK(train::device_memory_problem<TP>(tp2, 4, 4096, tp_need, "GPU 0", true).empty());
+  CHECK(!train::device_memory_problem<TP>(tp2, 4, 4096, tp_need - 1, "GPU 0", true).empty());
   // the model itself too large for one GPU: the parameters' fix
   const std::string big = train::device_memory_problem(llama3_8b::config, parallel_spec{}, "model llama3_8b", one, 1,
                                                        16, 80 * GiB, "GPU 0 (NVIDIA H100)");

@@ -16,12 +16,16 @@
 //     fresh -- as Megatron's mixed-precision optimizer writes the bf16 model weights from its
 //     f32 main weights.
 // A copy stops being fresh when the model hands out its parameters for writing (params(),
-// param(i), bind(), init_weights, load_params: the model calls invalidate()). The rounding is
+// param(i), init_weights, load_params, bind() to other memory: the model calls invalidate()). The rounding is
 // deterministic, so the results are the same bits as rounding for each GEMM: the saving is two
 // passes over every weight a step (each reads 4 bytes and writes 2) for 2 more bytes written by
 // AdamW, about 12 ms of a step of 18 of Llama 3 8B's blocks on an H200 (docs/performance.md).
 // Only memory inside the covered arena is kept: a weight outside it -- an FSDP unit's gathered
 // buffer, which holds another block's weights the next time -- is rounded each time as before.
+// A parallel runtime's model covers the runtime's arena of stored blocks instead
+// (basic_llama_model::keep_rounded_weights; train/parallel_llama.hpp): the weights computed on
+// their stored blocks -- TP, PP and CP shards, where no FSDP gather moves them -- are kept, and a
+// pipeline's microbatches multiply one copy a step instead of rounding each weight twice each.
 // The store's memory (`capacity` elements of K::operand_type, allocated by cover()) is what
 // the model's memory estimate counts (model/cuda_workspace.hpp's `kept`).
 #pragma once
@@ -62,11 +66,13 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
 
   /// Keeps the weights inside [base, base + n) floats: `capacity` operand elements in all.
   void cover(const float* base, std::int64_t n, std::int64_t capacity) {
-    base_ = base, n_ = n, used_ = 0;
+    base_ = base, n_ = n, used_ = 0, rounded_ = 0;
     entries_.clear();
     buf_ = capacity > 0 ? tensor<operand_type, typename K::space>({capacity}) : tensor<operand_type, typename K::space>{};
   }
   std::int64_t capacity() const noexcept { return buf_.numel(); }
+  /// Elements rounded into the store by forwards since cover() (AdamW's writes not counted).
+  std::int64_t rounded() const noexcept { return rounded_; }
 
   /// A forward's operand of weight w [n]: w rounded now into its place in the store; nullptr
   /// when w is not inside the covered arena or the store has no room (the caller rounds it
@@ -82,7 +88,7 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
     } else if (e->n != n) {
       return nullptr;
     }
-    if (!e->fresh) K::round_into(e->at, w, n), e->fresh = true;
+    if (!e->fresh) K::round_into(e->at, w, n), e->fresh = true, rounded_ += n;
     return e->at;
   }
   /// A backward's operand of weight w [n]: the copy its latest forward made (nullptr: none).
@@ -123,7 +129,7 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
     bool fresh;  // equal to the weight as it is now
   };
   const float* base_ = nullptr;
-  std::int64_t n_ = 0, used_ = 0;
+  std::int64_t n_ = 0, used_ = 0, rounded_ = 0;
   tensor<operand_type, typename K::space> buf_;
   std::vector<entry> entries_;  // a few per block: searched from the latest
 
@@ -143,6 +149,7 @@ namespace detail {
 struct no_rounded_weights {  // a backend that does not round: nothing kept
   void cover(const float*, std::int64_t, std::int64_t) noexcept {}
   void invalidate() noexcept {}
+  std::int64_t rounded() const noexcept { return 0; }
 };
 template <class K>
 struct rounded_weights_or_none {

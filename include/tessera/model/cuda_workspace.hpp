@@ -16,10 +16,11 @@
 //              the largest operand it holds over the linears that are not Float8 and the output
 //              layer (slot 0: the forward's input or the backward's output gradient, slot 1: the
 //              forward's weight or the backward's input, slot 2: the backward's weight);
-//   kept       the bf16 copies of the weights a model that owns its arena keeps
-//              (kernels/rounded_weights.hpp: device_llama's), which then never reach slot 2 or
-//              slot 1 as weights: `kept_blocks` blocks' linears that are not Float8 and the
-//              output layer;
+//   kept       the bf16 copies of the weights a model keeps (kernels/rounded_weights.hpp:
+//              device_llama's, all of its linears that are not Float8 and the output layer;
+//              a parallel runtime's, those computed on their stored blocks:
+//              memory_estimate::kept_weights), `kept_weights` elements, which then never
+//              reach slot 2 or slot 1 as weights;
 //   attention  the tensor-core attention's bf16 staging of k and v (KV heads) and q and dout
 //              (query heads), T padded to whole tiles of 64 (attention_tc.cuh: buffers 0, 2, 3,
 //              5; buffer 3 holds v's transposed tiles in the forward and q's rows in the
@@ -56,25 +57,22 @@ struct workspace_bytes {
   constexpr std::int64_t total() const { return blas + scratch + operands + attention + kept; }
 };
 
-/// llama_workspace's `kept_blocks` when the weights are rounded for each GEMM (a parallel
-/// runtime's model, which does not own its arena).
-inline constexpr std::int64_t no_kept_weights = -1;
-
 /// What a backend keeps for a training step of a Llama of dims d: cuda_kernels
 /// (bf16_operands false), cuda_bf16_kernels (true; tc_attention: the tensor-core attention
-/// runs, its head dim and the GPU allow it); `kept_blocks`: with bf16 operands, the blocks of a
-/// model that keeps its rounded weights (device_llama: all of them), or no_kept_weights;
+/// runs, its head dim and the GPU allow it); `kept_weights`: with bf16 operands, the elements of
+/// the rounded weights the model keeps (device_llama: bf16_weight_elements of all its blocks; a
+/// parallel runtime's: memory_estimate::kept_weights), 0 when it rounds them for each GEMM;
 /// `cudnn_attention`: with bf16 operands, the bytes of cuDNN's workspace where its attention
 /// runs instead of the tensor-core kernels (K::cudnn_attention_workspace), else -1.
 constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operands, bool tc_attention,
-                                          std::int64_t kept_blocks = no_kept_weights,
+                                          std::int64_t kept_weights = 0,
                                           std::int64_t cudnn_attention = -1) {
   const std::int64_t N = d.N(), D = d.D;
   workspace_bytes w;
   w.blas = blas_workspace_bytes;
   std::int64_t f8_scales = 0;  // floats of each of the Float8 linears' two scale buffers
   std::int64_t s0 = 0, s1 = 0, s2 = 0;  // bf16 operand slots
-  const bool kept = bf16_operands && kept_blocks != no_kept_weights;
+  const bool kept = bf16_operands && kept_weights > 0;  // every linear's weight is kept, or none is
   const auto bf16_linear = [&](std::int64_t C, std::int64_t OC) {
     s0 = std::max({s0, N * C, N * OC});
     s1 = std::max({s1, kept ? 0 : OC * C, N * C});
@@ -92,7 +90,7 @@ constexpr workspace_bytes llama_workspace(const llama_dims& d, bool bf16_operand
   const bool cudnn = bf16_operands && cudnn_attention >= 0;
   w.scratch = 4 * ((cudnn ? 0 : d.B * d.heads * d.T) + N + 2 * f8_scales + norm_partials);
   if (bf16_operands) w.operands = 2 * (s0 + s1 + s2);
-  if (kept) w.kept = 2 * bf16_weight_elements(d, kept_blocks);
+  if (kept) w.kept = 2 * kept_weights;
   if (cudnn) {
     const std::int64_t kv = d.B * d.T * d.Hk(), q = d.B * d.T * d.Hq();
     w.attention = 2 * (4 * q + 4 * kv) + (cudnn_attention + 3) / 4 * 4;  // the workspace in floats

@@ -97,7 +97,7 @@ class device_llama : public basic_llama_model<K> {
                                           const f8_linears& f8 = {}) {
     if constexpr (requires { K::device_workspace; }) {
       const llama_dims d = dims_of(c, shard_of(c, f8), B, T);
-      return cuda::llama_workspace(d, K::bf16_operands, K::tc_attention(d.hd), c.n_layers,
+      return cuda::llama_workspace(d, K::bf16_operands, K::tc_attention(d.hd), bf16_weight_elements(d, c.n_layers),
                                    K::cudnn_attention_workspace(d.B, d.T, d.heads, d.kv_heads, d.hd))
           .total();
     } else {

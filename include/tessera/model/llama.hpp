@@ -91,6 +91,8 @@ class basic_llama_model {
     const std::int64_t layer = entry(i).layer;
     return layer >= 0 ? layer : ends_part();
   }
+  /// The sizes of a batch [B, T] on this shard (checked: llama_shard.hpp's batch_dims_of).
+  llama_dims batch_dims(std::int64_t B, std::int64_t T) const { return batch_dims_of(cfg_, shard_, B, T); }
   /// This shard's block of parameter i (the whole shape for llama_shard::whole).
   param_shape local_shape(std::int64_t i) const { return local_param_shape(cfg_, shard_, entry(i)); }
 
@@ -98,16 +100,23 @@ class basic_llama_model {
   const float* param(std::int64_t i) const { return pptr_[static_cast<std::size_t>(i)]; }
   float* grad(std::int64_t i) { return settle_gradients(), raw_grad(i); }
   const float* grad(std::int64_t i) const { return settle_gradients(), raw_grad(i); }
-  /// Points parameter i and its gradient at memory the caller owns (local_shape(i) floats each).
+  /// Points parameter i and its gradient at memory the caller owns (local_shape(i) floats each);
+  /// other memory than it was bound to counts as a change of the weights (kept copies round again).
   void bind(std::int64_t i, float* p, float* g) {
-    weights_changed();
+    if (const float* was = pptr_[static_cast<std::size_t>(i)]; was != nullptr && was != p) weights_changed();
     pptr_[static_cast<std::size_t>(i)] = p;
     gptr_[static_cast<std::size_t>(i)] = g;
   }
-  /// Block l's parameters and gradients by name.
-  block_params block_weights_of(std::int64_t l) const {
-    return block_weights_from<const float>(pptr_.data() + block_base(l));
+  void bind_grad(std::int64_t i, float* g) { gptr_[static_cast<std::size_t>(i)] = g; }  // the weight as it is
+  /// For a runtime that binds the parameters into an arena of its own (parallel_llama): keeps the
+  /// bf16 copies of the weights bound inside [base, base + n), `capacity` elements (0: none), as
+  /// an owned arena's; the runtime calls weights_changed() and steps AdamW by adamw_update(base, ...).
+  void keep_rounded_weights(const float* base, std::int64_t n, std::int64_t capacity) {
+    check(params_.size() == 0, "llama_model::keep_rounded_weights: the model keeps its own arena's weights");
+    kept_.cover(base, n, capacity);
   }
+  /// Block l's parameters and gradients by name.
+  block_params block_weights_of(std::int64_t l) const { return block_weights_from<const float>(pptr_.data() + block_base(l)); }
   block_grads block_grads_of(std::int64_t l) const { return settle_gradients(), block_grads_at(l); }
   /// The flat arenas (padding between slots is zero and stays zero under AdamW).
   arena<float, space>& params() { return weights_changed(), owned(params_); }
@@ -115,9 +124,13 @@ class basic_llama_model {
   void weights_changed() noexcept { kept_.invalidate(); }
   /// One AdamW step over the owned arena (n floats; K::adamw_update's arithmetic) that writes
   /// the kept bf16 weights too, so that the next forward does not round them.
-  void adamw_update(const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+  void adamw_update(const float* g, float* m, float* v, std::int64_t n, std::int64_t step, const cpu::adamw_config& c) {
+    adamw_update(owned(params_).data(), g, m, v, n, step, c);
+  }
+  /// The same over arena p: the owned one, or the one given to keep_rounded_weights.
+  void adamw_update(float* p, const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
                     const cpu::adamw_config& cfg) {
-    adamw_update_kept<K>(kept_, owned(params_).data(), g, m, v, n, step, cfg);
+    adamw_update_kept<K>(kept_, p, g, m, v, n, step, cfg);
   }
   arena<float, space>& grads() { return settle_gradients(), owned(grads_); }
 
@@ -143,10 +156,7 @@ class basic_llama_model {
     basic_serial_hooks<K> h;
     return forward(inputs, targets, B, T, need_backward, loss_scale, h);
   }
-  void backward() {
-    basic_serial_hooks<K> h;
-    backward(h);
-  }
+  void backward() { basic_serial_hooks<K> h; backward(h); }
 
   template <class Hooks>
   float forward(std::span<const std::int32_t> inputs, std::span<const std::int32_t> targets, std::int64_t B,
@@ -361,15 +371,12 @@ class basic_llama_model {
                                bool head) const {
     check(0 <= first && first <= last && last <= cfg_.n_layers, "llama::make_activations: bad block range");
     activations a;
-    allocate(a, dims_for(B, T), first, last, embedding && first == 0, head && last == cfg_.n_layers);
+    allocate(a, batch_dims(B, T), first, last, embedding && first == 0, head && last == cfg_.n_layers);
     return a;
   }
   /// The parts run on `a` from now on (and the scratch is sized for its batch); use_own()
   /// returns to the model's own activations.
-  void use(activations& a) {
-    act_ = &a;
-    size_scratch(a.dims);
-  }
+  void use(activations& a) { act_ = &a, size_scratch(a.dims); }
   void use_own() { act_ = &own_; }
 
   /// The residual stream in front of block l (l = n_layers: behind the last), [Nr, D];
@@ -385,8 +392,10 @@ class basic_llama_model {
   /// Bytes of activations (and backward scratch) held for the current (B, T) by the
   /// model's own activations: what was allocated, which llama_activation_bytes predicts.
   std::int64_t activation_bytes() const { return own_.bytes + scratch_bytes_; }
-  /// Bytes of the bf16 weights kept from a forward (kernels/rounded_weights.hpp; 0: none).
+  /// Bytes of the bf16 weights kept from a forward, elements forwards rounded into them
+  /// (kernels/rounded_weights.hpp; 0: none).
   std::int64_t kept_weight_bytes() const { return rounded_weight_bytes<K>(kept_); }
+  std::int64_t kept_weight_rounds() const noexcept { return kept_.rounded(); }
   /// Bytes of the backward scratch alone (shared by all activations).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
 
@@ -409,8 +418,7 @@ class basic_llama_model {
   mutable pending_gradients pending_;  // over the owned gradient arena; zero_grad() marks, the accessors zero
 
   arena<float, space>& owned(arena<float, space>& a) {
-    check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena");
-    return a;
+    return check(a.size() > 0, "llama_model: this model's parameters are bound by a parallel runtime; it owns no arena"), a;
   }
   std::int64_t offset(std::int64_t i) const {
     return static_cast<std::int64_t>(params_.layout().slots()[static_cast<std::size_t>(i)].offset);
@@ -438,17 +446,9 @@ class basic_llama_model {
     return act_->deferred[static_cast<std::size_t>(l - act_->first)];
   }
   void take_dlogits() {
-    check(act_->have_dlogits, "llama::backward: call forward(..., need_backward = true) first");
-    act_->have_dlogits = false;
+    check(act_->have_dlogits, "llama::backward: call forward(..., need_backward = true) first"), act_->have_dlogits = false;
   }
 
-  llama_dims dims_for(std::int64_t B, std::int64_t T) const { return batch_dims(B, T); }
-
- public:
-  /// The sizes of a batch [B, T] on this shard (checked: llama_shard.hpp's batch_dims_of).
-  llama_dims batch_dims(std::int64_t B, std::int64_t T) const { return batch_dims_of(cfg_, shard_, B, T); }
-
- private:
   void allocate(activations& a, const llama_dims& d, std::int64_t first, std::int64_t last, bool embedding,
                 bool head) const {
     a.allocate(d, cfg_.dim, first, last, embedding, head, [this](std::int64_t l) { return keep_of(l); });
@@ -456,7 +456,7 @@ class basic_llama_model {
   /// Sizes the model's own activations (all blocks, both ends) and the scratch for (B, T);
   /// with other activations in use, checks that they fit.
   void prepare(std::int64_t B, std::int64_t T) {
-    const llama_dims d = dims_for(B, T);
+    const llama_dims d = batch_dims(B, T);
     if (act_ != &own_) {
       check(act_->dims.B == B && act_->dims.T == T, "llama::forward: the activations in use were made for another batch");
     } else if (!(B == own_.dims.B && T == own_.dims.T)) {

@@ -87,6 +87,16 @@ constexpr std::int64_t bf16_weight_elements(const llama_dims& d, std::int64_t n_
   return n_layers * block + d.D * d.Vl;
 }
 
+/// Whether parameter e of config c is a weight the linears multiply with bf16 operands under
+/// Float8 linears f8 (what kept rounded weights hold): a block linear that is not Float8, or the
+/// output layer's weight (the embedding, with tied embeddings).
+constexpr bool bf16_multiplied(const llama_config& c, const f8_linears& f8, const param_entry& e) {
+  if (e.role == param_role::output || (e.role == param_role::embedding && c.tied_embeddings)) return true;
+  for (param_role r : block_linears)
+    if (e.role == r) return !f8.covers(r);
+  return false;
+}
+
 /// The activation-checkpointing group a linear's output belongs to (ac_op::count: w2, whose
 /// output is never recomputed: it is the next block's kept input).
 constexpr ac_op ac_op_of(param_role r) {

@@ -188,10 +188,10 @@ class sharded_params {
       visit(i, [&, this]<tp_style S, int R>() {
         using L = param_layouts<Mesh, P, S, R>;
         if constexpr (L::direct_grad && L::direct_param) {
-          model_.bind(i, model_.param(i), stored_grad(i));
+          bind_grad(i, stored_grad(i));
         } else {
           st.g[k] = tensor<float, space>({local_numel<typename L::compute>(dm_, info(i).shape)});  // zero-filled
-          model_.bind(i, model_.param(i), st.g[k].data());
+          bind_grad(i, st.g[k].data());
         }
       });
     }
@@ -213,6 +213,14 @@ class sharded_params {
       });
     }
     st.g.clear();
+  }
+
+  /// Whether parameter i is computed on its stored block (nothing gathers it: the model is
+  /// bound to stored(i)).
+  bool direct(std::int64_t i) const {
+    bool d = false;
+    visit(i, [&]<tp_style S, int R>() { d = param_layouts<Mesh, P, S, R>::direct_param; });
+    return d;
   }
 
   /// Calls f.template operator()<S, R>() for parameter i's style.
@@ -247,6 +255,13 @@ class sharded_params {
 
 
   unit_state& unit(std::int64_t u) { return units_[static_cast<std::size_t>(u)]; }
+  /// Binds parameter i's gradient, its weight left as it is (a model without bind_grad: bound again).
+  void bind_grad(std::int64_t i, float* g) {
+    if constexpr (requires { model_.bind_grad(i, g); })
+      model_.bind_grad(i, g);
+    else
+      model_.bind(i, model_.param(i), g);
+  }
   const arena_slot& slot(std::int64_t i) const { return master_.layout().slots()[static_cast<std::size_t>(i)]; }
 
   /// Gathers the k-th parameter of a unit into its compute copy (or binds the stored block).

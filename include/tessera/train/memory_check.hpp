@@ -161,19 +161,20 @@ using cudnn_workspace_query = std::function<std::int64_t(const llama_dims&)>;
 /// estimate counts tessera's arenas and activations and the CUDA kernel backend's workspace
 /// (model/cuda_workspace.hpp: `bf16_operands` for cuda_bf16_kernels -- train_llama's
 /// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it;
-/// `kept_weights`: the model owns its arena and keeps its rounded weights, as device_llama,
-/// which trains one GPU without a recipe; `cudnn_workspace`: cuDNN's attention in place of the
+/// the bf16 copies of the weights the model keeps, memory_estimate::kept_weights -- device_llama,
+/// which trains one GPU without a recipe, keeps all, a recipe's runtime those no FSDP gather
+/// moves --; `cudnn_workspace`: cuDNN's attention in place of the
 /// tensor-core kernels', its buffers and the workspace it answers for the rank's dims), not the
 /// CUDA context: a step it passes may still not fit, one it refuses does not.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
                                          const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                          std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
-                                         bool kept_weights = false, const cudnn_workspace_query& cudnn_workspace = {}) {
+                                         const cudnn_workspace_query& cudnn_workspace = {}) {
   if (free_bytes <= 0) return {};
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
   const std::int64_t workspace =
                          cuda::llama_workspace(e.dims, bf16_operands, true,
-                                               kept_weights ? cfg.n_layers : cuda::no_kept_weights,
+                                               e.kept_weights,
                                                bf16_operands && cudnn_workspace ? cudnn_workspace(e.dims) : -1)
                              .total(),
                      need = e.peak() + workspace;
@@ -208,7 +209,7 @@ std::string device_memory_problem(const mesh_shape& shape, std::int64_t global_b
                                   const cudnn_workspace_query& cudnn_workspace = {}) {
   using R = recipe_traits<Recipe>;
   return device_memory_problem(R::config, R::spec, "recipe " + std::string(R::name()), shape, global_batch, seq_len,
-                               free_bytes, device, bf16_operands, false, cudnn_workspace);
+                               free_bytes, device, bf16_operands, cudnn_workspace);
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of

@@ -32,6 +32,9 @@
 //                  reduce-scatter / all-reduce (two steps -- reduce-scatter, then
 //                  all-reduce -- for HSDP's gradients and for sequence-parallel norms under
 //                  FSDP). Not exact; an upper bound for the cases listed.
+// Besides (not in the peak): kept_weights, the elements of the bf16 copies of its weights a
+// rank keeps with bf16 operands (parallel_llama::keep_stored_weights), which the CUDA backends'
+// workspace counts (model/cuda_workspace.hpp, train::device_memory_problem).
 // The peak: everything persistent (parameters, gradients, optimizer states, activations,
 // staging) plus the largest transient set, which is reached in the backward of the last
 // block: the root unit gathered with its gradient buffers (both held from the start to the
@@ -71,6 +74,10 @@ struct memory_estimate {
   std::int64_t grad_buffers = 0;  ///< compute-layout gradient tensors alive at the peak
   std::int64_t staging = 0;       ///< communication buffers (untracked std::vectors; approximate)
   std::int64_t context = 0;       ///< context parallel's attention buffers (K/V blocks, partial outputs)
+  /// Elements of the bf16 copies a backend with bf16 operands keeps of the weights computed on
+  /// their stored blocks (no FSDP gather; kernels/rounded_weights.hpp): counted in the CUDA
+  /// backends' workspace (model/cuda_workspace.hpp), not in tracked_peak() (f32 backends keep none).
+  std::int64_t kept_weights = 0;
   /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
   std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
   std::int64_t local_batch = 0, local_seq = 0;
@@ -111,6 +118,25 @@ constexpr std::int64_t arena_slot_elems(std::int64_t n) { return (n + 15) / 16 *
 /// Context parallel's attention buffers for a rank's sizes d (0 without context_parallel).
 constexpr std::int64_t context_bytes(const parallel_spec& p, const mesh_shape& m, const llama_dims& d) {
   return p.cp >= 0 ? 4 * parallel::cp_attention_floats(p.context, m[p.cp], d) : 0;
+}
+
+/// memory_estimate::kept_weights of the rank at `coords` (parallel_llama::keep_stored_weights):
+/// its weights that bf16 operands multiply and that are computed on their stored blocks.
+constexpr std::int64_t kept_weight_elements(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                                            const coords_t& coords) {
+  const parallel::pp_rank_view v = parallel::pp_rank_view_of(cfg, p, m, coords);  // under PP: the stage's mesh
+  if (!v.ok()) return 0;
+  const f8_linears f8 = f8_linears_of(cfg, p.float8);
+  std::int64_t n = 0;
+  for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
+    const param_entry en = param_at(cfg, i);
+    if (!v.holds(en.layer, i == 0) || !bf16_multiplied(cfg, f8, en)) continue;
+    const int r = en.shape.is_vector() ? 1 : 2;
+    const layout_spec ss = parallel::storage_spec(p, param_style(en), r);
+    if (ss == parallel::compute_spec(p, param_style(en), r) && !p.bf16_params)
+      n += local_box(ss, v.mesh, param_global_shape(en), v.coords).numel();
+  }
+  return n;
 }
 
 /// One FSDP-unit's sizes and the staging its collectives need (elements / bytes).
@@ -246,6 +272,7 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   std::int64_t slot01 = u.slot01, stage = u.stage;
   add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1, p.async_tp);
   e.staging = slot01 + u.slot2 + stage + u.half;
+  e.kept_weights = kept_weight_elements(cfg, p, m, coords);
   return e;
 }
 
@@ -288,6 +315,7 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   detail::add_activation_staging(slot01, stage, d, p.tp >= 0 ? m[p.tp] : 1, p.async_tp);
   // bf16: the synchronous gathers' staging, and the prefetched block's own buffers (bound)
   e.staging = slot01 + slot2 + stage + std::max(blk.half, root.half) + (L > 1 ? blk.half_prefetch : 0);
+  e.kept_weights = detail::kept_weight_elements(cfg, p, m, coords);
   return e;
 }
 

@@ -43,8 +43,10 @@
 
 #include <tessera/comm/communicator.hpp>
 #include <tessera/core/error.hpp>
+#include <tessera/kernels/cpu/adamw.hpp>
 #include <tessera/layout/print.hpp>
 #include <tessera/model/llama.hpp>
+#include <tessera/model/llama_float8.hpp>
 #include <tessera/parallel/cp_attention.hpp>
 #include <tessera/parallel/fsdp.hpp>
 #include <tessera/parallel/llama_plan.hpp>
@@ -77,6 +79,7 @@ class parallel_llama {
         store_(sdm_, model_, param_list(model_, pp_), ps.pp >= 0 ? pp_.plan.stages : cfg.n_layers + 1), tp_(sdm_),
         cp_(cp_of(sdm_)), hooks_{*this} {
     if constexpr (ps.ac.any()) model_.set_checkpointing(ps.ac, ps.sequence_parallel);
+    keep_stored_weights();
   }
   parallel_llama(const parallel_llama&) = delete;
   parallel_llama& operator=(const parallel_llama&) = delete;
@@ -85,9 +88,10 @@ class parallel_llama {
   const llama_config& config() const noexcept { return model_.config(); }
   model_type& model() noexcept { return model_; }
   /// This rank's stored blocks (the optimizer's domain) and their gradients, in K's memory.
-  arena<float, space>& params() noexcept { return store_.params(); }
+  /// params() and stored(i) hand the weights out for writing: the kept bf16 copies round again.
+  arena<float, space>& params() noexcept { return model_.weights_changed(), store_.params(); }
   arena<float, space>& grads() noexcept { return store_.grads(); }
-  float* stored(std::int64_t i) { return store_.stored(i); }
+  float* stored(std::int64_t i) { return model_.weights_changed(), store_.stored(i); }
   float* stored_grad(std::int64_t i) { return store_.stored_grad(i); }
   /// This rank's block of parameter i in global coordinates (what stored(i) holds; empty
   /// where another pipeline stage holds it). Checkpoints save and load these boxes.
@@ -105,7 +109,13 @@ class parallel_llama {
     }
   }
   /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
-  void set_full(std::int64_t i, const float* full) { store_.set_full(i, full); }
+  void set_full(std::int64_t i, const float* full) { model_.weights_changed(), store_.set_full(i, full); }
+  /// One AdamW step over the stored blocks (basic_trainer's optimizer; n = params().size()),
+  /// which with bf16 operands writes the kept copies of the weights too (keep_stored_weights).
+  void adamw_update(const float* g, float* m, float* v, std::int64_t n, std::int64_t step,
+                    const cpu::adamw_config& cfg) {
+    model_.adamw_update(store_.params().data(), g, m, v, n, step, cfg);
+  }
   /// The whole parameter i, or its gradient, on every rank (collective; under a pipeline
   /// the stage that holds it sends it to the others).
   std::vector<float> full_param(std::int64_t i) { return over_stages(store_.gather_whole(i, stored(i))); }
@@ -317,6 +327,18 @@ class parallel_llama {
   space_buffer<double, space> scalars_;  // a device backend's loss and norm sums (sum_over), kept
   hooks hooks_;
   pipeline_stages<parallel_llama> stages_{*this};
+
+  /// With bf16 operands (a backend that rounds them): the model keeps the bf16 copies of the
+  /// weights computed on their stored blocks -- those no FSDP gather moves: TP, PP and CP shards
+  /// -- as a model that owns its arena does (kernels/rounded_weights.hpp); a gathered weight is
+  /// rounded for each GEMM. memory_estimate::kept_weights counts the same elements.
+  void keep_stored_weights() {
+    std::int64_t n = 0;
+    for (std::int64_t i = 0; i < model_.n_tensors(); ++i)
+      if (store_.info(i).local && store_.direct(i) && bf16_multiplied(cfg, model_.shard().float8, model_.entry(i)))
+        n += static_cast<std::int64_t>(store_.stored_numel(i));
+    model_.keep_rounded_weights(store_.params().data(), static_cast<std::int64_t>(store_.params().size()), n);
+  }
 
   static std::unique_ptr<device_mesh<stage_mesh_type>> stage_mesh_of(device_mesh<mesh_type>& dm) {
     if constexpr (own_stage_mesh) {

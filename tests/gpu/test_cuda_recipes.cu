@@ -18,10 +18,13 @@
 // (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
 // `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
 // rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
-// pipeline x TP and CP ring. Without a GPU it prints why and exits 77 (ctest: skipped, never
+// pipeline x TP and CP ring, where each GPU keeps the bf16 copies of the weights computed on
+// its stored blocks (TP, PP, CP) that memory_estimate::kept_weights counts, each rounded once in
+// the 3 steps. Without a GPU it prints why and exits 77 (ctest: skipped, never
 // passed). Tolerance as gpu.cuda_llama's: every loss and gradient norm within 2^-8 of the
 // CPU's, relative (f32 on both sides, sums in another order; bf16 operands rounded alike).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -34,6 +37,7 @@
 #include <tessera/kernels/cuda/backend.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/train/checkpoint.hpp>
+#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/trainer.hpp>
 
 #include "../checkpoint/scratch.hpp"
@@ -117,13 +121,27 @@ int compare(int world, const char* what, int bits = 8) {
   try {
     const testing::step_record cpu = testing::recipe_steps_on_threads<R, CpuK>(world, 32);
     testing::step_record gpu;
+    std::atomic<int> kept_bad{0};  // ranks whose kept bf16 weights are not the estimate's
+    const auto kept = [&](train::parallel_llama<R, GpuK>& pm) {
+      if constexpr (rounds_operands<GpuK>) {
+        const std::int64_t e = estimate_memory<R>(pm.mesh().shape(), 4, 32, pm.mesh().coords()).kept_weights;
+        const auto bytes = static_cast<std::int64_t>(sizeof(typename GpuK::operand_type)) * e;
+        if (pm.model().kept_weight_bytes() != bytes || pm.model().kept_weight_rounds() != e) {
+          std::printf("  rank %d keeps %lld bytes of rounded weights and rounded %lld elements; the estimate: %lld "
+                      "bytes, each element once\n",
+                      pm.mesh().rank(), static_cast<long long>(pm.model().kept_weight_bytes()),
+                      static_cast<long long>(pm.model().kept_weight_rounds()), static_cast<long long>(bytes));
+          ++kept_bad;
+        }
+      }
+    };
     comm::run_threads(world, [&](comm::threads_communicator& boot) {
       auto nc = comm::nccl_communicator::bootstrap(boot);
-      auto r = testing::recipe_steps<R, GpuK>(nc, world, 32);
+      auto r = testing::recipe_steps<R, GpuK>(nc, world, 32, testing::no_model_hook{}, kept);
       if (boot.rank() == 0) gpu = std::move(r);
     });
     std::printf("%s on %d GPU(s) against the CPU on %d thread ranks:\n", what, world, world);
-    return testing::report_steps(cpu, gpu, std::ldexp(1.0, -bits));
+    return testing::report_steps(cpu, gpu, std::ldexp(1.0, -bits)) | (kept_bad > 0 ? 1 : 0);
   } catch (const std::exception& e) {
     std::printf("%s on %d GPU(s): FAILED: %s\n", what, world, e.what());
     return 1;

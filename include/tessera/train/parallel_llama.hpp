@@ -118,7 +118,7 @@ class parallel_llama {
   }
   /// The whole parameter i, or its gradient, on every rank (collective; under a pipeline
   /// the stage that holds it sends it to the others).
-  std::vector<float> full_param(std::int64_t i) { return over_stages(store_.gather_whole(i, stored(i))); }
+  std::vector<float> full_param(std::int64_t i) { return over_stages(store_.gather_whole(i, store_.stored(i))); }
   std::vector<float> full_grad(std::int64_t i) { return over_stages(store_.gather_whole(i, stored_grad(i))); }
   /// The pipeline (stages, their layers and ranks, the schedule; a single stage without
   /// pipeline_parallel).

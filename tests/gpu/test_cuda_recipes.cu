@@ -37,7 +37,6 @@
 #include <tessera/kernels/cuda/backend.cuh>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/train/checkpoint.hpp>
-#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/trainer.hpp>
 
 #include "../checkpoint/scratch.hpp"
@@ -123,17 +122,8 @@ int compare(int world, const char* what, int bits = 8) {
     testing::step_record gpu;
     std::atomic<int> kept_bad{0};  // ranks whose kept bf16 weights are not the estimate's
     const auto kept = [&](train::parallel_llama<R, GpuK>& pm) {
-      if constexpr (rounds_operands<GpuK>) {
-        const std::int64_t e = estimate_memory<R>(pm.mesh().shape(), 4, 32, pm.mesh().coords()).kept_weights;
-        const auto bytes = static_cast<std::int64_t>(sizeof(typename GpuK::operand_type)) * e;
-        if (pm.model().kept_weight_bytes() != bytes || pm.model().kept_weight_rounds() != e) {
-          std::printf("  rank %d keeps %lld bytes of rounded weights and rounded %lld elements; the estimate: %lld "
-                      "bytes, each element once\n",
-                      pm.mesh().rank(), static_cast<long long>(pm.model().kept_weight_bytes()),
-                      static_cast<long long>(pm.model().kept_weight_rounds()), static_cast<long long>(bytes));
-          ++kept_bad;
-        }
-      }
+      if (const std::string problem = testing::kept_weights_problem(pm, 32); !problem.empty())
+        std::printf("  %s\n", problem.c_str()), ++kept_bad;
     };
     comm::run_threads(world, [&](comm::threads_communicator& boot) {
       auto nc = comm::nccl_communicator::bootstrap(boot);

@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <device_llama_steps.hpp>
 #include <tessera/comm/threads.hpp>
+#include <tessera/train/memory_estimator.hpp>
 #include <tessera/train/parallel_llama.hpp>
 #include <tessera/train/trainer.hpp>
 
@@ -23,6 +25,24 @@ inline std::vector<std::int32_t> recipe_tokens(std::int32_t vocab) {
   std::vector<std::int32_t> toks(6000);
   for (std::size_t i = 0; i < toks.size(); ++i) toks[i] = static_cast<std::int32_t>((i * 131 + 7 + i / 11) % vocab);
   return toks;
+}
+
+/// After recipe_steps (as its `after`): "" when this rank keeps the rounded weights that
+/// memory_estimate::kept_weights counts -- its bytes, each element rounded once by the steps'
+/// forwards (AdamW writes the copies after); none on a backend that does not round its
+/// operands --, else what it keeps instead.
+template <class R, class K>
+std::string kept_weights_problem(train::parallel_llama<R, K>& pm, std::int64_t seq_len = 16) {
+  std::int64_t e = 0, bytes = 0;
+  if constexpr (rounds_operands<K>) {
+    e = estimate_memory<R>(pm.mesh().shape(), 4, seq_len, pm.mesh().coords()).kept_weights;
+    bytes = static_cast<std::int64_t>(sizeof(typename K::operand_type)) * e;
+  }
+  if (pm.model().kept_weight_bytes() == bytes && pm.model().kept_weight_rounds() == e) return {};
+  return "rank " + std::to_string(pm.mesh().rank()) + " keeps " + std::to_string(pm.model().kept_weight_bytes()) +
+         " bytes of rounded weights and rounded " + std::to_string(pm.model().kept_weight_rounds()) +
+         " elements; the estimate: " + std::to_string(bytes) + " bytes, each of its " + std::to_string(e) +
+         " elements once";
 }
 
 /// recipe_steps' default `before` and `after`: nothing.

@@ -62,7 +62,7 @@ struct param_layouts {
   using compute = typename types::template param<S, R>::compute;
   using storage = typename types::template param<S, R>::storage;
   using grad = typename types::template param<S, R>::grad;
-  static constexpr bool direct_param = compute::spec == storage::spec && !P.bf16_params;
+  static constexpr bool direct_param = computed_on_stored(P, S, R);
   static constexpr bool direct_grad = grad::spec == storage::spec;
   using param_t = std::conditional_t<P.bf16_params, bf16, float>;
   using unshard_plan = plan_t<storage, compute, param_t>;
@@ -213,14 +213,6 @@ class sharded_params {
       });
     }
     st.g.clear();
-  }
-
-  /// Whether parameter i is computed on its stored block (nothing gathers it: the model is
-  /// bound to stored(i)).
-  bool direct(std::int64_t i) const {
-    bool d = false;
-    visit(i, [&]<tp_style S, int R>() { d = param_layouts<Mesh, P, S, R>::direct_param; });
-    return d;
   }
 
   /// Calls f.template operator()<S, R>() for parameter i's style.

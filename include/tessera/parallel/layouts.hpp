@@ -60,6 +60,12 @@ constexpr layout_spec storage_spec(const parallel_spec& p, tp_style s, int rank)
   return l;
 }
 
+/// True when a parameter is computed on the block it is stored as: nothing gathers it, and no
+/// bf16 cast of mixed precision (the FSDP runtime binds the model to the stored block).
+constexpr bool computed_on_stored(const parallel_spec& p, tp_style s, int rank) {
+  return compute_spec(p, s, rank) == storage_spec(p, s, rank) && !p.bf16_params;
+}
+
 /// True when a parameter's gradient is partial over tp (a replicated parameter applied to
 /// sequence-sharded activations).
 constexpr bool grad_partial_over_tp(const parallel_spec& p, tp_style s) {

@@ -132,9 +132,8 @@ constexpr std::int64_t kept_weight_elements(const llama_config& cfg, const paral
     const param_entry en = param_at(cfg, i);
     if (!v.holds(en.layer, i == 0) || !bf16_multiplied(cfg, f8, en)) continue;
     const int r = en.shape.is_vector() ? 1 : 2;
-    const layout_spec ss = parallel::storage_spec(p, param_style(en), r);
-    if (ss == parallel::compute_spec(p, param_style(en), r) && !p.bf16_params)
-      n += local_box(ss, v.mesh, param_global_shape(en), v.coords).numel();
+    if (parallel::computed_on_stored(p, param_style(en), r))
+      n += local_box(parallel::storage_spec(p, param_style(en), r), v.mesh, param_global_shape(en), v.coords).numel();
   }
   return n;
 }
@@ -160,7 +159,7 @@ constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape
                     gs = parallel::grad_spec(p, s, r);
   const std::int64_t stored = local_box(ss, m, g, c).numel(), compute = local_box(cs, m, g, c).numel();
   u.stored += arena_slot_elems(stored);
-  const bool direct_param = cs == ss && !p.bf16_params, direct_grad = gs == ss;
+  const bool direct_param = parallel::computed_on_stored(p, s, r), direct_grad = gs == ss;
   if (!direct_param) u.gathered += compute * 4;
   if (!(direct_param && direct_grad)) {
     u.grad_buf += compute * 4;

@@ -334,9 +334,12 @@ class parallel_llama {
   /// rounded for each GEMM. memory_estimate::kept_weights counts the same elements.
   void keep_stored_weights() {
     std::int64_t n = 0;
-    for (std::int64_t i = 0; i < model_.n_tensors(); ++i)
-      if (store_.info(i).local && store_.direct(i) && bf16_multiplied(cfg, model_.shard().float8, model_.entry(i)))
+    for (std::int64_t i = 0; i < model_.n_tensors(); ++i) {
+      const parallel::param_info& p = store_.info(i);
+      if (p.local && parallel::computed_on_stored(ps, p.style, p.shape.rank) &&
+          bf16_multiplied(cfg, model_.shard().float8, model_.entry(i)))
         n += static_cast<std::int64_t>(store_.stored_numel(i));
+    }
     model_.keep_rounded_weights(store_.params().data(), static_cast<std::int64_t>(store_.params().size()), n);
   }
 

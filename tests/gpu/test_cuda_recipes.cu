@@ -17,10 +17,12 @@
 // CPU's resumed on the GPUs, within 2^-8 of the CPU's steps without a break. With bf16 operands
 // (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
 // `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
-// rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP, the ZBV
-// pipeline x TP and CP ring, where each GPU keeps the bf16 copies of the weights computed on
-// its stored blocks (TP, PP, CP) that memory_estimate::kept_weights counts, each rounded once in
-// the 3 steps. Without a GPU it prints why and exits 77 (ctest: skipped, never
+// rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP (f32 and
+// bf16 gathers), FSDP x async TP, the ZBV pipeline x TP and CP ring, where each GPU keeps the
+// bf16 copies of the weights computed on its stored blocks (TP, PP, CP) that
+// memory_estimate::kept_weights counts, each rounded once in the 3 steps, and multiplies the
+// bf16 codes FSDP gathers as they are, no f32 copy of them (testing::kept_weights_problem
+// checks both on every GPU). Without a GPU it prints why and exits 77 (ctest: skipped, never
 // passed). Tolerance as gpu.cuda_llama's: every loss and gradient norm within 2^-8 of the
 // CPU's, relative (f32 on both sides, sums in another order; bf16 operands rounded alike).
 #include <algorithm>
@@ -275,6 +277,9 @@ int main() {
       bad += compare<pp_zbv_tp, bf16_cpu, bf16_gpu>(world, "bf16 operands: pipeline ZBV x TP + SP + loss parallel");
       bad += compare<cp_ring, bf16_cpu, bf16_gpu>(world, "bf16 operands: context parallel (ring, head-tail)");
     }
+    if (world >= 4)
+      bad += compare<tiny_recipes::pp_fsdp_bf16, bf16_cpu, bf16_gpu>(4,
+                                                                     "bf16 operands: pipeline 1F1B x FSDP (bf16 gathers)");
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());
     return 1;

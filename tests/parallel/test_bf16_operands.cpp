@@ -41,6 +41,13 @@ struct one_rank {
   using mesh = tessera::mesh<axis<"dp">>;
   using parallelize = tessera::parallelize<fsdp<"dp">>;
 };
+/// The same with FSDP gathering bf16 parameters (the reference of recipes that do).
+template <class M>
+struct one_rank_bf16 {
+  using model = M;
+  using mesh = tessera::mesh<axis<"dp">>;
+  using parallelize = tessera::parallelize<fsdp<"dp", mixed_precision<bf16, float>>>;
+};
 
 double largest_relative(const std::vector<float>& ref, const std::vector<float>& got) {
   double d = 0;
@@ -58,10 +65,10 @@ double param_distance(const std::vector<float>& ref, const std::vector<float>& g
   return d / m;
 }
 
-template <class R>
+template <class R, template <class> class Ref = one_rank>
 void against_one_rank(int world, const char* what) {
   CAPTURE(what);
-  const auto ref = recipe_steps_on_threads<one_rank<typename R::model>, cpu_bf16_kernels>(1);
+  const auto ref = recipe_steps_on_threads<Ref<typename R::model>, cpu_bf16_kernels>(1);
   const auto got = recipe_steps_on_threads<R, cpu_bf16_kernels>(world);
   REQUIRE(got.losses.size() == ref.losses.size());
   REQUIRE(got.params.size() == ref.params.size());
@@ -79,13 +86,16 @@ void against_one_rank(int world, const char* what) {
 struct kept_record {
   std::string problem = "not run";
   std::int64_t estimate = -1;
+  std::int64_t unkept = -1, adopted = -1;  // weight elements rounded for single GEMMs; uses of adopted gathers
 };
 
 /// parallel_llama keeps the bf16 copies of the weights computed on their stored blocks: the
 /// same bits as the same recipe rounding each GEMM's weight (its model told to keep nothing),
 /// each kept weight rounded once in all 3 steps (of 2 accumulated microbatches each; under a
 /// pipeline, of its microbatches; AdamW writes the copies after), and on every rank the bytes
-/// that memory_estimate::kept_weights counts (none where FSDP gathers the weights).
+/// that memory_estimate::kept_weights counts (none where FSDP gathers the weights); a weight
+/// FSDP gathers in bf16 is multiplied as gathered, one gathered in f32 rounded for each GEMM
+/// (testing::kept_weights_problem).
 template <class R>
 void kept_as_rounded(int world, const std::string& what, bool keeps) {
   CAPTURE(what);
@@ -94,10 +104,15 @@ void kept_as_rounded(int world, const std::string& what, bool keeps) {
   const auto kept = recipe_steps_on_threads<R, cpu_bf16_kernels>(
       world, 16, testing::no_model_hook{}, [&](model& pm) {
         ranks[static_cast<std::size_t>(pm.mesh().rank())] = {
-            testing::kept_weights_problem(pm), estimate_memory<R>(pm.mesh().shape(), 4, 16, pm.mesh().coords()).kept_weights};
+            testing::kept_weights_problem(pm),
+            estimate_memory<R>(pm.mesh().shape(), 4, 16, pm.mesh().coords()).kept_weights,
+            pm.model().kept_store().unkept(), pm.model().kept_store().adopted_uses()};
       });
   const auto rounded = recipe_steps_on_threads<R, cpu_bf16_kernels>(
       world, 16, [](model& pm) { pm.model().keep_rounded_weights(nullptr, 0, 0); });
+  std::printf("%-44s rank 0: %lld weight elements kept, %lld rounded for single GEMMs, %lld uses of bf16 gathers\n",
+              what.c_str(), static_cast<long long>(ranks[0].estimate), static_cast<long long>(ranks[0].unkept),
+              static_cast<long long>(ranks[0].adopted));
   CHECK(kept.losses == rounded.losses);
   CHECK(kept.norms == rounded.norms);
   CHECK(kept.params == rounded.params);
@@ -117,6 +132,9 @@ TEST_CASE("a recipe's runtime keeps the rounded weights of its stored blocks: th
   kept_as_rounded<cp_only<cp_rotate::ring, cp_balancing::head_tail>>(2, "CP ring, head-tail", true);
   kept_as_rounded<f8_tp_rowwise_full>(2, "TP with Float8 rowwise, full AC", true);
   kept_as_rounded<fsdp_tp_2d>(4, "FSDP x TP + SP + loss parallel", false);
+  // FSDP's bf16 gathers: nothing kept, every linear multiplies its unit's gather as it is
+  kept_as_rounded<fsdp_tp_bf16>(4, "FSDP (bf16 gathers) x TP + loss parallel", false);
+  kept_as_rounded<pp_fsdp_bf16>(4, "pipeline 1F1B x FSDP (bf16 gathers)", false);
 }
 
 TEST_CASE("recipes with bf16 operands (cpu_bf16_kernels) train as one rank with bf16 operands") {
@@ -138,4 +156,6 @@ TEST_CASE("recipes with bf16 operands (cpu_bf16_kernels) train as one rank with 
   against_one_rank<pp_zbv_op>(4, "ZBV zero bubble x TP + SP, selective op AC");
   against_one_rank<cp_only<cp_rotate::ring, cp_balancing::head_tail>>(2, "CP ring, head-tail");
   against_one_rank<cp_fsdp_ring>(4, "FSDP x CP ring, full AC");
+  against_one_rank<fsdp_tp_bf16, one_rank_bf16>(4, "FSDP (bf16 gathers) x TP + loss parallel");
+  against_one_rank<pp_fsdp_bf16, one_rank_bf16>(4, "pipeline 1F1B x FSDP (bf16 gathers)");
 }

@@ -30,19 +30,38 @@ inline std::vector<std::int32_t> recipe_tokens(std::int32_t vocab) {
 /// After recipe_steps (as its `after`): "" when this rank keeps the rounded weights that
 /// memory_estimate::kept_weights counts -- its bytes, each element rounded once by the steps'
 /// forwards (AdamW writes the copies after); none on a backend that does not round its
-/// operands --, else what it keeps instead.
+/// operands -- and its linears multiplied their FSDP units' bf16 gathers as they are (adopted,
+/// parallel/fsdp.hpp): they rounded a weight for a single GEMM exactly where a weight they
+/// multiply is neither kept nor gathered in bf16 (an f32 gather), else what it did instead.
 template <class R, class K>
 std::string kept_weights_problem(train::parallel_llama<R, K>& pm, std::int64_t seq_len = 16) {
+  constexpr parallel_spec ps = recipe_traits<R>::spec;
   std::int64_t e = 0, bytes = 0;
+  bool per_gemm = false, adopts = false;  // expected: weights rounded for single GEMMs; bf16 gathers adopted
   if constexpr (rounds_operands<K>) {
     e = estimate_memory<R>(pm.mesh().shape(), 4, seq_len, pm.mesh().coords()).kept_weights;
     bytes = static_cast<std::int64_t>(sizeof(typename K::operand_type)) * e;
+    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) {
+      const param_entry en = pm.model().entry(i);
+      const f8_linears& f8 = pm.model().shard().float8;
+      if (pm.storage_box(i).numel() == 0 || !bf16_multiplied(pm.config(), f8, en) ||
+          parallel::computed_on_stored(ps, param_style(en), en.shape.is_vector() ? 1 : 2))
+        continue;
+      (ps.bf16_params && gemm_operand_only(pm.config(), f8, en) ? adopts : per_gemm) = true;
+    }
   }
+  auto& store = pm.model().kept_store();
+  const std::string rank = "rank " + std::to_string(pm.mesh().rank());
+  if ((store.unkept() > 0) != per_gemm)
+    return rank + "'s linears rounded " + std::to_string(store.unkept()) + " weight elements for single GEMMs; " +
+           (per_gemm ? "expected some (f32 gathers)" : "expected none (every weight kept or gathered in bf16)");
+  if ((store.adopted_uses() > 0) != adopts)
+    return rank + "'s linears multiplied bf16 gathers as they are " + std::to_string(store.adopted_uses()) +
+           " times; expected " + (adopts ? "some" : "none");
   if (pm.model().kept_weight_bytes() == bytes && pm.model().kept_weight_rounds() == e) return {};
-  return "rank " + std::to_string(pm.mesh().rank()) + " keeps " + std::to_string(pm.model().kept_weight_bytes()) +
-         " bytes of rounded weights and rounded " + std::to_string(pm.model().kept_weight_rounds()) +
-         " elements; the estimate: " + std::to_string(bytes) + " bytes, each of its " + std::to_string(e) +
-         " elements once";
+  return rank + " keeps " + std::to_string(pm.model().kept_weight_bytes()) + " bytes of rounded weights and rounded " +
+         std::to_string(pm.model().kept_weight_rounds()) + " elements; the estimate: " + std::to_string(bytes) +
+         " bytes, each of its " + std::to_string(e) + " elements once";
 }
 
 /// recipe_steps' default `before` and `after`: nothing.

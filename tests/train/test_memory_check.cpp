@@ -272,6 +272,18 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   const std::int64_t tp_need = etp.peak() + cuda::llama_workspace(etp.dims, true, true, etp.kept_weights).total();
   CHECK(train::device_memory_problem<TP>(tp2, 4, 4096, tp_need, "GPU 0", true).empty());
   CHECK(!train::device_memory_problem<TP>(tp2, 4, 4096, tp_need - 1, "GPU 0", true).empty());
+  // FSDP gathering bf16 parameters: with bf16 operands the units hold their linears' gathers as
+  // bf16 codes (parallel/fsdp.hpp's gathered_operands), 2 bytes an element less than in f32 --
+  // the two blocks and the root gathered at the peak, all their linears; f32 gathers hold none
+  CHECK(est.gathered_operands == 0);
+  using B16 = recipes::debug_fsdp_bf16;
+  const memory_estimate eb = estimate_memory<B16>(dp(2), 64, 100000);
+  CHECK(eb.gathered_operands == bf16_weight_elements(eb.dims, 2));
+  CHECK(eb.gathered == est.gathered);
+  const std::int64_t b16_ws = cuda::llama_workspace(eb.dims, true, true, eb.kept_weights).total(),
+                     b16_need = eb.peak() - 2 * eb.gathered_operands + b16_ws;
+  CHECK(train::device_memory_problem<B16>(dp(2), 64, 100000, b16_need, "GPU 0", true).empty());
+  CHECK(!train::device_memory_problem<B16>(dp(2), 64, 100000, b16_need - 1, "GPU 0", true).empty());
   // the model itself too large for one GPU: the parameters' fix
   const std::string big = train::device_memory_problem(llama3_8b::config, parallel_spec{}, "model llama3_8b", one, 1,
                                                        16, 80 * GiB, "GPU 0 (NVIDIA H100)");

@@ -20,8 +20,13 @@
 // deterministic, so the results are the same bits as rounding for each GEMM: the saving is two
 // passes over every weight a step (each reads 4 bytes and writes 2) for 2 more bytes written by
 // AdamW, about 12 ms of a step of 18 of Llama 3 8B's blocks on an H200 (docs/performance.md).
-// Only memory inside the covered arena is kept: a weight outside it -- an FSDP unit's gathered
-// buffer, which holds another block's weights the next time -- is rounded each time as before.
+// Only memory inside the covered arena is kept. A weight outside it that is already its GEMM
+// operands -- an FSDP unit's gather in bf16 (mixed_precision<bf16, float>), whose values are
+// bf16's -- is adopted by the FSDP runtime for as long as the unit stays gathered (adopt /
+// release): its linears multiply the gathered operands, rounding nothing, and on a backend
+// whose operands are bf16 codes (cuda_bf16_kernels) the unit holds those codes only, not an
+// f32 copy (parallel/fsdp.hpp). Any other weight outside the arena is rounded for each GEMM
+// (unkept() counts those elements).
 // A parallel runtime's model covers the runtime's arena of stored blocks instead
 // (basic_llama_model::keep_rounded_weights; train/parallel_llama.hpp): the weights computed on
 // their stored blocks -- TP, PP and CP shards, where no FSDP gather moves them -- are kept, and a
@@ -66,7 +71,7 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
 
   /// Keeps the weights inside [base, base + n) floats: `capacity` operand elements in all.
   void cover(const float* base, std::int64_t n, std::int64_t capacity) {
-    base_ = base, n_ = n, used_ = 0, rounded_ = 0;
+    base_ = base, n_ = n, used_ = 0, rounded_ = 0, unkept_ = 0;
     entries_.clear();
     buf_ = capacity > 0 ? tensor<operand_type, typename K::space>({capacity}) : tensor<operand_type, typename K::space>{};
   }
@@ -74,27 +79,47 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
   /// Elements rounded into the store by forwards since cover() (AdamW's writes not counted).
   std::int64_t rounded() const noexcept { return rounded_; }
 
-  /// A forward's operand of weight w [n]: w rounded now into its place in the store; nullptr
-  /// when w is not inside the covered arena or the store has no room (the caller rounds it
-  /// into scratch).
+  /// Elements the linears rounded for one GEMM because the store had no copy of the weight
+  /// (refresh or find answered nullptr).
+  std::int64_t unkept() const noexcept { return unkept_; }
+  /// Uses of adopted weights (forwards and backwards).
+  std::int64_t adopted_uses() const noexcept { return adopted_uses_; }
+
+  /// Weight w [n], held outside the covered arena, is already its operands `at` [n] (an FSDP
+  /// unit's bf16 gather, parallel/fsdp.hpp): the linears multiply `at` as it is, in forwards
+  /// and backwards, until release(w). Not stale after invalidate(), not written by adamw_update.
+  void adopt(const float* w, std::int64_t n, const operand_type* at) {
+    release(w);
+    adopted_.push_back({w, n, const_cast<operand_type*>(at), true});
+  }
+  void release(const float* w) noexcept {
+    std::erase_if(adopted_, [w](const entry& e) { return e.w == w; });
+  }
+
+  /// A forward's operand of weight w [n]: an adopted weight's operands, or w rounded now into
+  /// its place in the store; nullptr when w is not inside the covered arena or the store has
+  /// no room (the caller rounds it into scratch).
   const operand_type* refresh(const float* w, std::int64_t n) {
-    if (!covers(w, n)) return nullptr;
+    if (const operand_type* a = adopted(w, n)) return a;
+    if (!covers(w, n)) return unkept_ += n, nullptr;
     entry* e = lookup(w);
     if (e == nullptr) {
-      if (used_ + n > buf_.numel()) return nullptr;
+      if (used_ + n > buf_.numel()) return unkept_ += n, nullptr;
       entries_.push_back({w, n, buf_.data() + used_, false});
       used_ += n;
       e = &entries_.back();
     } else if (e->n != n) {
-      return nullptr;
+      return unkept_ += n, nullptr;
     }
     if (!e->fresh) K::round_into(e->at, w, n), e->fresh = true, rounded_ += n;
     return e->at;
   }
   /// A backward's operand of weight w [n]: the copy its latest forward made (nullptr: none).
   const operand_type* find(const float* w, std::int64_t n) {
+    if (const operand_type* a = adopted(w, n)) return a;
     const entry* e = covers(w, n) ? lookup(w) : nullptr;
-    return e != nullptr && e->n == n ? e->at : nullptr;
+    if (e != nullptr && e->n == n) return e->at;
+    return unkept_ += n, nullptr;
   }
 
   /// The weights may have changed: the next forward rounds each again.
@@ -129,9 +154,16 @@ class rounded_weights : public thread_active<rounded_weights<K>> {
     bool fresh;  // equal to the weight as it is now
   };
   const float* base_ = nullptr;
-  std::int64_t n_ = 0, used_ = 0, rounded_ = 0;
+  std::int64_t n_ = 0, used_ = 0, rounded_ = 0, unkept_ = 0, adopted_uses_ = 0;
   tensor<operand_type, typename K::space> buf_;
   std::vector<entry> entries_;  // a few per block: searched from the latest
+  std::vector<entry> adopted_;  // the gathered units' weights (a few blocks' worth)
+
+  const operand_type* adopted(const float* w, std::int64_t n) noexcept {
+    for (const entry& e : adopted_)
+      if (e.w == w && e.n == n) return ++adopted_uses_, e.at;
+    return nullptr;
+  }
 
   bool covers(const float* w, std::int64_t n) const noexcept {
     if (base_ == nullptr || n > n_) return false;  // addresses compared as integers: w may be in any allocation
@@ -150,6 +182,8 @@ struct no_rounded_weights {  // a backend that does not round: nothing kept
   void cover(const float*, std::int64_t, std::int64_t) noexcept {}
   void invalidate() noexcept {}
   std::int64_t rounded() const noexcept { return 0; }
+  std::int64_t unkept() const noexcept { return 0; }
+  std::int64_t adopted_uses() const noexcept { return 0; }
 };
 template <class K>
 struct rounded_weights_or_none {

@@ -87,10 +87,7 @@ class basic_llama_model {
   /// The part of the ends (blocks are parts 0..n_layers-1).
   std::int64_t ends_part() const noexcept { return cfg_.n_layers; }
   /// The part parameter i belongs to.
-  std::int64_t part_of(std::int64_t i) const {
-    const std::int64_t layer = entry(i).layer;
-    return layer >= 0 ? layer : ends_part();
-  }
+  std::int64_t part_of(std::int64_t i) const { return entry(i).layer >= 0 ? entry(i).layer : ends_part(); }
   /// The sizes of a batch [B, T] on this shard (checked: llama_shard.hpp's batch_dims_of).
   llama_dims batch_dims(std::int64_t B, std::int64_t T) const { return batch_dims_of(cfg_, shard_, B, T); }
   /// This shard's block of parameter i (the whole shape for llama_shard::whole).
@@ -392,10 +389,11 @@ class basic_llama_model {
   /// Bytes of activations (and backward scratch) held for the current (B, T) by the
   /// model's own activations: what was allocated, which llama_activation_bytes predicts.
   std::int64_t activation_bytes() const { return own_.bytes + scratch_bytes_; }
-  /// Bytes of the bf16 weights kept from a forward, elements forwards rounded into them
-  /// (kernels/rounded_weights.hpp; 0: none).
+  /// Bytes of the bf16 weights kept from a forward, elements forwards rounded into them, and
+  /// the store (kernels/rounded_weights.hpp; an FSDP runtime adopts its bf16 gathers there).
   std::int64_t kept_weight_bytes() const { return rounded_weight_bytes<K>(kept_); }
   std::int64_t kept_weight_rounds() const noexcept { return kept_.rounded(); }
+  rounded_weights_of<K>& kept_store() noexcept { return kept_; }
   /// Bytes of the backward scratch alone (shared by all activations).
   std::int64_t scratch_bytes() const { return scratch_bytes_; }
 

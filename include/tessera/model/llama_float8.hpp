@@ -97,6 +97,13 @@ constexpr bool bf16_multiplied(const llama_config& c, const f8_linears& f8, cons
   return false;
 }
 
+/// Whether parameter e is read by bf16 GEMMs only (bf16_multiplied, and not the embedding,
+/// whose rows the lookup reads in f32): an FSDP gather in bf16 of it is its operands
+/// (parallel/fsdp.hpp's gemm_operand).
+constexpr bool gemm_operand_only(const llama_config& c, const f8_linears& f8, const param_entry& e) {
+  return bf16_multiplied(c, f8, e) && e.role != param_role::embedding;
+}
+
 /// The activation-checkpointing group a linear's output belongs to (ac_op::count: w2, whose
 /// output is never recomputed: it is the next block's kept input).
 constexpr ac_op ac_op_of(param_role r) {

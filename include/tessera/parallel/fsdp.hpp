@@ -16,8 +16,13 @@
 //     dp, all-reduce over HSDP's replicas and over tp for sequence-parallel norms) and adds
 //     the result to the stored gradients.
 // Where a plan moves nothing (no FSDP, no TP) the model is bound straight to the stored
-// blocks and nothing is copied. Which unit runs when is the caller's (the model's hooks,
-// or a pipeline schedule's UNSHARD / RESHARD / REDUCE_GRAD actions).
+// blocks and nothing is copied. A gather in bf16 of a weight only GEMMs read (gemm_operand)
+// is those GEMMs' operands on a backend that rounds them: the model's store of rounded
+// weights adopts it until reshard(u), so its linears round nothing; where the operands are
+// bf16 codes (cuda_bf16_kernels) the unit keeps the gathered codes only, half the f32
+// copy's bytes (gathered_operands; memory_estimate::gathered_operands). Which unit runs
+// when is the caller's (the model's hooks, or a pipeline schedule's UNSHARD / RESHARD /
+// REDUCE_GRAD actions).
 // The blocks live in kernel backend K's memory (cpu_kernels: the host's; cuda_kernels: the
 // GPU's, over an nccl device mesh): gathers and reductions run the plans in K's space, bf16
 // casts and gradient sums are K's kernels, and the space's fence runs before a collective is
@@ -53,7 +58,28 @@ struct param_info {
   /// FP8 all-gather (float8's fp8_all_gather): gathered as e4m3 codes under the scale of the
   /// whole weight (its amax all-reduced over the gather's group first), computed on their values.
   bool fp8_gather = false;
+  /// Read by bf16 GEMMs only (a linear's weight): under mixed_precision<bf16, float> on a
+  /// backend that rounds its GEMM operands, its bf16 gather is adopted as the operands
+  /// (gathered_operands_of).
+  bool gemm_operand = false;
 };
+
+/// What a gather in bf16 of a gemm_operand parameter is to a model on backend K (whose store
+/// of rounded weights, kernels/rounded_weights.hpp, adopts it while the unit is gathered):
+enum class gathered_operands {
+  none,    ///< K multiplies f32 operands (or the gather is f32): the f32 copy, as any parameter
+  values,  ///< K's operands are f32 holding bf16 values (cpu_bf16_kernels): the f32 copy is them
+  codes,   ///< K's operands are bf16 codes (cuda_bf16_kernels): the unit holds the codes, no f32 copy
+};
+template <class K>
+constexpr gathered_operands gathered_operands_of(bool bf16_gather) {
+  if constexpr (rounds_operands<K>) {
+    if (!bf16_gather) return gathered_operands::none;
+    if constexpr (std::is_same_v<typename K::operand_type, bf16>) return gathered_operands::codes;
+    if constexpr (std::is_same_v<typename K::operand_type, float>) return gathered_operands::values;
+  }
+  return gathered_operands::none;
+}
 
 /// Layout types and plans of a parameter of TP style S and rank R under spec P.
 template <class Mesh, parallel_spec P, tp_style S, int R>
@@ -79,11 +105,19 @@ concept bindable_model = requires(Model& m, std::int64_t i, float* p) {
   { m.param(i) } -> std::convertible_to<float*>;
   { m.grad(i) } -> std::convertible_to<float*>;
 };
+/// A model whose linears find their operands in a store of rounded weights on backend K.
+template <class Model, class K>
+concept adopting_model = rounds_operands<K> && requires(Model& m) {
+  { m.kept_store() } -> std::same_as<rounded_weights<K>&>;
+};
 
 template <class Mesh, parallel_spec P, bindable_model Model, kernel_backend K = cpu_kernels>
 class sharded_params {
  public:
   using space = typename K::space;
+  /// How unit gathers of gemm_operand parameters reach the model's linears.
+  static constexpr gathered_operands operands = adopting_model<Model, K> ? gathered_operands_of<K>(P.bf16_params)
+                                                                          : gathered_operands::none;
   sharded_params(device_mesh<Mesh>& dm, Model& model, std::vector<param_info> params, std::int64_t n_units)
       : dm_(dm), model_(model), params_(std::move(params)), units_(static_cast<std::size_t>(n_units)) {
     arena_layout layout;
@@ -166,6 +200,7 @@ class sharded_params {
       return;
     }
     st.p.resize(st.params.size());
+    if constexpr (operands == gathered_operands::codes) st.c.resize(st.params.size());
     for (std::size_t k = 0; k < st.params.size(); ++k) gather_param(st, k, prefetch);
     st.gathered = true;
     if (!prefetch) ready(st);
@@ -174,7 +209,12 @@ class sharded_params {
   void reshard(std::int64_t u) {
     unit_state& st = unit(u);
     ready(st);  // (every prefetched unit is begun before it is freed; this keeps buffers alive regardless)
+    if constexpr (operands != gathered_operands::none) {
+      for (const float* w : st.adopted) model_.kept_store().release(w);
+      st.adopted.clear();
+    }
     st.p.clear();
+    st.c.clear();
     st.gathered = false;
   }
   /// Binds unit u's gradients: to the stored gradients where the layouts agree, else to
@@ -230,6 +270,8 @@ class sharded_params {
   struct unit_state {
     std::vector<std::int64_t> params;
     std::vector<tensor<float, space>> p, g;  // gathered parameters / their gradients (empty when bound directly)
+    std::vector<tensor<bf16, space>> c;      // gathered codes that are the operands (gathered_operands::codes)
+    std::vector<const float*> adopted;       // the weights the model's store adopted, released at reshard
     bool gathered = false;
     std::vector<comm::any_request> pending;  // prefetch gathers not yet waited for
     std::vector<std::pair<std::size_t, space_buffer<bf16, space>>> half;  // bf16 gathers of those, by parameter
@@ -265,20 +307,21 @@ class sharded_params {
         model_.bind(i, stored(i), model_.grad(i));
       } else {
         const shape_t& g = info(i).shape;
-        st.p[k] = tensor<float, space>({local_numel<typename L::compute>(dm_, g)});
+        const std::size_t n_in = slot(i).numel,
+                          n_out = static_cast<std::size_t>(local_numel<typename L::compute>(dm_, g));
+        if constexpr (operands == gathered_operands::codes)
+          if (info(i).gemm_operand) return gather_codes<L>(st, k, prefetch, n_in, n_out);
+        st.p[k] = tensor<float, space>({static_cast<std::int64_t>(n_out)});
         float* out = st.p[k].data();
         model_.bind(i, out, model_.grad(i));
-        const std::size_t n_in = slot(i).numel, n_out = static_cast<std::size_t>(st.p[k].numel());
+        if constexpr (operands == gathered_operands::values)  // its bf16 values are the operands
+          if (info(i).gemm_operand) adopt(st, out, n_out, out);
         if constexpr (L::async_gather) {
           if (info(i).fp8_gather) return gather_fp8(st, k, L::unshard_plan::value[0].group);
           if (prefetch && is_even(L::storage::spec, dm_.shape(), g)) {
             auto& c = dm_.group(L::unshard_plan::value[0].group);
             if constexpr (P.bf16_params) {
-              auto& h = st.half.emplace_back(k, space_buffer<bf16, space>(n_in + n_out)).second;
-              K::to_bf16(h.data(), stored(i), static_cast<std::int64_t>(n_in));
-              space::fence();  // the casts (and the optimizer's last step) before the collective reads them
-              st.pending.push_back(comm::all_gather(c, std::span<const bf16>(h.data(), n_in),
-                                                    std::span<bf16>(h.data() + n_in, n_out)));
+              issue_bf16_gather(st, k, c, n_in, n_out, nullptr);  // widened by ready()
             } else {
               space::fence();  // the optimizer's last step before the collective reads the block
               st.pending.push_back(
@@ -290,16 +333,57 @@ class sharded_params {
         check(!info(i).fp8_gather, "fsdp: FP8 all-gather of " + info(i).name +
                                        " needs an unshard plan that is one all-gather along dim 0");
         if constexpr (P.bf16_params) {  // gathered in bf16, computed in f32 (FSDP2 MixedPrecisionPolicy)
-          reserve_buffer<bf16, space>(half_in_, n_in), reserve_buffer<bf16, space>(half_out_, n_out);
-          K::to_bf16(half_in_.data(), stored(i), static_cast<std::int64_t>(n_in));
-          redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(dm_, g, half_in_.data(),
-                                                                                                 half_out_.data());
+          reserve_buffer<bf16, space>(half_out_, n_out);
+          bf16_redistribute<L>(i, n_in, half_out_.data());
           K::from_bf16(out, half_out_.data(), static_cast<std::int64_t>(n_out));
         } else {
           redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(dm_, g, stored(i), out);
         }
       }
     });
+  }
+  /// The model's store adopts weight w [n] (its key) as the operands `at` until the unit reshards.
+  template <class Operand>
+  void adopt(unit_state& st, const float* w, std::size_t n, const Operand* at) {
+    model_.kept_store().adopt(w, static_cast<std::int64_t>(n), at);
+    st.adopted.push_back(w);
+  }
+  /// Gathers the k-th parameter of a unit (layouts L) as bf16 codes that its linears multiply
+  /// as they are (gathered_operands::codes): no f32 copy. The model is bound to the codes'
+  /// address as the weight's key, which its linears look up in the store and nothing reads as
+  /// floats (gemm_operand: a weight only GEMMs read).
+  template <class L>
+  void gather_codes(unit_state& st, std::size_t k, bool prefetch, std::size_t n_in, std::size_t n_out) {
+    const std::int64_t i = st.params[k];
+    const shape_t& g = info(i).shape;
+    st.c[k] = tensor<bf16, space>({static_cast<std::int64_t>(n_out)});
+    bf16* codes = st.c[k].data();
+    float* key = reinterpret_cast<float*>(codes);
+    model_.bind(i, key, model_.grad(i));
+    adopt(st, key, n_out, codes);
+    if constexpr (L::async_gather)
+      if (prefetch && is_even(L::storage::spec, dm_.shape(), g))
+        return issue_bf16_gather(st, k, dm_.group(L::unshard_plan::value[0].group), n_in, n_out, codes);
+    bf16_redistribute<L>(i, n_in, codes);
+  }
+  /// Parameter i's stored block [n_in] cast to bf16 and gathered (plan storage -> compute of
+  /// layouts L) into `to`.
+  template <class L>
+  void bf16_redistribute(std::int64_t i, std::size_t n_in, bf16* to) {
+    reserve_buffer<bf16, space>(half_in_, n_in);
+    K::to_bf16(half_in_.data(), stored(i), static_cast<std::int64_t>(n_in));
+    redistribute_local<typename L::storage, typename L::compute, default_cost_model, space>(dm_, info(i).shape,
+                                                                                           half_in_.data(), to);
+  }
+  /// Issues the all-gather over communicator c of the k-th parameter of a unit cast to bf16 into
+  /// `to` [n_out] -- nullptr: the staging buffer's own tail, which ready() widens to the f32 copy.
+  template <class Comm>
+  void issue_bf16_gather(unit_state& st, std::size_t k, Comm& c, std::size_t n_in, std::size_t n_out, bf16* to) {
+    auto& h = st.half.emplace_back(k, space_buffer<bf16, space>(n_in + (to != nullptr ? 0 : n_out))).second;
+    K::to_bf16(h.data(), stored(st.params[k]), static_cast<std::int64_t>(n_in));
+    space::fence();  // the casts (and the optimizer's last step) before the collective reads them
+    st.pending.push_back(comm::all_gather(c, std::span<const bf16>(h.data(), n_in),
+                                          std::span<bf16>(to != nullptr ? to : h.data() + n_in, n_out)));
   }
   /// FP8 all-gather of the k-th parameter of a unit over `group` (torchao's
   /// fsdp_pre_all_gather / post_all_gather for tensorwise Float8): the amax of the whole
@@ -345,6 +429,7 @@ class sharded_params {
     for (auto& r : st.pending) r.wait();
     st.pending.clear();
     for (auto& [k, h] : st.half) {
+      if (st.p[k].numel() == 0) continue;  // gathered as the operands' codes: nothing to widen
       const std::size_t n_out = static_cast<std::size_t>(st.p[k].numel()), n_in = h.size() - n_out;
       K::from_bf16(st.p[k].data(), h.data() + n_in, static_cast<std::int64_t>(n_out));
     }

@@ -163,7 +163,8 @@ using cudnn_workspace_query = std::function<std::int64_t(const llama_dims&)>;
 /// --compute-dtype bf16 --, the tensor-core attention's staging where the head dim takes it;
 /// the bf16 copies of the weights the model keeps, memory_estimate::kept_weights -- device_llama,
 /// which trains one GPU without a recipe, keeps all, a recipe's runtime those no FSDP gather
-/// moves --; `cudnn_workspace`: cuDNN's attention in place of the
+/// moves --, and the FSDP units' bf16 gathers of the linears' weights held as those codes, not
+/// in f32, memory_estimate::gathered_operands; `cudnn_workspace`: cuDNN's attention in place of the
 /// tensor-core kernels', its buffers and the workspace it answers for the rank's dims), not the
 /// CUDA context: a step it passes may still not fit, one it refuses does not.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
@@ -177,7 +178,7 @@ inline std::string device_memory_problem(const llama_config& cfg, const parallel
                                                e.kept_weights,
                                                bf16_operands && cudnn_workspace ? cudnn_workspace(e.dims) : -1)
                              .total(),
-                     need = e.peak() + workspace;
+                     need = e.peak() - (bf16_operands ? 2 * e.gathered_operands : 0) + workspace;
   if (need <= free_bytes) return {};
   const auto [parts, activations] = detail::largest_parts(e);
   const bool one = world_size(shape) == 1;

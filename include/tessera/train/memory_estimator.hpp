@@ -78,6 +78,11 @@ struct memory_estimate {
   /// their stored blocks (no FSDP gather; kernels/rounded_weights.hpp): counted in the CUDA
   /// backends' workspace (model/cuda_workspace.hpp), not in tracked_peak() (f32 backends keep none).
   std::int64_t kept_weights = 0;
+  /// Elements of `gathered` that are bf16 gathers of weights only GEMMs read (mixed_precision<bf16,
+  /// float>): on a backend whose GEMM operands are bf16 codes (cuda_bf16_kernels) the unit holds
+  /// those codes, 2 bytes each, not an f32 copy (parallel/fsdp.hpp's gathered_operands), so its
+  /// peak is 2 x gathered_operands bytes below tracked_peak(); f32 backends hold the copy.
+  std::int64_t gathered_operands = 0;
   /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
   std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
   std::int64_t local_batch = 0, local_seq = 0;
@@ -148,10 +153,12 @@ struct unit_sizes {
   std::int64_t stage = 0;       ///< bytes: the FSDP runtime's gradient staging (sharded_params::stage_)
   std::int64_t half = 0;        ///< bytes: bf16 staging (stored + gathered block)
   std::int64_t half_prefetch = 0;  ///< bytes: bf16 buffers of a prefetched unit (all its parameters)
+  std::int64_t operands = 0;    ///< elements of gathered gemm-only weights in bf16 (memory_estimate::gathered_operands)
 };
 
+/// Adds parameter e (`gemm_only`: gemm_operand_only) to unit u.
 constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape& m, const coords_t& c,
-                         const param_entry& e) {
+                         const param_entry& e, bool gemm_only) {
   const tp_style s = param_style(e);
   const int r = e.shape.is_vector() ? 1 : 2;
   const shape_t g = param_global_shape(e);
@@ -168,6 +175,7 @@ constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape
   if (p.bf16_params && !direct_param) {
     u.half = std::max(u.half, (stored + compute) * 2);
     u.half_prefetch += (stored + compute) * 2;
+    if (gemm_only) u.operands += compute;
   }
   // FSDP's all-gather / reduce-scatter along dim 0 of the TP-local block is staged (slot 0:
   // one block, slot 1: n blocks) when the blocks are uneven.
@@ -184,18 +192,23 @@ constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape
   }
 }
 
+/// add_param of config cfg's parameter e.
+constexpr void add_param_of(unit_sizes& u, const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
+                            const coords_t& c, const param_entry& e) {
+  add_param(u, p, m, c, e, gemm_operand_only(cfg, f8_linears_of(cfg, p.float8), e));
+}
 constexpr unit_sizes block_unit(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
                                 const coords_t& c) {
   unit_sizes u;
-  for (param_role role : block_roles) add_param(u, p, m, c, param_entry{role, 0, shape_of(cfg, role)});
+  for (param_role role : block_roles) add_param_of(u, cfg, p, m, c, param_entry{role, 0, shape_of(cfg, role)});
   return u;
 }
 constexpr unit_sizes root_unit(const llama_config& cfg, const parallel_spec& p, const mesh_shape& m,
                                const coords_t& c) {
   unit_sizes u;
-  add_param(u, p, m, c, param_at(cfg, 0));
+  add_param_of(u, cfg, p, m, c, param_at(cfg, 0));
   for (std::int64_t i = 1 + cfg.n_layers * n_block_params; i < param_tensor_count(cfg); ++i)
-    add_param(u, p, m, c, param_at(cfg, i));
+    add_param_of(u, cfg, p, m, c, param_at(cfg, i));
   return u;
 }
 
@@ -252,11 +265,11 @@ constexpr memory_estimate estimate_pipeline_memory(const llama_config& cfg, cons
   unit_sizes u;  // every local parameter in one: sums of sizes, maxima of staging
   for (std::int64_t i = 0; i < param_tensor_count(cfg); ++i) {
     const param_entry en = param_at(cfg, i);
-    if (v.holds(en.layer, i == 0)) add_param(u, p, sm, sc, en);
+    if (v.holds(en.layer, i == 0)) add_param_of(u, cfg, p, sm, sc, en);
   }
   e.parameters = e.gradients = u.stored * 4;
   e.optimizer = 2 * u.stored * 4;
-  e.gathered = u.gathered, e.grad_buffers = u.grad_buf;
+  e.gathered = u.gathered, e.grad_buffers = u.grad_buf, e.gathered_operands = u.operands;
   e.block_gathered = e.root_gathered = e.block_grad_buffers = e.root_grad_buffers = 0;
   const llama_shard shard = parallel::llama_shard_of(cfg, p, sm, sc);
   const box tokens = local_box(parallel::batch_spec(p, 2), sm, shape_t{global_batch, seq_len}, sc);
@@ -297,6 +310,7 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   // reshard::never every block is still gathered from forward.
   const std::int64_t live_blocks = p.reshard_mode == reshard::never ? L : std::min<std::int64_t>(2, L);
   e.gathered = root.gathered + live_blocks * blk.gathered;
+  e.gathered_operands = root.operands + live_blocks * blk.operands;
   e.grad_buffers = root.grad_buf + blk.grad_buf;
 
   // Activations: what llama_model allocates for this rank's rows on its shard.

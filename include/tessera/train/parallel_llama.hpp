@@ -421,7 +421,8 @@ class parallel_llama {
       const std::int64_t unit = ps.pp >= 0 ? pp.stage_of(m.entry(i).layer, i == 0) : m.part_of(i);
       v.push_back({m.name(i), param_style(m.entry(i)), param_global_shape(m.entry(i)), unit,
                    ps.pp < 0 || pp.local(static_cast<int>(unit)),
-                   ps.float8.all_gather && m.shard().float8.covers(m.entry(i).role)});
+                   ps.float8.all_gather && m.shard().float8.covers(m.entry(i).role),
+                   gemm_operand_only(cfg, m.shard().float8, m.entry(i))});
     }
     return v;
   }

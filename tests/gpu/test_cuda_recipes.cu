@@ -1,39 +1,43 @@
-// Recipes on GPUs: parallel_llama<R, cuda_kernels> -- one GPU per rank, ranks as threads of
-// this process, an NCCL device mesh -- against parallel_llama<R> on the CPU (thread ranks), the
-// same 3 trainer steps (accumulation 2, clipping) and an evaluation forward: FSDP over every
-// visible GPU (up to 4), and with 2 or 4 GPUs tensor parallel with sequence parallel (the logits
-// gathered) and with loss parallel (the vocabulary-parallel cross-entropy) on 2 (the model's 2
-// KV heads), FSDP x TP with bf16 gathers, and pipeline
-// parallel over 2 GPUs (1F1B x FSDP; ZBV zero bubble, I and W apart, x TP), context parallel
-// (ring attention, head-tail) over 2 or 4; FSDP with Float8
-// tensorwise and the FP8 all-gather on every visible GPU; on 2, Float8 rowwise under TP
-// (+ SP + loss parallel, whole and under async TP; with full AC), a user's schedule table,
-// context parallel's all-gather rotation and packed documents; and on 4 the compositions
+// Recipes on GPUs: parallel_llama<R, cuda_kernels> -- ranks as threads of this process, a
+// device mesh over NCCL with one GPU a rank where there are as many GPUs as ranks, else over
+// comm::cuda_staged (ranks sharing the GPUs, transfers staged through the host; NCCL refuses two
+// ranks on one GPU), so that every case runs on a machine with one GPU -- against
+// parallel_llama<R> on the CPU (thread ranks), the same 3 trainer steps (accumulation 2,
+// clipping) and an evaluation forward. On 4 ranks: FSDP, FSDP with Float8 tensorwise and the
+// FP8 all-gather, FSDP x TP with bf16 gathers, FSDP x async TP, pipelines (1F1B x FSDP; ZBV
+// zero bubble, I and W apart, x TP), context parallel (ring, head-tail), and the compositions
 // tests/parallel/test_device_runtime.cpp runs in a staged space (HSDP, pipelines with FSDP,
-// async TP and CP, CP with FSDP and AC, Float8 with FSDP x TP, async TP, ZBV and CP). Float8
-// recipes within 2^-6 (FP8 GEMMs on sm_89 and newer against the CPU's emulation). And
-// distributed checkpoints (sync and async) of FSDP on every visible GPU, TP with Float8
-// rowwise on 2 and 1F1B x FSDP on 4: saved on the GPUs, resumed there and on the CPU, and the
-// CPU's resumed on the GPUs, within 2^-8 of the CPU's steps without a break. With bf16 operands
-// (parallel_llama<R, cuda_bf16_kernels>: the GEMMs and the attention on the tensor cores, what
-// `train_llama --device cuda --compute-dtype bf16 --recipe` runs) against the CPU's same
-// rounding (cpu_bf16_kernels): FSDP on every visible GPU, and with 2 or 4 FSDP x TP (f32 and
-// bf16 gathers), FSDP x async TP, the ZBV pipeline x TP and CP ring, where each GPU keeps the
-// bf16 copies of the weights computed on its stored blocks (TP, PP, CP) that
-// memory_estimate::kept_weights counts, each rounded once in the 3 steps, and multiplies the
-// bf16 codes FSDP gathers as they are, no f32 copy of them (testing::kept_weights_problem
-// checks both on every GPU). Without a GPU it prints why and exits 77 (ctest: skipped, never
-// passed). Tolerance as gpu.cuda_llama's: every loss and gradient norm within 2^-8 of the
-// CPU's, relative (f32 on both sides, sums in another order; bf16 operands rounded alike).
+// async TP and CP, CP with FSDP and AC, Float8 with FSDP x TP, async TP, ZBV and CP); on 2
+// (the tiny model's 2 KV heads): tensor parallel with sequence parallel (the logits gathered)
+// and with loss parallel (the vocabulary-parallel cross-entropy), Float8 rowwise under TP
+// (+ SP + loss parallel, whole and under async TP; with full AC), a user's schedule table,
+// context parallel's all-gather rotation and packed documents. Float8 recipes within 2^-6 (FP8
+// GEMMs on sm_89 and newer against the CPU's emulation). And distributed checkpoints (sync and
+// async) of FSDP on 4, TP with Float8 rowwise on 2 and 1F1B x FSDP on 4: saved on the GPUs,
+// resumed there and on the CPU, and the CPU's resumed on the GPUs, within 2^-8 of the CPU's
+// steps without a break. With bf16 operands (parallel_llama<R, cuda_bf16_kernels>: the GEMMs
+// and the attention on the tensor cores, what `train_llama --device cuda --compute-dtype bf16
+// --recipe` runs) against the CPU's same rounding (cpu_bf16_kernels): FSDP, FSDP x TP (f32 and
+// bf16 gathers), FSDP x async TP, the ZBV pipeline x TP, CP ring and 1F1B x FSDP with bf16
+// gathers, where each rank keeps the bf16 copies of the weights computed on its stored blocks
+// (TP, PP, CP) that memory_estimate::kept_weights counts, each rounded once in the 3 steps, and
+// multiplies the bf16 codes FSDP gathers as they are, no f32 copy of them
+// (testing::kept_weights_problem checks both on every rank). Without a GPU it prints why and
+// exits 77 (ctest: skipped, never passed). Tolerance as gpu.cuda_llama's: every loss and
+// gradient norm within 2^-8 of the CPU's, relative (f32 on both sides, sums in another order;
+// bf16 operands rounded alike).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <recipe_steps.hpp>
+#include <tessera/comm/cuda_staged.hpp>
 #include <tessera/comm/nccl.hpp>
 #include <tessera/comm/threads.hpp>
 #include <tessera/kernels/cuda/backend.cuh>
@@ -115,10 +119,45 @@ struct pp_zbv_tp {
                            tensor_parallel<"tp", sequence_parallel, loss_parallel>>;
 };
 
+/// The cases run: those whose names match the program's argument (an ECMAScript regular
+/// expression, the whole name), or every one.
+std::optional<std::regex> selection;
+int cases_run = 0;
+bool selected(const char* what) {
+  const bool yes = !selection || std::regex_match(what, *selection);
+  return cases_run += yes ? 1 : 0, yes;
+}
+
+/// Runs f(c) on each of `world` thread ranks, c a communicator over device buffers: NCCL's, one
+/// GPU a rank, where `world` GPUs are visible; else comm::cuda_staged over the thread ranks --
+/// ranks sharing GPUs (rank modulo the GPUs), every transfer staged through the host --, since
+/// NCCL refuses two ranks on one GPU.
+template <class F>
+void on_gpus(int world, F&& f) {
+  const bool nccl = cuda_device_count() >= world;
+  comm::run_threads(world, [&](comm::threads_communicator& boot) {
+    if (nccl) {
+      auto nc = comm::nccl_communicator::bootstrap(boot);
+      f(nc);
+    } else {
+      comm::cuda_staged<comm::threads_communicator> sc(boot);
+      f(sc);
+    }
+  });
+}
+/// "2 GPU(s)", or "4 ranks on 1 GPU(s) (cuda_staged: ...)" where the ranks share GPUs.
+std::string gpus_text(int world) {
+  const int n = cuda_device_count();
+  if (n >= world) return std::to_string(world) + " GPU(s)";
+  return std::to_string(world) + " ranks on " + std::to_string(n) +
+         " GPU(s) (cuda_staged: transfers through the host)";
+}
+
 /// 1 when R's steps on `world` GPUs differ from the CPU's by more than 2^-`bits` (or throw:
 /// reported, and the next recipe runs).
 template <class R, class CpuK = cpu_kernels, class GpuK = cuda_kernels>
 int compare(int world, const char* what, int bits = 8) {
+  if (!selected(what)) return 0;
   try {
     const testing::step_record cpu = testing::recipe_steps_on_threads<R, CpuK>(world, 32);
     testing::step_record gpu;
@@ -127,20 +166,19 @@ int compare(int world, const char* what, int bits = 8) {
       if (const std::string problem = testing::kept_weights_problem(pm, 32); !problem.empty())
         std::printf("  %s\n", problem.c_str()), ++kept_bad;
     };
-    comm::run_threads(world, [&](comm::threads_communicator& boot) {
-      auto nc = comm::nccl_communicator::bootstrap(boot);
-      auto r = testing::recipe_steps<R, GpuK>(nc, world, 32, testing::no_model_hook{}, kept);
-      if (boot.rank() == 0) gpu = std::move(r);
+    on_gpus(world, [&](auto& c) {
+      auto r = testing::recipe_steps<R, GpuK>(c, world, 32, testing::no_model_hook{}, kept);
+      if (c.rank() == 0) gpu = std::move(r);
     });
-    std::printf("%s on %d GPU(s) against the CPU on %d thread ranks:\n", what, world, world);
+    std::printf("%s on %s against the CPU on %d thread ranks:\n", what, gpus_text(world).c_str(), world);
     return testing::report_steps(cpu, gpu, std::ldexp(1.0, -bits)) | (kept_bad > 0 ? 1 : 0);
   } catch (const std::exception& e) {
-    std::printf("%s on %d GPU(s): FAILED: %s\n", what, world, e.what());
+    std::printf("%s on %s: FAILED: %s\n", what, gpus_text(world).c_str(), e.what());
     return 1;
   }
 }
 
-/// Steps [from, to) of recipe R on backend K over `world` ranks (NCCL over GPUs when `gpu`,
+/// Steps [from, to) of recipe R on backend K over `world` ranks (on GPUs when `gpu`: on_gpus;
 /// else CPU thread ranks): from 0 it initialises the weights, else it resumes from the latest
 /// checkpoint in `folder` (the resumed step must be `from`); saves after step `save_at` (0:
 /// never). Rank 0's losses.
@@ -149,36 +187,30 @@ std::vector<double> checkpoint_run(int world, std::int64_t from, std::int64_t to
                                    std::int64_t save_at, train::async_mode mode) {
   const auto toks = testing::recipe_tokens(static_cast<std::int32_t>(R::model::config.vocab_size));
   std::vector<double> got;
-  comm::run_threads(world, [&](comm::threads_communicator& boot) {
-    auto steps = [&](auto& c) {
-      using model_t = train::parallel_llama<R, K>;
-      device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
-      model_t pm(dm);
-      pm.init_weights(from == 0 ? 9 : 1234);  // a resumed run must overwrite every weight
-      train::batch_loader loader(toks, 4, 16, 1);
-      train::optimizer_options opt;
-      opt.lr = 3e-3, opt.warmup = 1;
-      train::basic_trainer<model_t> tr(pm, loader, 8, 1, opt, 0);
-      train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
-      if (from > 0) {
-        const auto s = ck.resume();
-        check(s.has_value() && *s == from, "checkpoint: the resume did not find step " + std::to_string(from));
-      }
-      std::vector<double> losses;
-      for (std::int64_t s = from; s < to; ++s) {
-        losses.push_back(tr.train_step().loss);
-        if (s + 1 == save_at) ck.save(s + 1);
-      }
-      ck.finish();
-      if (c.rank() == 0) got = losses;
-    };
-    if constexpr (gpu) {
-      auto nc = comm::nccl_communicator::bootstrap(boot);
-      steps(nc);
-    } else {
-      steps(boot);
+  auto steps = [&](auto& c) {
+    using model_t = train::parallel_llama<R, K>;
+    device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
+    model_t pm(dm);
+    pm.init_weights(from == 0 ? 9 : 1234);  // a resumed run must overwrite every weight
+    train::batch_loader loader(toks, 4, 16, 1);
+    train::optimizer_options opt;
+    opt.lr = 3e-3, opt.warmup = 1;
+    train::basic_trainer<model_t> tr(pm, loader, 8, 1, opt, 0);
+    train::checkpointer<model_t> ck(pm, tr, loader, {.folder = folder, .mode = mode});
+    if (from > 0) {
+      const auto s = ck.resume();
+      check(s.has_value() && *s == from, "checkpoint: the resume did not find step " + std::to_string(from));
     }
-  });
+    std::vector<double> losses;
+    for (std::int64_t s = from; s < to; ++s) {
+      losses.push_back(tr.train_step().loss);
+      if (s + 1 == save_at) ck.save(s + 1);
+    }
+    ck.finish();
+    if (c.rank() == 0) got = losses;
+  };
+  if constexpr (gpu) on_gpus(world, steps);
+  else comm::run_threads(world, steps);
   return got;
 }
 /// Distributed checkpoints of R on `world` GPUs (staged through the host): 2 steps and a save
@@ -187,6 +219,7 @@ std::vector<double> checkpoint_run(int world, std::int64_t from, std::int64_t to
 /// without a break.
 template <class R>
 int checkpoint_case(int world, const char* what) {
+  if (!selected(what)) return 0;
   try {
     const auto straight = checkpoint_run<R, cpu_kernels, false>(world, 0, 4, "", 0, train::async_mode::disabled);
     int bad = 0;
@@ -199,9 +232,9 @@ int checkpoint_case(int world, const char* what) {
       checkpoint_run<R, cpu_kernels, false>(world, 0, 2, h.dir.string(), 2, mode);
       const auto cpu_to_gpu = checkpoint_run<R, cuda_kernels, true>(world, 2, 4, h.dir.string(), 0, mode);
       first.insert(first.end(), on_gpu.begin(), on_gpu.end());
-      std::printf("%s: a checkpoint (%s) on %d GPU(s) after step 2, steps 1-4 (the GPU's, then resumed on the GPU, "
+      std::printf("%s: a checkpoint (%s) on %s after step 2, steps 1-4 (the GPU's, then resumed on the GPU, "
                   "on the CPU, and the CPU's resumed on the GPU) against the CPU without a break:\n",
-                  what, tag.c_str(), world);
+                  what, tag.c_str(), gpus_text(world).c_str());
       double worst = 0;
       for (const std::vector<double>* run : {&std::as_const(first), &on_cpu, &cpu_to_gpu})
         for (std::size_t i = 0; i < run->size(); ++i) {
@@ -215,46 +248,57 @@ int checkpoint_case(int world, const char* what) {
     }
     return bad;
   } catch (const std::exception& e) {
-    std::printf("%s: checkpoints on %d GPU(s): FAILED: %s\n", what, world, e.what());
+    std::printf("%s: checkpoints on %s: FAILED: %s\n", what, gpus_text(world).c_str(), e.what());
     return 1;
   }
 }
 }  // namespace
 
-int main() {
-  const int devices = cuda_device_count();
-  if (devices == 0) {
-    std::printf("skipped: no CUDA device is visible; the recipes on GPUs need one per rank\n");
+int main(int argc, char** argv) {
+  if (argc > 2) {
+    std::fprintf(stderr, "usage: %s [cases: a regular expression of whole case names]\n", argv[0]);
+    return 2;
+  }
+  if (argc == 2) {
+    try {
+      selection.emplace(argv[1]);
+    } catch (const std::regex_error& e) {
+      std::fprintf(stderr, "%s: '%s' is not a regular expression (%s); give one that matches whole case names\n",
+                   argv[0], argv[1], e.what());
+      return 2;
+    }
+  }
+  if (cuda_device_count() == 0) {
+    std::printf("skipped: no CUDA device is visible; the recipes on GPUs need one\n");
     return 77;
   }
-  const int world = devices >= 4 ? 4 : devices >= 2 ? 2 : 1;
+  // 4 ranks: a GPU each where 4 are visible, else sharing them (on_gpus: cuda_staged)
+  const int world = 4;
   int bad = 0;
   try {
     bad += compare<fsdp_all>(world, "FSDP");
     bad += compare<fsdp_f8_all_gather>(world, "FSDP with Float8 tensorwise and the FP8 all-gather");
-    if (world >= 2) {
-      // a TP group of 4 does not divide the tiny model's 2 KV heads: TP alone on 2 GPUs
-      bad += compare<tp_all>(2, "TP + SP (logits gathered)");
-      bad += compare<tp_loss_parallel>(2, "TP + SP + loss parallel");
-      bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
-      bad += compare<fsdp_tp_async>(world, "FSDP x async TP (+ SP + loss parallel)");
-      // Float8 (FP8 GEMMs on sm_89 and newer against the CPU's emulation: 2^-6, as gpu.cuda_llama)
-      bad += compare<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise", 6);
-      bad += compare<tiny_recipes::tp_async_f8_rowwise>(2, "async TP (+ SP + loss parallel) with Float8 rowwise", 6);
-      bad += compare<tiny_recipes::f8_tp_rowwise_full>(2, "TP with Float8 rowwise and full AC", 6);
-      bad += compare<tiny_recipes::pp_table>(2, "pipeline of a user's schedule table");
-      using tiny_recipes::cp_only, tiny_recipes::cp_docs;
-      bad += compare<cp_only<cp_rotate::allgather, cp_balancing::head_tail>>(2, "context parallel (all-gather, head-tail)");
-      bad += compare<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(
-          2, "context parallel (ring) on packed documents, balanced per document");
-      bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
-      bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
-      bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
-    }
+    // a TP group of 4 does not divide the tiny model's 2 KV heads: TP alone on 2 ranks
+    bad += compare<tp_all>(2, "TP + SP (logits gathered)");
+    bad += compare<tp_loss_parallel>(2, "TP + SP + loss parallel");
+    bad += compare<fsdp_tp_bf16>(world, "FSDP (bf16 gathers) x TP");
+    bad += compare<fsdp_tp_async>(world, "FSDP x async TP (+ SP + loss parallel)");
+    // Float8 (FP8 GEMMs on sm_89 and newer against the CPU's emulation: 2^-6, as gpu.cuda_llama)
+    bad += compare<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise", 6);
+    bad += compare<tiny_recipes::tp_async_f8_rowwise>(2, "async TP (+ SP + loss parallel) with Float8 rowwise", 6);
+    bad += compare<tiny_recipes::f8_tp_rowwise_full>(2, "TP with Float8 rowwise and full AC", 6);
+    bad += compare<tiny_recipes::pp_table>(2, "pipeline of a user's schedule table");
+    using tiny_recipes::cp_only, tiny_recipes::cp_docs;
+    bad += compare<cp_only<cp_rotate::allgather, cp_balancing::head_tail>>(2, "context parallel (all-gather, head-tail)");
+    bad += compare<cp_docs<cp_rotate::ring, cp_balancing::per_document>>(
+        2, "context parallel (ring) on packed documents, balanced per document");
+    bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
+    bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
+    bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
     bad += checkpoint_case<fsdp_all>(world, "FSDP");
-    if (world >= 2) bad += checkpoint_case<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
-    if (world >= 4) bad += checkpoint_case<pp_1f1b_fsdp>(4, "pipeline 1F1B x FSDP");
-    if (world >= 4) {  // the compositions tests/parallel/test_device_runtime.cpp runs in a staged space
+    bad += checkpoint_case<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
+    bad += checkpoint_case<pp_1f1b_fsdp>(4, "pipeline 1F1B x FSDP");
+    {  // the compositions tests/parallel/test_device_runtime.cpp runs in a staged space
       using namespace tiny_recipes;
       bad += compare<hsdp_2x2>(4, "HSDP 2 x 2");
       bad += compare<fsdp_tp_2d_op>(4, "FSDP (reshard all but the last) x TP + SP + loss parallel, selective op AC");
@@ -271,19 +315,20 @@ int main() {
     using bf16_cpu = cpu_bf16_kernels;
     using bf16_gpu = cuda_bf16_kernels;
     bad += compare<fsdp_all, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP");
-    if (world >= 2) {
-      bad += compare<fsdp_tp_bf16, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP (bf16 gathers) x TP");
-      bad += compare<fsdp_tp_async, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP x async TP");
-      bad += compare<pp_zbv_tp, bf16_cpu, bf16_gpu>(world, "bf16 operands: pipeline ZBV x TP + SP + loss parallel");
-      bad += compare<cp_ring, bf16_cpu, bf16_gpu>(world, "bf16 operands: context parallel (ring, head-tail)");
-    }
-    if (world >= 4)
-      bad += compare<tiny_recipes::pp_fsdp_bf16, bf16_cpu, bf16_gpu>(4,
-                                                                     "bf16 operands: pipeline 1F1B x FSDP (bf16 gathers)");
+    bad += compare<fsdp_tp_bf16, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP (bf16 gathers) x TP");
+    bad += compare<fsdp_tp_async, bf16_cpu, bf16_gpu>(world, "bf16 operands: FSDP x async TP");
+    bad += compare<pp_zbv_tp, bf16_cpu, bf16_gpu>(world, "bf16 operands: pipeline ZBV x TP + SP + loss parallel");
+    bad += compare<cp_ring, bf16_cpu, bf16_gpu>(world, "bf16 operands: context parallel (ring, head-tail)");
+    bad += compare<tiny_recipes::pp_fsdp_bf16, bf16_cpu, bf16_gpu>(
+        4, "bf16 operands: pipeline 1F1B x FSDP (bf16 gathers)");
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());
     return 1;
   }
-  std::printf("%s\n", bad ? "FAILED" : "PASSED");
+  if (cases_run == 0) {
+    std::printf("FAILED: no case's name matches '%s'\n", argv[1]);
+    return 1;
+  }
+  std::printf("%s (%d cases)\n", bad ? "FAILED" : "PASSED", cases_run);
   return bad ? 1 : 0;
 }

@@ -4,9 +4,10 @@
 // has the CUDA headers' names (cuda_runtime.h, cublasLt.h, ...) and includes this; a target
 // puts that folder first on its include path and defines TESSERA_CUDA_EMULATION.
 //
-// Four devices (emulation::device_count), "sm_90" unless emulation::compute_capability says
-// otherwise; each host thread has its current one (cudaSetDevice). Device memory is host
-// memory the emulation maps and registers (cuda_device_memory_emulation.hpp), and what it
+// Four devices (emulation::device_count; TESSERA_EMULATED_GPUS for another count), "sm_90"
+// unless emulation::compute_capability says otherwise; each host thread has its current one
+// (cudaSetDevice). Device memory is host memory the emulation maps and registers
+// (cuda_device_memory_emulation.hpp), and what it
 // checks is where a GPU would fail or, worse, silently read the wrong bytes:
 //   - a copy or memset whose device side is not inside one live allocation, a copy whose
 //     direction does not match where its pointers live, cudaFree of an unknown pointer:
@@ -101,9 +102,21 @@ using cudaEvent_t = tessera::cuda::emulation::event_state*;
 namespace tessera::cuda::emulation {
 /// The emulated devices' compute capability (major * 10 + minor): an H100's.
 inline std::atomic<int> compute_capability{90};
-/// How many devices there are (a node of 4, so that the multi-GPU tests run 4 ranks), and
-/// each host thread's current one (cudaSetDevice).
-inline std::atomic<int> device_count{4};
+/// How many devices there are: a node of 4, so that the multi-GPU tests run 4 ranks, or
+/// TESSERA_EMULATED_GPUS (1 to 8; gpu_emulated.cuda_recipes_staged: 4 ranks sharing 1 over
+/// comm::cuda_staged), and each host thread's current one (cudaSetDevice).
+inline int devices_from_environment() {
+  const char* s = std::getenv("TESSERA_EMULATED_GPUS");
+  if (s == nullptr || *s == '\0') return 4;
+  char* end = nullptr;
+  const long n = std::strtol(s, &end, 10);
+  if (*end != '\0' || n < 1 || n > 8) {
+    std::fprintf(stderr, "TESSERA_EMULATED_GPUS=%s: give the number of emulated GPUs, 1 to 8 (default 4)\n", s);
+    std::exit(2);
+  }
+  return static_cast<int>(n);
+}
+inline std::atomic<int> device_count{devices_from_environment()};
 inline thread_local int current_device = 0;
 inline constexpr std::size_t default_shared_bytes = 49152;  // without the opt-in
 inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H100's (nothing is reserved)

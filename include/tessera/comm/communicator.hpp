@@ -23,6 +23,7 @@
 #include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 #include <tessera/comm/types.hpp>
 #include <vector>
 
@@ -53,6 +54,12 @@ concept communicator = requires(C& c, const C& cc, const void* in, void* out, st
   c.group_end();
   { c.split(ranks, loc) } -> std::same_as<C>;
 };
+
+/// Whether a communicator whose backend() is `backend` moves device buffers: nccl, and
+/// cuda_staged over any host communicator ("cuda-staged(threads)"); the others move host buffers.
+inline bool moves_device_buffers(std::string_view backend) noexcept {
+  return backend == "nccl" || backend.starts_with("cuda-staged");
+}
 
 /// RAII bracket of a group of calls: `{ comm::group g(c); c.send(...); c.recv(...); }`.
 template <communicator C>

@@ -257,11 +257,13 @@ void run_step(device_mesh<Mesh>& dm, const plan_step& s, const layout_spec& befo
 template <class Space>
 void check_space(comm::any_communicator& c, std::string_view who) {
   const std::string be = c.backend();
-  if (be == "?" || (be == "nccl") == Space::device_buffers) return;
+  const bool device = comm::moves_device_buffers(be);
+  if (be == "?" || device == Space::device_buffers) return;
   throw error(std::string(who) + ": the tensor is in " + std::string(Space::name) + " memory, but the device mesh's " +
-              "communicator is " + be + ", which moves " + (be == "nccl" ? "device" : "host") + " buffers only; " +
-              (Space::device_buffers ? "make the device mesh on an nccl communicator (comm::nccl_communicator)"
-                                     : "keep tensors of an nccl mesh in cuda_space"));
+              "communicator is " + be + ", which moves " + (device ? "device" : "host") + " buffers only; " +
+              (Space::device_buffers ? "make the device mesh on an nccl communicator (comm::nccl_communicator), or on "
+                                       "comm::cuda_staged over a host one (several ranks a GPU)"
+                                     : "keep tensors of a device mesh in cuda_space"));
 }
 
 /// Runs the steps of plan `p` cut into `runs`, through `layouts` (layouts[k] is the layout

@@ -52,9 +52,12 @@ struct debug_fsdp {
 };
 
 /// Runs forward + backward of recipe R with AdamW's two arenas on `world` thread ranks and
-/// compares each rank's measured peak with estimate_memory for its coordinates.
+/// compares each rank's measured peak with estimate_memory for its coordinates; returns the
+/// measured peaks by rank.
 template <class R>
-void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int64_t T, const char* what) {
+std::vector<std::int64_t> check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int64_t T,
+                                     const char* what) {
+  std::vector<std::int64_t> peaks(static_cast<std::size_t>(world));
   std::vector<std::int32_t> in, tg;
   std::mt19937 g(5);
   const auto V = static_cast<std::uint32_t>(recipe_traits<R>::config.vocab_size);
@@ -75,6 +78,7 @@ void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int
       pm.backward();
       const memory_estimate e = estimate_memory<R>(dm.shape(), B, T, dm.coords());
       const auto measured = rank_peak;
+      peaks[static_cast<std::size_t>(dm.rank())] = measured;
       // the persistent parts are exact
       CHECK(e.parameters + e.gradients == pm.stored_bytes());
       if constexpr (recipe_traits<R>::spec.pp >= 0)  // the microbatches' activations in flight + the scratch
@@ -92,6 +96,7 @@ void check_peak(int world, typename R::mesh mesh_value, std::int64_t B, std::int
     }
     CHECK(rank_current == 0);  // everything counted was released
   });
+  return peaks;
 }
 
 }  // namespace
@@ -164,6 +169,19 @@ TEST_CASE("estimate_memory: pipeline recipes, per stage, with the schedule's act
                 2 * llama_stage_activation_bytes(d, plan.blocks(0), false));
 }
 
+TEST_CASE("FSDP's reduce-scatters stay in flight through the next block's backward: the peak holds them") {
+  // 6 blocks: the peak is in the backward of block 4, with block 5's gradient buffers and
+  // the outputs of their reduce-scatters still held; exact on every rank
+  using R = debug_fsdp;
+  const auto peaks = check_peak<R>(2, R::mesh(2), 4, 64, "debugmodel fsdp x2 (overlap)");
+  for (int r = 0; r < 2; ++r) {
+    const memory_estimate e = estimate_memory<R>(mesh_shape{1, {2}}, 4, 64, coords_t{r});
+    CHECK(e.block_overlapped > e.block_grad_buffers);
+    CHECK(e.grad_buffers == e.root_grad_buffers + e.block_grad_buffers + e.block_overlapped);
+    CHECK(peaks[static_cast<std::size_t>(r)] == e.tracked_peak());
+  }
+}
+
 TEST_CASE("estimate_memory: constexpr, and the parts scale as the layouts say") {
   using R = recipe_traits<debug_fsdp>;
   constexpr mesh_shape one{1, {1}}, eight{1, {8}};
@@ -173,9 +191,12 @@ TEST_CASE("estimate_memory: constexpr, and the parts scale as the layouts say") 
   static_assert(a.parameters > 7 * b.parameters && a.parameters < 9 * b.parameters);
   static_assert(a.optimizer == 2 * a.parameters && b.gradients == b.parameters);
   static_assert(a.activations > 7 * b.activations && a.activations < 8 * b.activations);  // (RoPE tables do not scale)
-  // the gathered root + two blocks and their gradient buffers
+  // the gathered root + two blocks and their gradient buffers, and in the backward of the
+  // block before the last the last one's reduce-scatters in flight: its gradient buffers and
+  // this rank's blocks of the sums, an eighth of them (every block parameter splits evenly)
   static_assert(b.gathered == b.root_gathered + 2 * b.block_gathered);
-  static_assert(b.grad_buffers == b.root_grad_buffers + b.block_grad_buffers);
+  static_assert(b.block_overlapped * 8 == b.block_grad_buffers * 9);
+  static_assert(b.grad_buffers == b.root_grad_buffers + b.block_grad_buffers + b.block_overlapped);
   CHECK(b.to_string().find("peak") != std::string::npos);
 }
 

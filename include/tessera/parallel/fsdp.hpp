@@ -14,7 +14,9 @@
 //   - alloc_grads(u) gives unit u's parameters gradient buffers in the compute layout, and
 //     reduce_grads(u) runs the plan grad_spec -> storage_spec on them (reduce-scatter over
 //     dp, all-reduce over HSDP's replicas and over tp for sequence-parallel norms) and adds
-//     the result to the stored gradients.
+//     the result to the stored gradients; reduce_grads(u, overlap = true) leaves FSDP's
+//     reduce-scatters in flight while the next unit's backward runs, and the next
+//     reduce_grads (or finish_reductions()) adds them.
 // Where a plan moves nothing (no FSDP, no TP) the model is bound straight to the stored
 // blocks and nothing is copied. A gather in bf16 of a weight only GEMMs read (gemm_operand)
 // is those GEMMs' operands on a backend that rounds them: the model's store of rounded
@@ -30,6 +32,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -38,6 +41,7 @@
 #include <tessera/comm/communicator.hpp>
 #include <tessera/kernels/backend.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/parallel/fsdp_params.hpp>
 #include <tessera/parallel/layouts.hpp>
 #include <tessera/tensor/arena.hpp>
 #include <tessera/tensor/detail/box_copy.hpp>
@@ -47,69 +51,6 @@
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera::parallel {
-
-/// A parameter as the FSDP runtime sees it.
-struct param_info {
-  std::string name;
-  tp_style style = tp_style::replicated;
-  shape_t shape;           ///< global shape (rank 1 for replicated vectors, 2 otherwise)
-  std::int64_t unit = 0;   ///< the FSDP unit it is gathered and reduced with
-  bool local = true;       ///< held on this rank (false: another pipeline stage's; stored empty)
-  /// FP8 all-gather (float8's fp8_all_gather): gathered as e4m3 codes under the scale of the
-  /// whole weight (its amax all-reduced over the gather's group first), computed on their values.
-  bool fp8_gather = false;
-  /// Read by bf16 GEMMs only (a linear's weight): under mixed_precision<bf16, float> on a
-  /// backend that rounds its GEMM operands, its bf16 gather is adopted as the operands
-  /// (gathered_operands_of).
-  bool gemm_operand = false;
-};
-
-/// What a gather in bf16 of a gemm_operand parameter is to a model on backend K (whose store
-/// of rounded weights, kernels/rounded_weights.hpp, adopts it while the unit is gathered):
-enum class gathered_operands {
-  none,    ///< K multiplies f32 operands (or the gather is f32): the f32 copy, as any parameter
-  values,  ///< K's operands are f32 holding bf16 values (cpu_bf16_kernels): the f32 copy is them
-  codes,   ///< K's operands are bf16 codes (cuda_bf16_kernels): the unit holds the codes, no f32 copy
-};
-template <class K>
-constexpr gathered_operands gathered_operands_of(bool bf16_gather) {
-  if constexpr (rounds_operands<K>) {
-    if (!bf16_gather) return gathered_operands::none;
-    if constexpr (std::is_same_v<typename K::operand_type, bf16>) return gathered_operands::codes;
-    if constexpr (std::is_same_v<typename K::operand_type, float>) return gathered_operands::values;
-  }
-  return gathered_operands::none;
-}
-
-/// Layout types and plans of a parameter of TP style S and rank R under spec P.
-template <class Mesh, parallel_spec P, tp_style S, int R>
-struct param_layouts {
-  using types = layout_types<Mesh, P>;
-  using compute = typename types::template param<S, R>::compute;
-  using storage = typename types::template param<S, R>::storage;
-  using grad = typename types::template param<S, R>::grad;
-  static constexpr bool direct_param = computed_on_stored(P, S, R);
-  static constexpr bool direct_grad = grad::spec == storage::spec;
-  using param_t = std::conditional_t<P.bf16_params, bf16, float>;
-  using unshard_plan = plan_t<storage, compute, param_t>;
-  /// One all-gather along dim 0: with even blocks, rank k's block lands at k * block of
-  /// the output, so the call can be issued on the buffers and waited for later.
-  static constexpr bool async_gather = unshard_plan::size == 1 &&
-                                       unshard_plan::value[0].kind == step_kind::all_gather &&
-                                       unshard_plan::value[0].dim == 0;
-};
-
-template <class Model>
-concept bindable_model = requires(Model& m, std::int64_t i, float* p) {
-  m.bind(i, p, p);
-  { m.param(i) } -> std::convertible_to<float*>;
-  { m.grad(i) } -> std::convertible_to<float*>;
-};
-/// A model whose linears find their operands in a store of rounded weights on backend K.
-template <class Model, class K>
-concept adopting_model = rounds_operands<K> && requires(Model& m) {
-  { m.kept_store() } -> std::same_as<rounded_weights<K>&>;
-};
 
 template <class Mesh, parallel_spec P, bindable_model Model, kernel_backend K = cpu_kernels>
 class sharded_params {
@@ -236,15 +177,32 @@ class sharded_params {
       });
     }
   }
-  /// Reduces unit u's gradients (plan grad -> storage) into the stored gradients.
-  void reduce_grads(std::int64_t u) {
+  /// Reduces unit u's gradients (plan grad -> storage) into the stored gradients. `overlap`:
+  /// the reductions that are one even reduce-scatter along dim 0 (FSDP's) are issued and left
+  /// in flight, holding unit u's gradient buffers, until the next reduce_grads call or
+  /// finish_reductions() adds them (FSDP2's reduce-scatter during the next block's backward);
+  /// the reductions still in flight from before are finished first, so at most one unit's are.
+  void reduce_grads(std::int64_t u, bool overlap = false) {
+    finish_reductions();
     unit_state& st = unit(u);
+    bool fenced = false;
     for (std::size_t k = 0; k < st.params.size(); ++k) {
       const std::int64_t i = st.params[k];
       if (st.g[k].numel() == 0 && model_.grad(i) == stored_grad(i)) continue;  // accumulated in place
       visit(i, [&, this]<tp_style S, int R>() {
         using L = param_layouts<Mesh, P, S, R>;
         const std::size_t n = slot(i).numel;
+        if constexpr (L::async_reduce) {
+          if (overlap && is_even(L::storage::spec, dm_.shape(), info(i).shape)) {
+            if (!std::exchange(fenced, true)) space::fence();  // the backward's kernels wrote the gradients
+            reduction& r = reducing_.emplace_back(
+                reduction{i, std::move(st.g[k]), tensor<float, space>({static_cast<std::int64_t>(n)}), {}});
+            const std::span<const float> in(r.grad.data(), static_cast<std::size_t>(r.grad.numel()));
+            r.request = comm::reduce_scatter(dm_.group(L::reduce_plan::value[0].group), in,
+                                             std::span<float>(r.out.data(), n), L::reduce_plan::value[0].op);
+            return;
+          }
+        }
         reserve_buffer<float, space>(stage_, n);
         redistribute_local<typename L::grad, typename L::storage, default_cost_model, space>(dm_, info(i).shape,
                                                                                               st.g[k].data(), stage_.data());
@@ -254,6 +212,18 @@ class sharded_params {
     }
     st.g.clear();
   }
+  /// Waits for the overlapped reductions in flight and adds them to the stored gradients (in
+  /// the order they were issued), freeing their gradient buffers.
+  void finish_reductions() {
+    for (reduction& r : reducing_) {
+      r.request.wait();
+      float* dst = stored_grad(r.param);
+      K::add(dst, dst, r.out.data(), r.out.numel());
+    }
+    reducing_.clear();
+  }
+  /// Whether reductions are in flight (their gradients not yet in the stored ones).
+  bool reducing() const noexcept { return !reducing_.empty(); }
 
   /// Calls f.template operator()<S, R>() for parameter i's style.
   template <class F>
@@ -278,12 +248,19 @@ class sharded_params {
     std::vector<fp8_state> fp8;                                            // FP8 gathers (codes in, codes out)
   };
 
+  struct reduction {  // an overlapped reduce-scatter in flight (reduce_grads)
+    std::int64_t param = 0;
+    tensor<float, space> grad, out;  // the unit's gradient buffer, this rank's block of the sum
+    comm::any_request request;
+  };
+
   device_mesh<Mesh>& dm_;
   Model& model_;
   std::vector<param_info> params_;
   std::vector<unit_state> units_;
   arena<float, space> master_, grads_;
   space_buffer<float, space> stage_;
+  std::vector<reduction> reducing_;  // in the order issued
   space_buffer<bf16, space> half_in_, half_out_;
   space_buffer<float, space> amax_ = space_buffer<float, space>(1);  // an FP8 gather's amax (all-reduced in K's memory)
 

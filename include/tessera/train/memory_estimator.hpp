@@ -17,7 +17,8 @@
 //                  residuals, the head's and the shared scratch);
 //   gathered       the unsharded parameters (f32 tensors) of the FSDP units alive at the peak;
 //   grad_buffers   the compute-layout gradient tensors alive at the peak (the root's, kept for
-//                  the whole backward, and the block's in backward);
+//                  the whole backward, and the block's in backward), and those of the block
+//                  before, whose FSDP reduce-scatters are in flight, with their outputs;
 //   context        under context_parallel, ring attention's buffers (cp_attention_floats:
 //                  the K/V blocks -- all cp of them and their gradients under all-gather, a
 //                  held and an arriving set under ring --, one partial output, its lse and D);
@@ -37,9 +38,11 @@
 // workspace counts (model/cuda_workspace.hpp, train::device_memory_problem).
 // The peak: everything persistent (parameters, gradients, optimizer states, activations,
 // staging) plus the largest transient set, which is reached in the backward of the last
-// block: the root unit gathered with its gradient buffers (both held from the start to the
-// end of backward), the block being differentiated gathered with its gradient buffers,
-// and the next block prefetched -- every block, under reshard::never.
+// block or of the one before: the root unit gathered with its gradient buffers (both held
+// from the start to the end of backward), the block being differentiated gathered with its
+// gradient buffers, and the next block prefetched -- every block, under reshard::never --,
+// and in the block before the last also the last block's gradient buffers and the outputs of
+// their reduce-scatters, in flight during its backward (sharded_params::reduce_grads).
 // Not counted: small std::vectors (ids, pointers, the attention kernel's per-thread tile,
 // a few KiB), the communicator's own buffers, and the allocator's rounding.
 #pragma once
@@ -85,6 +88,10 @@ struct memory_estimate {
   std::int64_t gathered_operands = 0;
   /// Per FSDP unit: gathered parameters and gradient buffers of one block and of the root.
   std::int64_t block_gathered = 0, root_gathered = 0, block_grad_buffers = 0, root_grad_buffers = 0;
+  /// What a block's overlapped reduction holds while the next block's backward runs: the
+  /// gradient buffers of its even FSDP reduce-scatters and their outputs (0 under PP, whose
+  /// reductions run when the schedule says; in grad_buffers where the peak is then).
+  std::int64_t block_overlapped = 0;
   std::int64_t local_batch = 0, local_seq = 0;
   llama_dims dims{};  ///< the rank's model dims for one (micro)batch (dims_of), as the step runs them
 
@@ -154,6 +161,8 @@ struct unit_sizes {
   std::int64_t half = 0;        ///< bytes: bf16 staging (stored + gathered block)
   std::int64_t half_prefetch = 0;  ///< bytes: bf16 buffers of a prefetched unit (all its parameters)
   std::int64_t operands = 0;    ///< elements of gathered gemm-only weights in bf16 (memory_estimate::gathered_operands)
+  std::int64_t overlapped_grads = 0;  ///< bytes: gradient buffers of the even reduce-scatters (left in flight)
+  std::int64_t overlapped_out = 0;    ///< bytes: those reduce-scatters' outputs (this rank's blocks)
 };
 
 /// Adds parameter e (`gemm_only`: gemm_operand_only) to unit u.
@@ -189,6 +198,11 @@ constexpr void add_param(unit_sizes& u, const parallel_spec& p, const mesh_shape
     }
     const bool two_step = p.dp_replicate >= 0 || parallel::grad_partial_over_tp(p, s);
     if (two_step) u.slot2 = std::max(u.slot2, stored * 4);
+    // one even reduce-scatter: left in flight during the next block's backward (sharded_params::reduce_grads)
+    if (!two_step && !(direct_param && direct_grad) && rows % n == 0) {
+      u.overlapped_grads += compute * 4;
+      u.overlapped_out += stored * 4;
+    }
   }
 }
 
@@ -312,6 +326,21 @@ constexpr memory_estimate estimate_memory(const llama_config& cfg, const paralle
   e.gathered = root.gathered + live_blocks * blk.gathered;
   e.gathered_operands = root.operands + live_blocks * blk.operands;
   e.grad_buffers = root.grad_buf + blk.grad_buf;
+  // Overlapped reductions (sharded_params::reduce_grads): block L-1's even reduce-scatters,
+  // issued at its backward's end, add their outputs while it is still gathered; then, in
+  // flight during the backward of block L-2, they hold its gradient buffers too, when block
+  // L-1 is resharded (every block: under reshard::never the rest stay gathered; L = 2: block
+  // 0 prefetches none).
+  e.block_overlapped = blk.overlapped_grads + blk.overlapped_out;
+  if (L >= 1 && blk.overlapped_out > 0) {
+    e.grad_buffers += blk.overlapped_out;
+    const std::int64_t live = p.reshard_mode == reshard::never ? L - 1 : std::min<std::int64_t>(2, L - 1);
+    if (L >= 2 && live * blk.gathered + blk.overlapped_grads > live_blocks * blk.gathered) {
+      e.gathered = root.gathered + live * blk.gathered;
+      e.gathered_operands = root.operands + live * blk.operands;
+      e.grad_buffers += blk.overlapped_grads;
+    }
+  }
 
   // Activations: what llama_model allocates for this rank's rows on its shard.
   const llama_shard shard = parallel::llama_shard_of(cfg, p, m, coords);

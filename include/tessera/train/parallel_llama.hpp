@@ -273,7 +273,9 @@ class parallel_llama {
       if (u < o.model_.ends_part() && u > 0) o.store_.unshard(u - 1, true);  // prefetch for backward
     }
     void backward_end(std::int64_t u) {
-      o.store_.reduce_grads(u);
+      // a block's FSDP reduce-scatters stay in flight during the next block's backward; the root's, the
+      // last, runs at once and finishes them
+      o.store_.reduce_grads(u, u != o.model_.ends_part());
       o.store_.reshard(u);
     }
     const float* gather(const float* in, float* out) { return o.tp_.gather(in, out, cfg.dim); }

@@ -7,10 +7,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #ifdef TESSERA_HAS_NCCL
+#include <tessera/comm/cuda_staged.hpp>
 #include <tessera/comm/nccl.hpp>
 #endif
 #include <tessera/comm/threads.hpp>
@@ -32,7 +34,9 @@ constexpr int recipe_half() {
 
 #ifdef TESSERA_HAS_NCCL
 /// Runs recipe `name` on backend K if it is in half H (one GPU per rank, over NCCL bootstrapped
-/// through `mpi`, or `ranks` threads on GPUs 0..ranks-1); false when it is not in this half.
+/// through `mpi`, or `ranks` threads on GPUs 0..ranks-1 -- with fewer GPUs than ranks, rank r on
+/// GPU r modulo them, over comm::cuda_staged); false when it is not in this half. The device
+/// communicator is type-erased, so each recipe's rank is compiled once for both.
 template <int H, class K>
 bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
                      const run_inputs& in) {
@@ -43,19 +47,22 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
       if (ran || R::name != name) return;
       if (mpi) {
         const auto mesh = bind_mesh<R>(mpi->size(), true);
-        auto nc = comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank()));
+        comm::any_communicator nc(comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank())));
         run_rank<R, K>(nc, *mpi, mesh, in);
       } else {
         const auto mesh = bind_mesh<R>(ranks);
         const int devices = cuda_device_count();
-        if (ranks > devices)
-          throw error("--device cuda --ranks " + std::to_string(ranks) + ": one GPU per rank, and " +
-                      std::to_string(devices) + " GPU(s) are visible; lower --ranks or run under mpirun on more GPUs");
+        const bool shared = ranks > devices;  // NCCL takes one GPU per rank
+        if (shared)
+          std::printf("%lld ranks on %d GPU(s): they share them, every collective staged through host memory "
+                      "(comm::cuda_staged) -- for checking a recipe, not for its speed\n",
+                      static_cast<long long>(ranks), devices);
         run_inputs mine = in;
         mine.local_ranks = static_cast<int>(ranks);
         comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {
-          auto nc = comm::nccl_communicator::bootstrap(c);  // rank r on GPU r
-          run_rank<R, K>(nc, c, mesh, mine);
+          comm::any_communicator dc = shared ? comm::any_communicator(comm::cuda_staged<comm::threads_communicator>(c))
+                                             : comm::any_communicator(comm::nccl_communicator::bootstrap(c));
+          run_rank<R, K>(dc, c, mesh, mine);  // rank r on GPU r (modulo the GPUs when shared)
         });
       }
       ran = true;

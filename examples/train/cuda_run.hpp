@@ -40,6 +40,9 @@ struct gpu_memory {
 };
 gpu_memory cuda_memory_of(int device);
 
+/// The CUDA devices this process sees (0: none, or no driver).
+int visible_gpus();
+
 /// Bytes of cuDNN's workspace for the causal attention of a rank of dims d, asked of cuDNN on
 /// `device` (cuda_bf16_kernels' cudnn_attention_workspace: builds the rank's graphs there, as its
 /// first step would): for the memory check where cuDNN's attention runs.
@@ -63,7 +66,9 @@ struct run_inputs;  // parallel_run.hpp
 
 /// Trains shipped recipe `name` with cuda_kernels, one GPU per rank, over NCCL bootstrapped
 /// through `mpi` (this process's rank of the MPI world, its GPU its node-local rank's) or, when
-/// `mpi` is null, `ranks` threads of this process on GPUs 0..ranks-1 (every shipped recipe).
+/// `mpi` is null, `ranks` threads of this process on GPUs 0..ranks-1 -- on GPU r modulo the
+/// visible ones where there are fewer, the ranks sharing them over comm::cuda_staged (every
+/// shipped recipe).
 /// 0 on success (2: no such recipe); throws tessera::error on bad input.
 int run_recipe_on_cuda(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
                        const run_inputs& in);

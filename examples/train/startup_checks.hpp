@@ -3,6 +3,7 @@
 // train_llama.cpp only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -92,26 +93,45 @@ inline void check_save_weights_path(const std::string& save_weights) {
 /// (train::device_memory_problem: the memory estimate of the rank that needs most, with the
 /// workspace of cuda_bf16_kernels when `bf16_operands`, else cuda_kernels' -- with cuDNN's
 /// attention where it runs, its workspace asked of cuDNN on each device, and the rounded
-/// weights the model keeps from the forward for the backward).
+/// weights the model keeps from the forward for the backward). `devices`: each rank's GPU; a GPU
+/// listed k times holds k ranks (comm::cuda_staged), each with its memory.
 [[maybe_unused]] inline void check_gpu_memory(const llama_config& cfg, const parallel_spec& p, const std::string& what,
                                        const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                        const std::vector<int>& devices, bool bf16_operands) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
   const bool cudnn = bf16_operands && cuda::default_attention_library() == cuda::attention_library::cudnn;
-  for (const int d : devices) {
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const int d = devices[i];
+    if (std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), d) !=
+        devices.begin() + static_cast<std::ptrdiff_t>(i))
+      continue;  // checked for its first rank, with all of them
+    const auto ranks_here = std::count(devices.begin(), devices.end(), d);
     const auto gpu = cuda_memory_of(d);
     train::cudnn_workspace_query cudnn_workspace;
     if (cudnn && gpu.free_bytes > 0)
       cudnn_workspace = [d](const llama_dims& dims) { return cudnn_workspace_on(d, dims); };
     if (const std::string problem =
             train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name,
-                                         bf16_operands, cudnn_workspace);
+                                         bf16_operands, cudnn_workspace, ranks_here);
         !problem.empty())
       throw error(problem);
   }
 #else
   (void)cfg, (void)p, (void)what, (void)shape, (void)global_batch, (void)seq_len, (void)devices, (void)bf16_operands;
 #endif
+}
+
+/// Each of `ranks` thread ranks' GPU: rank r on GPU r, or, with fewer GPUs than ranks, on GPU r
+/// modulo them (the ranks share them over comm::cuda_staged; cuda_recipe_half.hpp).
+inline std::vector<int> rank_gpus(std::int64_t ranks) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  const int n = std::max(1, visible_gpus());
+#else
+  const int n = static_cast<int>(ranks);
+#endif
+  std::vector<int> gpus(static_cast<std::size_t>(ranks));
+  for (std::size_t r = 0; r < gpus.size(); ++r) gpus[r] = static_cast<int>(r) % n;
+  return gpus;
 }
 
 /// The same for recipe R's ranks on `devices`.

@@ -443,10 +443,9 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
     const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
     if (o.device == "cpu") {  // before anything large is allocated; every rank is a thread of this process
       train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, ranks);
-    } else {  // rank r on GPU r
-      std::vector<int> gpus(static_cast<std::size_t>(ranks));
-      for (std::size_t r = 0; r < gpus.size(); ++r) gpus[r] = static_cast<int>(r);
-      check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, gpus, o.compute_dtype == "bf16");
+    } else {  // rank r on GPU r, or ranks sharing the GPUs where there are fewer
+      check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, train_llama_cli::rank_gpus(ranks),
+                          o.compute_dtype == "bf16");
     }
     auto tokens = load_tokens(o, rc);
     if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);

@@ -38,6 +38,8 @@ std::string cuda_unavailable() {
          "); train on the CPU (--device cpu) or run where a GPU is visible (CUDA_VISIBLE_DEVICES)";
 }
 
+int visible_gpus() { return cuda_device_count(); }
+
 gpu_memory cuda_memory_of(int device) {
   if (device < 0 || device >= cuda_device_count()) return {};
   int current = 0;

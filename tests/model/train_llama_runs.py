@@ -20,16 +20,20 @@
                                                   GPUs over the emulated NCCL trains as on 4 CPU
                                                   thread ranks, and with --compute-dtype bf16
                                                   within 1% of them (EMULATED built with
-                                                  TESSERA_EMULATED_TRAINER_RECIPES)
+                                                  TESSERA_EMULATED_TRAINER_RECIPES; with
+                                                  TESSERA_EMULATED_GPUS=1 its 4 ranks share one
+                                                  over comm::cuda_staged)
   train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
                                                   --device cuda (f32 and bf16 operands; bf16
                                                   with --attention cudnn too, where EXE links
                                                   it and cuDNN is found) against
                                                   its --device cpu, and --recipe debug_fsdp on
                                                   as many GPUs as are visible (up to 4; and
-                                                  debug_2d on 4) against as many CPU thread
-                                                  ranks (ctest's gpu.train_llama; exit 77,
-                                                  skipped, without a GPU)
+                                                  debug_2d on 4 ranks, sharing the GPUs over
+                                                  comm::cuda_staged where there are fewer)
+                                                  against as many CPU thread ranks (ctest's
+                                                  gpu.train_llama; exit 77, skipped, without
+                                                  a GPU)
 Exit status 0 when every check holds, 1 (with the reasons) otherwise.
 """
 import json
@@ -232,8 +236,10 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
     check_gpu_refusal(d, emulated, ["--recipe", "debug_2d", "--ranks", "4"], "--device cuda --recipe debug_2d")
     # --recipe on GPUs: debug_2d (FSDP 2 x TP 2, sequence and loss parallel) on 4 emulated GPUs
     # over the emulated NCCL, against its 4 thread ranks on the CPU; on real GPUs, debug_fsdp
-    # on as many as are visible (up to 4), and debug_2d on 4
-    runs = [("debug_2d", 4)] if not gpus else [("debug_fsdp", min(gpus, 4))] + ([("debug_2d", 4)] if gpus >= 4 else [])
+    # on as many as are visible (up to 4), and debug_2d on 4 ranks -- sharing the GPUs over
+    # comm::cuda_staged where there are fewer (so too on the emulation's TESSERA_EMULATED_GPUS)
+    runs = [("debug_2d", 4)] if not gpus else [("debug_fsdp", min(gpus, 4)), ("debug_2d", 4)]
+    shared_gpus = gpus if gpus else int(os.environ.get("TESSERA_EMULATED_GPUS", "4"))
     for recipe, ranks in runs:
         rc = ["--recipe", recipe, "--ranks", str(ranks), "--tokens", str(tok), "--batch", "2", "--seq-len", "32",
               "--steps", "2", "--seed", "5"]
@@ -241,6 +247,10 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
         out = run([emulated, "--device", "cuda", "--metrics", str(d / "r_cuda.jsonl")] + rc)
         if gpus:
             print(out)
+        shares = ranks > shared_gpus
+        check(("staged through host memory (comm::cuda_staged)" in out) == shares,
+              f"--device cuda --recipe {recipe} --ranks {ranks} on {shared_gpus} GPU(s) did not say whether its "
+              f"ranks share them:\n{out}")
         a, b = losses(d / "r_cpu.jsonl"), losses(d / "r_cuda.jsonl")
         check(len(a) == 2 and len(b) == 2 and rel(b, a) < 2 ** -8,
               f"--device cuda --recipe {recipe} --ranks {ranks}'s losses {b} differ from the CPU's {a}:\n{out}")

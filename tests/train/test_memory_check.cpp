@@ -212,6 +212,11 @@ TEST_CASE("device_memory_problem: a rank's step beyond its GPU's free memory, na
   CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, each, "GPU 0").empty());
   CHECK(!train::device_memory_problem<R>(dp(2), 64, 100000, each - 1, "GPU 0").empty());
   CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, 0, "GPU 0").empty());  // unknown: no check
+  // ranks sharing a GPU (comm::cuda_staged): each rank's memory, on the one GPU
+  CHECK(train::device_memory_problem<R>(dp(2), 64, 100000, 2 * each, "GPU 0", false, {}, 2).empty());
+  const std::string shared = train::device_memory_problem<R>(dp(2), 64, 100000, 2 * each - 1, "GPU 0", false, {}, 2);
+  CHECK(has(shared, "needs about " + train::detail::size_text(2 * each) + " on a GPU its 2 ranks share (of which "));
+  CHECK(has(shared, "; the CUDA kernels' workspace " + train::detail::size_text(workspace) + "; each rank's), but"));
   // bf16 GEMM operands (cuda_bf16_kernels): their slots and the tensor-core attention's staging
   // on top -- what fits the f32 backend does not fit it
   const std::int64_t bf16_more = cuda::llama_workspace(est.dims, true, true).total() - workspace;

@@ -166,11 +166,13 @@ using cudnn_workspace_query = std::function<std::int64_t(const llama_dims&)>;
 /// moves --, and the FSDP units' bf16 gathers of the linears' weights held as those codes, not
 /// in f32, memory_estimate::gathered_operands; `cudnn_workspace`: cuDNN's attention in place of the
 /// tensor-core kernels', its buffers and the workspace it answers for the rank's dims), not the
-/// CUDA context: a step it passes may still not fit, one it refuses does not.
+/// CUDA context: a step it passes may still not fit, one it refuses does not. `ranks_here`
+/// ranks share the GPU (comm::cuda_staged): each needs the rank's memory.
 inline std::string device_memory_problem(const llama_config& cfg, const parallel_spec& p, std::string_view what,
                                          const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                          std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
-                                         const cudnn_workspace_query& cudnn_workspace = {}) {
+                                         const cudnn_workspace_query& cudnn_workspace = {},
+                                         std::int64_t ranks_here = 1) {
   if (free_bytes <= 0) return {};
   const memory_estimate e = detail::largest_rank_estimate(cfg, p, shape, global_batch, seq_len);
   const std::int64_t workspace =
@@ -178,14 +180,17 @@ inline std::string device_memory_problem(const llama_config& cfg, const parallel
                                                e.kept_weights,
                                                bf16_operands && cudnn_workspace ? cudnn_workspace(e.dims) : -1)
                              .total(),
-                     need = e.peak() - (bf16_operands ? 2 * e.gathered_operands : 0) + workspace;
+                     need = ranks_here * (e.peak() - (bf16_operands ? 2 * e.gathered_operands : 0) + workspace);
   if (need <= free_bytes) return {};
   const auto [parts, activations] = detail::largest_parts(e);
-  const bool one = world_size(shape) == 1;
+  const bool one = world_size(shape) == 1, shared = ranks_here > 1;
   std::string msg = detail::step_text(seq_len, global_batch, what) + detail::size_text(need) +
-                    (one ? " on its GPU" : " on each GPU") + " (of which " + parts + "; the CUDA kernels' workspace " +
-                    detail::size_text(workspace) + "), but " + std::string(device) +
-                    " has " + detail::size_text(free_bytes) + " free; ";
+                    (one      ? " on its GPU"
+                     : shared ? " on a GPU its " + std::to_string(ranks_here) + " ranks share"
+                              : " on each GPU") +
+                    " (of which " + parts + "; the CUDA kernels' workspace " + detail::size_text(workspace) +
+                    (shared ? "; each rank's" : "") + "), but " + std::string(device) + " has " +
+                    detail::size_text(free_bytes) + " free; ";
   if (activations)
     msg += std::string("give a smaller seq_len or global batch") + (one ? "" : ", more GPUs") +
            (p.ac.any() || one ? "" : ", or a recipe with activation checkpointing");
@@ -207,10 +212,10 @@ std::string host_memory_problem(const mesh_shape& shape, std::int64_t global_bat
 template <class Recipe>
 std::string device_memory_problem(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,
                                   std::int64_t free_bytes, std::string_view device, bool bf16_operands = false,
-                                  const cudnn_workspace_query& cudnn_workspace = {}) {
+                                  const cudnn_workspace_query& cudnn_workspace = {}, std::int64_t ranks_here = 1) {
   using R = recipe_traits<Recipe>;
   return device_memory_problem(R::config, R::spec, "recipe " + std::string(R::name()), shape, global_batch, seq_len,
-                               free_bytes, device, bf16_operands, cudnn_workspace);
+                               free_bytes, device, bf16_operands, cudnn_workspace, ranks_here);
 }
 
 /// Throws tessera::error with host_memory_problem's message when one training step of

@@ -211,6 +211,7 @@ TEST_CASE("basic_trainer refuses a step beyond the host's memory before it alloc
     std::vector<std::int64_t> grew(2, -1);
     hook_guard hook;
     comm::run_threads(2, [&](comm::threads_communicator& c) {
+      rank_current = 0, rank_peak = 0;  // this rank's counts start here (a thread may have run an earlier case)
       device_mesh<R::mesh> dm(R::mesh(2), c);
       train::parallel_llama<R> pm(dm);
       train::batch_loader loader(toks, 4, 64, 3, true, c.rank(), 2);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -100,19 +101,17 @@ inline void check_save_weights_path(const std::string& save_weights) {
                                        const std::vector<int>& devices, bool bf16_operands) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
   const bool cudnn = bf16_operands && cuda::default_attention_library() == cuda::attention_library::cudnn;
-  for (std::size_t i = 0; i < devices.size(); ++i) {
-    const int d = devices[i];
-    if (std::find(devices.begin(), devices.begin() + static_cast<std::ptrdiff_t>(i), d) !=
-        devices.begin() + static_cast<std::ptrdiff_t>(i))
-      continue;  // checked for its first rank, with all of them
-    const auto ranks_here = std::count(devices.begin(), devices.end(), d);
+  std::map<int, std::int64_t> ranks_on;  // each GPU, and the ranks it holds
+  for (const int d : devices) ++ranks_on[d];
+  for (const auto& gpu_ranks : ranks_on) {
+    const int d = gpu_ranks.first;  // (a variable, not a structured binding: the lambda below captures it)
     const auto gpu = cuda_memory_of(d);
     train::cudnn_workspace_query cudnn_workspace;
     if (cudnn && gpu.free_bytes > 0)
       cudnn_workspace = [d](const llama_dims& dims) { return cudnn_workspace_on(d, dims); };
     if (const std::string problem =
             train::device_memory_problem(cfg, p, what, shape, global_batch, seq_len, gpu.free_bytes, gpu.name,
-                                         bf16_operands, cudnn_workspace, ranks_here);
+                                         bf16_operands, cudnn_workspace, gpu_ranks.second);
         !problem.empty())
       throw error(problem);
   }

@@ -130,7 +130,6 @@ class cuda_staged {
     else return "cuda-staged";
   }
   int device() const noexcept { return device_; }
-  C& host() noexcept { return c_; }
 
   request_type all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const std::size_t b = n * size_of(t);

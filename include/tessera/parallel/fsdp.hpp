@@ -222,8 +222,6 @@ class sharded_params {
     }
     reducing_.clear();
   }
-  /// Whether reductions are in flight (their gradients not yet in the stored ones).
-  bool reducing() const noexcept { return !reducing_.empty(); }
 
   /// Calls f.template operator()<S, R>() for parameter i's style.
   template <class F>

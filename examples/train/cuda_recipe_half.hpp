@@ -33,9 +33,17 @@ constexpr int recipe_half() {
 }
 
 #ifdef TESSERA_HAS_NCCL
+/// Says (once) that the ranks share GPUs: `who`, then what that means.
+inline void say_shared(const std::string& who) {
+  std::printf("%s: they share them, every collective staged through host memory (comm::cuda_staged) -- for "
+              "checking a recipe, not for its speed\n",
+              who.c_str());
+}
+
 /// Runs recipe `name` on backend K if it is in half H (one GPU per rank, over NCCL bootstrapped
 /// through `mpi`, or `ranks` threads on GPUs 0..ranks-1 -- with fewer GPUs than ranks, rank r on
-/// GPU r modulo them, over comm::cuda_staged); false when it is not in this half. The device
+/// GPU r modulo them, over comm::cuda_staged; the same under mpirun where a node has more
+/// processes than GPUs); false when it is not in this half. The device
 /// communicator is type-erased, so each recipe's rank is compiled once for both.
 template <int H, class K>
 bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* mpi, std::int64_t ranks,
@@ -47,16 +55,24 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
       if (ran || R::name != name) return;
       if (mpi) {
         const auto mesh = bind_mesh<R>(mpi->size(), true);
-        comm::any_communicator nc(comm::nccl_communicator::bootstrap(*mpi, local_device(mpi->rank())));
-        run_rank<R, K>(nc, *mpi, mesh, in);
+        const process_gpu g = gpu_of_process(mpi->rank(), mpi->size(), cuda_device_count());
+        // one backend for the job's collectives: staged if a node's processes outnumber its GPUs
+        const int mine = g.shares ? 1 : 0;
+        int shared = 0;
+        mpi->all_reduce(&mine, &shared, 1, comm::dtype::i32, comm::reduce_op::max).wait();
+        if (shared && mpi->rank() == 0)
+          say_shared(std::to_string(mpi->size()) + " processes, more on a node than its GPUs (" +
+                     std::to_string(train::ranks_on_this_host("mpi", mpi->size())) + " on this node's " +
+                     std::to_string(cuda_device_count()) + ")");
+        comm::any_communicator dc =
+            shared ? comm::any_communicator(comm::cuda_staged<comm::any_communicator>(*mpi, g.device))
+                   : comm::any_communicator(comm::nccl_communicator::bootstrap(*mpi, g.device));
+        run_rank<R, K>(dc, *mpi, mesh, in);
       } else {
         const auto mesh = bind_mesh<R>(ranks);
         const int devices = cuda_device_count();
         const bool shared = ranks > devices;  // NCCL takes one GPU per rank
-        if (shared)
-          std::printf("%lld ranks on %d GPU(s): they share them, every collective staged through host memory "
-                      "(comm::cuda_staged) -- for checking a recipe, not for its speed\n",
-                      static_cast<long long>(ranks), devices);
+        if (shared) say_shared(std::to_string(ranks) + " ranks on " + std::to_string(devices) + " GPU(s)");
         run_inputs mine = in;
         mine.local_ranks = static_cast<int>(ranks);
         comm::run_threads(static_cast<int>(ranks), [&](comm::threads_communicator& c) {

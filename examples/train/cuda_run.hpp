@@ -56,6 +56,26 @@ inline int local_device(int world_rank) {
   return world_rank;
 }
 
+/// This process's GPU under mpirun: its node-local rank modulo the visible GPUs, and how many
+/// of the node's processes (train::ranks_on_this_host: OMPI_COMM_WORLD_LOCAL_SIZE, ...) are on
+/// it. NCCL takes one GPU a process; where a node has more processes than GPUs they share them
+/// over comm::cuda_staged (every process of the job, since the job's collectives are one
+/// backend's: cuda_recipe_half.hpp agrees on it over MPI).
+struct process_gpu {
+  int device = 0;
+  int ranks_here = 1;   ///< this node's processes on `device`, this one included
+  bool shares = false;  ///< more of this node's processes than GPUs
+};
+inline process_gpu gpu_of_process(int world_rank, int world_size, int gpus) {
+  const int n = gpus > 0 ? gpus : 1;
+  const int local_size = static_cast<int>(tessera::train::ranks_on_this_host("mpi", world_size));
+  process_gpu p;
+  p.device = local_device(world_rank) % n;
+  p.shares = local_size > n;
+  p.ranks_here = p.device < local_size ? (local_size - p.device + n - 1) / n : 1;
+  return p;
+}
+
 /// Trains cfg on CUDA device 0 (device_llama<cuda_kernels>, or <cuda_bf16_kernels> with
 /// in.bf16, under train::basic_trainer):
 /// progress lines on stdout as the CPU run prints them; 0 on success. Throws tessera::error

@@ -133,6 +133,18 @@ inline std::vector<int> rank_gpus(std::int64_t ranks) {
   return gpus;
 }
 
+/// This MPI process's GPU, once for each of its node's processes on it (gpu_of_process): what
+/// check_gpu_memory counts against the GPU's free memory.
+inline std::vector<int> process_gpus(int world_rank, int world_size) {
+#ifdef TESSERA_HAS_CUDA_TRAINER
+  const process_gpu g = gpu_of_process(world_rank, world_size, visible_gpus());
+  return std::vector<int>(static_cast<std::size_t>(g.ranks_here), g.device);
+#else
+  (void)world_size;
+  return {local_device(world_rank)};
+#endif
+}
+
 /// The same for recipe R's ranks on `devices`.
 template <class R>
 void check_gpu_memory(const mesh_shape& shape, std::int64_t global_batch, std::int64_t seq_len,

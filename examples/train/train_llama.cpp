@@ -407,8 +407,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
       if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
         train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
-      else  // this process's GPU
-        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, {train_llama_cli::local_device(world.rank())},
+      else  // this process's GPU, and the node's other processes on it
+        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, train_llama_cli::process_gpus(world.rank(), world.size()),
                             o.compute_dtype == "bf16");
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);

@@ -23,6 +23,12 @@
                                                   TESSERA_EMULATED_TRAINER_RECIPES; with
                                                   TESSERA_EMULATED_GPUS=1 its 4 ranks share one
                                                   over comm::cuda_staged)
+                                                  [MPIEXEC ARGS...: with
+                                                  TESSERA_EMULATED_GPUS below 4, also debug_2d
+                                                  as 4 MPI processes sharing each process's
+                                                  emulated GPUs over comm::cuda_staged, and a
+                                                  step beyond the shared GPU refused naming
+                                                  its 4 ranks]
   train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
                                                   --device cuda (f32 and bf16 operands; bf16
                                                   with --attention cudnn too, where EXE links
@@ -70,7 +76,8 @@ def run(cmd):
 
 def run_fails(cmd):
     """(exit status, stdout + stderr) of a run expected to fail"""
-    env = dict(os.environ, TESSERA_NUM_THREADS=os.environ.get("TESSERA_NUM_THREADS", "2"))
+    env = dict(os.environ, TESSERA_NUM_THREADS=os.environ.get("TESSERA_NUM_THREADS", "2"),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     return p.returncode, p.stdout + p.stderr
 
@@ -190,8 +197,10 @@ def check_batch(d, exe):
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
 
 
-def check_cuda(d, exe, emulated, recipes, gpus=0):
-    """`emulated` is train_llama_emulated, or with gpus > 0 exe itself on this machine's GPUs."""
+def check_cuda(d, exe, emulated, recipes, gpus=0, launcher=()):
+    """`emulated` is train_llama_emulated, or with gpus > 0 exe itself on this machine's GPUs;
+    `launcher` (mpiexec and its arguments, without the process count) runs recipes as MPI
+    processes too."""
     tok = d / "t.bin"
     tokens(tok)
     common = ["--tokens", str(tok), "--batch", "2", "--seq-len", "64", "--steps", "3", "--seed", "5"]
@@ -259,6 +268,25 @@ def check_cuda(d, exe, emulated, recipes, gpus=0):
         c = losses(d / "r_bf16.jsonl")
         check("bf16 operands" in out and len(c) == 2 and rel(c, a) < 1e-2,
               f"--device cuda --compute-dtype bf16 --recipe {recipe}'s losses {c} are not within 1% of f32's {a}:\n{out}")
+        # the same ranks as mpirun's processes: where a node has more processes than GPUs they
+        # share them over comm::cuda_staged (MPI between them); the emulated NCCL connects the
+        # threads of one process only, so on the emulation only the shared case runs
+        if launcher and (gpus or ranks > shared_gpus):
+            mpi = list(launcher) + ["-np", str(ranks), emulated, "--backend", "mpi", "--device", "cuda"]
+            out = run(mpi + ["--metrics", str(d / "r_mpi.jsonl")] + rc)
+            check(("staged through host memory (comm::cuda_staged)" in out) == shares,
+                  f"mpirun -np {ranks} --device cuda --recipe {recipe} on {shared_gpus} GPU(s) a node did not say "
+                  f"whether its processes share them:\n{out}")
+            m = losses(d / "r_mpi.jsonl")
+            check(len(m) == 2 and rel(m, a) < 2 ** -8,
+                  f"mpirun -np {ranks} --device cuda --recipe {recipe}'s losses {m} differ from the CPU's {a}:\n{out}")
+            if shares and not gpus:  # each process counts the node's processes on its GPU
+                code, out = run_fails(mpi + ["--recipe", recipe, "--batch", "64", "--seq-len", "100000", "--metrics",
+                                             str(d / "refused.jsonl"), "--tokens", str(d / "absent.bin")])
+                check(code != 0 and f"on a GPU its {-(-ranks // shared_gpus)} ranks share" in out
+                      and not (d / "refused.jsonl").exists(),
+                      f"mpirun -np {ranks}: a step beyond the shared GPU was not refused naming its ranks "
+                      f"(exit {code}):\n{out}")
 
 
 def check_cudnn_attention(d, exe, common, f32, gpus):
@@ -305,7 +333,7 @@ def main():
         elif what == "batch":
             check_batch(d, exe)
         elif what in ("cuda", "cuda_recipes"):
-            check_cuda(d, exe, launcher[0], what == "cuda_recipes")
+            check_cuda(d, exe, launcher[0], what == "cuda_recipes", launcher=launcher[1:])
         elif what == "gpu":
             gpus = visible_gpus(exe)
             if gpus == 0:

@@ -20,6 +20,21 @@ function(tessera_emulation_flags target)
   endforeach()
 endfunction()
 
+# tessera_cuda_emulation(<target> [NCCL]): <target>'s CUDA code compiled by the host compiler
+# against the CUDA emulation (tests/support/emulated_cuda first on the include path, the
+# blocks' threads as fibers; docs/cuda.md, "The GPU tests on the host"), with NCCL emulated
+# between thread ranks when NCCL is given.
+function(tessera_cuda_emulation target)
+  cmake_parse_arguments(E "NCCL" "" "" ${ARGN})
+  target_include_directories(${target} BEFORE PRIVATE ${PROJECT_SOURCE_DIR}/tests/support/emulated_cuda
+                             ${PROJECT_SOURCE_DIR}/tests/support)
+  target_compile_definitions(${target} PRIVATE TESSERA_CUDA_EMULATION=1 TESSERA_EMULATION_FIBERS=1)
+  if(E_NCCL)
+    target_compile_definitions(${target} PRIVATE TESSERA_HAS_NCCL=1)
+  endif()
+  target_link_libraries(${target} PRIVATE tessera_warnings ${TESSERA_BOOST_CONTEXT_LIBRARY})
+endfunction()
+
 # tessera_add_subdirectories(<dir>): adds every immediate subfolder of <dir> that holds a
 # CMakeLists.txt, so that each area of the project owns its own folder and list file.
 function(tessera_add_subdirectories dir)

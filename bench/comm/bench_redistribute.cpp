@@ -20,30 +20,17 @@
 #include <tessera/comm/threads.hpp>
 #include <tessera/tensor/dist_tensor.hpp>
 
-#include "bench_common.hpp"
+#include "transition_table.hpp"
 
 namespace comm = tessera::comm;
 using namespace tessera;
 
 namespace {
 
-using M = mesh<axis<"a", 2>, axis<"b", 2>>;
+using M = ::bench::table::M;
 using Repl = replicated_t<M, 2>;
 using Rows = layout_t<M, 2, dim<0, "a", "b">>;
 using Part = layout_t<M, 2, partial_on<reduce::sum, "a", "b">>;
-using AB = layout_t<M, 2, dim<0, "a">, dim<1, "b">>;
-using BA = layout_t<M, 2, dim<0, "b">, dim<1, "a">>;
-using M24 = mesh<axis<"a", 2>, axis<"b", 4>>;
-using AB24 = layout_t<M24, 2, dim<0, "a">, dim<1, "b">>;
-using BA24 = layout_t<M24, 2, dim<0, "b">, dim<1, "a">>;
-using M4 = mesh<axis<"x", 4>>;
-using S0 = layout_t<M4, 2, shard<0>>;
-using S1 = layout_t<M4, 2, shard<1>>;
-using R4 = layout_t<M4, 2, replicate>;
-using P4 = layout_t<M4, 2, partial<>>;
-using M8 = mesh<axis<"x", 8>>;
-using S0_8 = layout_t<M8, 2, shard<0>>;
-using S1_8 = layout_t<M8, 2, shard<1>>;
 
 static_assert(plan_t<Repl, Rows>::is_local && plan_t<Repl, Part>::is_local);
 
@@ -62,20 +49,6 @@ void bm_local_plan(benchmark::State& st) {
   st.counters["local_elems"] = static_cast<double>(x.local().size());
 }
 
-/// A square f32 tensor of about `bytes` bytes whose side is a multiple of `ranks`.
-shape_t square(std::size_t bytes, std::int64_t ranks) {
-  auto side = static_cast<std::int64_t>(std::sqrt(static_cast<double>(bytes / 4)));
-  side = std::max(ranks, side / ranks * ranks);
-  return {side, side};
-}
-
-tessera::bench::transition_options fixed(std::size_t bytes, bool fresh = false) {
-  tessera::bench::transition_options o;
-  o.iterations = ::bench::iterations(bytes);  // the same count on every rank and run
-  o.fresh_result = fresh;
-  return o;
-}
-
 }  // namespace
 
 BENCHMARK(bm_local_plan<Repl, Rows>)->Name("redistribute/local_slice/R->S0(a,b)")->Arg(16)->Arg(1024)->Unit(benchmark::kMicrosecond);
@@ -84,24 +57,14 @@ BENCHMARK(bm_local_plan<Rows, Rows>)->Name("redistribute/empty_plan/S0->S0")->Ar
 
 int main(int argc, char** argv) {
   if (!tessera::bench::detail::under_mpirun()) {
+    using namespace ::bench::table;
     std::printf("plan of %s -> %s:\n%s", AB::str().c_str(), BA::str().c_str(), plan_t<AB, BA>::str().c_str());
     std::printf("plan of %s -> %s:\n%s", AB24::str().c_str(), BA24::str().c_str(), plan_t<AB24, BA24>::str().c_str());
   }
-  for (std::size_t b : ::bench::sizes()) {
-    const std::string s = "/" + std::to_string(b);
-    const shape_t g = square(b, 4);
-    tessera::bench::transition<AB, BA>("nested_2d/S0(a)S1(b)->S0(b)S1(a)" + s, g, fixed(b));
-    tessera::bench::transition<S0, R4>("all_gather/S(0)->R" + s, g, fixed(b));
-    tessera::bench::transition<P4, R4>("all_reduce/P->R" + s, g, fixed(b));
-    tessera::bench::transition<P4, R4>("all_reduce_fresh_result/P->R" + s, g, fixed(b, true));
-    tessera::bench::transition<P4, S0>("reduce_scatter/P->S(0)" + s, g, fixed(b));
-    tessera::bench::transition<S0, S1>("all_to_all/S(0)->S(1)" + s, g, fixed(b));
-  }
-  if (!tessera::bench::detail::under_mpirun())
-    for (std::size_t b : ::bench::sizes()) {
-      const std::string s = "/" + std::to_string(b);
-      tessera::bench::transition<AB24, BA24>("nested_2d_2x4/S0(a)S1(b)->S0(b)S1(a)" + s, square(b, 8), fixed(b));
-      tessera::bench::transition<S0_8, S1_8>("all_to_all_same_bytes/S(0)->S(1)" + s, square(b, 8), fixed(b));
-    }
+  ::bench::table::register_all(
+      []<class From, class To>(const std::string& name, const shape_t& g, const tessera::bench::transition_options& o) {
+        tessera::bench::transition<From, To>(name, g, o);
+      },
+      !tessera::bench::detail::under_mpirun());
   return tessera::bench::main(argc, argv);
 }

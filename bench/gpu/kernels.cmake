@@ -32,3 +32,13 @@ endif()
 add_test(NAME gpu.bench_llama COMMAND bench_gpu_llama --rows cuda-bf16,float8,cuda-bf16-cudnn,float8-cudnn
                                         ${_tessera_llama_profile})
 set_tests_properties(gpu.bench_llama PROPERTIES LABELS "gpu;bench" SKIP_RETURN_CODE 77 TIMEOUT 600)
+
+# Layout transitions on GPUs (Google Benchmark, where it is found): bench_comm_redistribute's
+# table with dist_tensor in device memory over NCCL (tessera/bench/transition_cuda.hpp); plain
+# C++, linked with the CUDA runtime and NCCL. Its emulated run is gpu_emulated.bench_transitions.
+if(TARGET tessera::benchmark AND TARGET tessera::nccl)
+  add_executable(bench_gpu_transitions ${PROJECT_SOURCE_DIR}/bench/gpu/bench_transitions.cpp)
+  target_link_libraries(bench_gpu_transitions PRIVATE tessera::benchmark tessera::nccl tessera_warnings)
+  add_test(NAME gpu.bench_transitions COMMAND bench_gpu_transitions)
+  set_tests_properties(gpu.bench_transitions PROPERTIES LABELS "gpu;bench" SKIP_RETURN_CODE 77 TIMEOUT 600)
+endif()

@@ -23,7 +23,7 @@ import shlex
 import sys
 
 ORDER = ["gpu.cuda_kernels", "gpu.cuda_attention", "gpu.cuda_float8", "gpu.cuda_llama", "comm.nccl", "gpu.cuda_recipes",
-         "gpu.train_llama", "gpu.bench_kernels", "gpu.bench_llama"]
+         "gpu.train_llama", "gpu.bench_kernels", "gpu.bench_llama", "gpu.bench_transitions"]
 
 
 def props(test):

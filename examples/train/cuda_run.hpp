@@ -50,11 +50,7 @@ std::int64_t cudnn_workspace_on(int device, const tessera::llama_dims& d);
 
 /// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
 /// else its world rank.
-inline int local_device(int world_rank) {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
-  return world_rank;
-}
+inline int local_device(int world_rank) { return tessera::comm::node_local_rank(world_rank); }
 
 /// This process's GPU under mpirun: its node-local rank modulo the visible GPUs, and how many
 /// of the node's processes (train::ranks_on_this_host: OMPI_COMM_WORLD_LOCAL_SIZE, ...) are on

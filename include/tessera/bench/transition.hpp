@@ -84,15 +84,18 @@ inline comm::any_communicator*& mpi_world() {
   return w;
 }
 
-/// Runs one benchmark on this rank. `st` is null on the threads backend's ranks other
-/// than 0: they follow rank 0's decision to go on (one all_reduce(min) per iteration).
-template <class From, class To, class T>
-void transition_on_rank(comm::any_communicator world, benchmark::State* st, const shape_t& global,
-                        const transition_options& o) {
+/// Runs one benchmark on this rank: the transition on `data`'s ranks (Space's buffers), the
+/// benchmark's own agreement -- the check, whether to go on, the slowest time -- over
+/// `control`, the same ranks on host memory (the same communicator where Space is the host's).
+/// `st` is null on the threads backend's ranks other than 0: they follow rank 0's decision to
+/// go on (one all_reduce(min) per iteration).
+template <class From, class To, class T, class Space = host_space>
+void transition_on_rank(comm::any_communicator data, comm::any_communicator world, benchmark::State* st,
+                        const shape_t& global, const transition_options& o) {
   using Mesh = typename From::mesh_type;
-  device_mesh<Mesh> dm(Mesh{}, world);
+  device_mesh<Mesh> dm(Mesh{}, data);
   auto value = [](const index_t& i) { return static_cast<T>(static_cast<float>((i[0] * 7 + i[1] * 3 + i[2]) % 13)); };
-  const auto x = dist_tensor<T, From>::distribute(dm, global, value);
+  const auto x = dist_tensor<T, From, Space>::distribute(dm, global, value);
   auto y = x.template redistribute<To>();
   for (int i = 0; i < o.warmup; ++i) x.redistribute(y);
   // the result, once: every element of this rank's block (a partial target is not checked)
@@ -101,7 +104,7 @@ void transition_on_rank(comm::any_communicator world, benchmark::State* st, cons
     const box& b = y.local_box();
     index_t idx{};
     for (int d = 0; d < b.rank; ++d) idx[static_cast<std::size_t>(d)] = b.offset[static_cast<std::size_t>(d)];
-    for (const T& v : y.local()) {
+    for (const T& v : y.local_values()) {
       bad |= static_cast<float>(v) != static_cast<float>(value(idx));
       for (int d = b.rank - 1; d >= 0; --d) {
         const auto u = static_cast<std::size_t>(d);
@@ -145,42 +148,48 @@ void transition_on_rank(comm::any_communicator world, benchmark::State* st, cons
   st->counters["ranks"] = static_cast<double>(dm.mesh().world_size());
 }
 
-}  // namespace detail
+/// Where transition()'s ranks run: host memory, as threads of this process or mpirun's
+/// processes. (transition_cuda.hpp's cuda_ranks: device memory over NCCL.)
+struct host_ranks {
+  using space = host_space;
+  static std::string label(int) { return under_mpirun() ? "mpi" : "threads"; }
+  static comm::any_communicator on_thread(comm::threads_communicator& c, int) { return comm::any_communicator(c); }
+  static comm::any_communicator on_mpi(comm::any_communicator& w) { return w; }
+};
 
-/// Registers the benchmark "<name>/<backend>:<ranks>" of the transition From -> To on a
-/// tensor of shape `global` with elements of type T. Returns Google Benchmark's handle
-/// (add ->Repetitions(5) etc.).
-template <class From, class To, class T = float>
-benchmark::internal::Benchmark* transition(const std::string& name, const shape_t& global,
-                                           const transition_options& o = {}) {
+/// Registers "<name>/<Ranks::label>:<ranks>": From -> To on Ranks' ranks (transition()).
+template <class From, class To, class T, class Ranks>
+benchmark::internal::Benchmark* register_transition(const std::string& name, const shape_t& global,
+                                                    const transition_options& o) {
   static_assert(is_layout_v<From> && is_layout_v<To>,
                 "tessera::bench::transition: From and To must be tessera layouts (tessera::layout_t<...>)");
-  static_assert(detail::static_mesh_of<From>(),
+  static_assert(static_mesh_of<From>(),
                 "tessera::bench::transition: the layouts' mesh has a dynamic axis; a benchmark runs on as many ranks "
                 "as its mesh has: give every axis a size (tessera::axis<\"dp\", 2>)");
-  if constexpr (is_layout_v<From> && is_layout_v<To> && detail::static_mesh_of<From>()) {
+  if constexpr (is_layout_v<From> && is_layout_v<To> && static_mesh_of<From>()) {
     using Mesh = typename From::mesh_type;
     (void)plan_t<From, To, T>::size;  // an illegal transition fails here, at compile time
     int ranks = static_cast<int>(Mesh{}.world_size());  // (not const: clang would drop it from the capture)
     // (registrations run before main, before MPI is initialized: the name follows mpirun's
     // environment, the run uses the world bench::main made)
     auto* b = benchmark::RegisterBenchmark(
-        (name + (detail::under_mpirun() ? "/mpi:" : "/threads:") + std::to_string(ranks)).c_str(),
+        (name + "/" + Ranks::label(ranks) + ":" + std::to_string(ranks)).c_str(),
         [global, o, ranks, name](benchmark::State& st) {
           try {
-            if (comm::any_communicator* w = detail::mpi_world()) {
+            if (comm::any_communicator* w = mpi_world()) {
               if (w->size() != ranks)
                 throw error("tessera::bench::transition: \"" + name + "\" needs " + std::to_string(ranks) +
                             " ranks, but mpirun started " + std::to_string(w->size()) + "; run mpirun -np " +
                             std::to_string(ranks));
-              detail::transition_on_rank<From, To, T>(*w, &st, global, o);
+              transition_on_rank<From, To, T, typename Ranks::space>(Ranks::on_mpi(*w), *w, &st, global, o);
             } else {
               comm::run_threads(ranks, [&](comm::threads_communicator& c) {
-                detail::transition_on_rank<From, To, T>(comm::any_communicator(c), c.rank() == 0 ? &st : nullptr, global, o);
+                transition_on_rank<From, To, T, typename Ranks::space>(
+                    Ranks::on_thread(c, ranks), comm::any_communicator(c), c.rank() == 0 ? &st : nullptr, global, o);
               });
             }
           } catch (const std::exception& e) {
-            ++detail::failures();
+            ++failures();
             st.SkipWithError(e.what());
           }
         });
@@ -190,6 +199,17 @@ benchmark::internal::Benchmark* transition(const std::string& name, const shape_
   } else {
     return nullptr;
   }
+}
+
+}  // namespace detail
+
+/// Registers the benchmark "<name>/<backend>:<ranks>" of the transition From -> To on a
+/// tensor of shape `global` with elements of type T, in host memory (threads, or mpirun's
+/// processes). Returns Google Benchmark's handle (add ->Repetitions(5) etc.).
+template <class From, class To, class T = float>
+benchmark::internal::Benchmark* transition(const std::string& name, const shape_t& global,
+                                           const transition_options& o = {}) {
+  return detail::register_transition<From, To, T, detail::host_ranks>(name, global, o);
 }
 
 /// Google Benchmark's main, run by every rank: under mpirun (built with tessera::mpi)

@@ -405,11 +405,27 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       }
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size(), true);
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
-      if (o.device == "cpu")  // before anything large is allocated; this process's node's ranks share its memory
-        train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
-      else  // this process's GPU, and the node's other processes on it
-        check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, train_llama_cli::process_gpus(world.rank(), world.size()),
-                            o.compute_dtype == "bf16");
+      // before anything large is allocated. Each process checks its node (the CPU: the node's
+      // ranks share its memory) or its GPU (and the node's other processes on it); the lowest
+      // rank that finds a problem says it, once, and every process stops
+      std::string problem;
+      try {
+        if (o.device == "cpu")
+          train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
+        else
+          check_gpu_memory<R>(mesh.shape(), batch, o.seq_len,
+                              train_llama_cli::process_gpus(world.rank(), world.size()), o.compute_dtype == "bf16");
+      } catch (const error& e) {
+        problem = e.what();
+      }
+      const int mine = problem.empty() ? world.size() : world.rank();
+      int says = 0;
+      world.all_reduce(&mine, &says, 1, comm::dtype::i32, comm::reduce_op::min).wait();
+      if (says < world.size()) {
+        if (world.rank() == says) throw error(problem);
+        status = 1;
+        return;
+      }
       auto tokens = load_tokens(o, rc);
       auto in = inputs_of(o, tokens);
       in.batch = batch;

@@ -213,6 +213,47 @@ std::vector<double> checkpoint_run(int world, std::int64_t from, std::int64_t to
   else comm::run_threads(world, steps);
   return got;
 }
+/// Steps after the first allocate no device memory: R's first trainer step on `world` GPUs
+/// allocates what the run needs, and steps 2 and 3 reuse it (cuda_space's cache of freed
+/// blocks) -- no cudaMalloc, and no cudaFree with its wait for the whole device, while FSDP
+/// gathers and frees each unit's buffers every step. 1 when a later step reached cudaMalloc.
+template <class R>
+int steady_state_allocations(int world, const char* what) {
+  if (!selected(what)) return 0;
+  try {
+    const auto toks = testing::recipe_tokens(static_cast<std::int32_t>(R::model::config.vocab_size));
+    std::int64_t first = 0, later = 0, reused = 0;
+    on_gpus(world, [&](auto& c) {
+      using model_t = train::parallel_llama<R, cuda_kernels>;
+      device_mesh<typename R::mesh> dm(typename R::mesh(world), c);
+      model_t pm(dm);
+      pm.init_weights(9);
+      train::batch_loader loader(toks, 4, 16, 1);
+      train::optimizer_options opt;
+      opt.lr = 3e-3, opt.warmup = 1;
+      train::basic_trainer<model_t> tr(pm, loader, 8, 1, opt, 0);
+      const auto counts = [] { return tessera::detail::cuda_block_cache::get().counts(); };
+      tr.train_step();
+      c.barrier().wait();
+      std::pair<std::int64_t, std::int64_t> at{};
+      if (c.rank() == 0) at = counts(), first = at.second;
+      c.barrier().wait();
+      tr.train_step();
+      tr.train_step();
+      c.barrier().wait();
+      if (c.rank() == 0) later = counts().second - at.second, reused = counts().first - at.first;
+    });
+    std::printf("%s on %s: in steps 2 and 3, %lld device allocations reached cudaMalloc and %lld reused a freed "
+                "block (each a cudaMalloc and a cudaFree without the cache)%s\n",
+                what, gpus_text(world).c_str(), static_cast<long long>(later), static_cast<long long>(reused),
+                later == 0 ? "" : " -- FAILED: a steady step should reuse the blocks its first step freed");
+    return later == 0 && first > 0 && reused > 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::printf("%s on %s: FAILED: %s\n", what, gpus_text(world).c_str(), e.what());
+    return 1;
+  }
+}
+
 /// Distributed checkpoints of R on `world` GPUs (staged through the host): 2 steps and a save
 /// (sync, then async), resumed for 2 more on the GPUs and on the CPU's thread ranks, and the
 /// CPU's own checkpoint resumed on the GPUs -- every loss within 2^-8 of the CPU's 4 steps
@@ -295,6 +336,9 @@ int main(int argc, char** argv) {
     bad += compare<pp_1f1b_fsdp>(world, "pipeline 1F1B x FSDP");
     bad += compare<pp_zbv_tp>(world, "pipeline ZBV zero bubble x TP + SP + loss parallel");
     bad += compare<cp_ring>(world, "context parallel (ring, head-tail)");
+    bad += steady_state_allocations<fsdp_all>(world, "FSDP: steps after the first allocate no device memory");
+    bad += steady_state_allocations<pp_1f1b_fsdp>(
+        world, "pipeline 1F1B x FSDP: steps after the first allocate no device memory");
     bad += checkpoint_case<fsdp_all>(world, "FSDP");
     bad += checkpoint_case<tp_f8_rowwise>(2, "TP + SP + loss parallel with Float8 rowwise");
     bad += checkpoint_case<pp_1f1b_fsdp>(4, "pipeline 1F1B x FSDP");

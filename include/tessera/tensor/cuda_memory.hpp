@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 
+#include <tessera/core/cuda_block_cache.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/tensor/memory.hpp>
 
@@ -42,7 +43,8 @@ inline int cuda_device_count() noexcept {
 }
 
 /// Device memory of the current CUDA device, 256-byte aligned (cudaMalloc's guarantee),
-/// zeroed, tracked by memory_tracker<cuda_space>.
+/// zeroed, tracked by memory_tracker<cuda_space> (the bytes tessera holds; blocks it freed
+/// are kept for reuse -- core/cuda_block_cache.hpp -- and not counted).
 struct cuda_space {
   static constexpr std::string_view name = "cuda";
   static constexpr bool host_accessible = false;
@@ -50,18 +52,42 @@ struct cuda_space {
 
   static void* allocate(std::size_t bytes) {
     if (bytes == 0) return nullptr;
-    void* p = nullptr;
-    cuda_check(cudaMalloc(&p, bytes), "cuda_space: cudaMalloc of " + std::to_string(bytes) + " bytes (" +
-                                          std::to_string(memory_tracker<cuda_space>::current_bytes()) +
-                                          " bytes already held by tessera)");
-    cuda_check(cudaMemset(p, 0, bytes), "cuda_space: cudaMemset");
+    int device = 0;
+    cuda_check(cudaGetDevice(&device), "cuda_space: cudaGetDevice");
+    auto& cache = detail::cuda_block_cache::get();
+    void* p = cache.take(device, bytes);
+    if (p) {
+      cuda_check(cudaMemsetAsync(p, 0, bytes, nullptr), "cuda_space: cudaMemsetAsync of a reused block");
+    } else {
+      cudaError_t e = cudaMalloc(&p, bytes);
+      if (e == cudaErrorMemoryAllocation && cache.release(device) > 0) {  // the cache's blocks back, then again
+        (void)cudaGetLastError();
+        e = cudaMalloc(&p, bytes);
+      }
+      cuda_check(e, "cuda_space: cudaMalloc of " + std::to_string(bytes) + " bytes (" +
+                        std::to_string(memory_tracker<cuda_space>::current_bytes()) +
+                        " bytes already held by tessera)");
+      cache.track(p, bytes, device);
+      cuda_check(cudaMemset(p, 0, bytes), "cuda_space: cudaMemset");
+    }
     memory_tracker<cuda_space>::record(static_cast<std::int64_t>(bytes));
     return p;
   }
   static void deallocate(void* p, std::size_t bytes) noexcept {
     if (!p) return;
-    (void)cudaFree(p);
+    try {
+      detail::cuda_block_cache::get().give(p, bytes);
+    } catch (...) {  // the cache's bookkeeping could not grow: freed at once instead
+      (void)cudaFree(p);
+    }
     memory_tracker<cuda_space>::record(-static_cast<std::int64_t>(bytes));
+  }
+  /// Frees the blocks kept for reuse (cudaFree, which waits for the device) on the current
+  /// device, e.g. before handing the GPU's memory to another library; the bytes freed.
+  static std::size_t release_cached() {
+    int device = 0;
+    cuda_check(cudaGetDevice(&device), "cuda_space: cudaGetDevice");
+    return detail::cuda_block_cache::get().release(device);
   }
 
   // data movement (data_space): copies are issued on the legacy default stream, which

@@ -2,6 +2,9 @@
 // tessera-requires: nccl
 #pragma once
 
+#include <initializer_list>
+#include <tessera/core/cuda_block_cache.hpp>
+
 #include <tessera/comm/nccl.hpp>
 
 namespace tessera::comm {
@@ -65,28 +68,28 @@ class nccl_communicator {
   using loc_t = tessera::source_location;
   nccl_request all_gather(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_gather, n, t};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {in, out}, [&, this] {
       return ncclAllGather(in, out, n, detail::nccl_type(t), state_->comm, state_->stream);
     });
   }
   nccl_request reduce_scatter(const void* in, void* out, std::size_t n, dtype t, reduce_op op,
                               loc_t l = loc_t::current()) {
     const call_desc d{call_kind::reduce_scatter, n, t, op};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {in, out}, [&, this] {
       return ncclReduceScatter(in, out, n, detail::nccl_type(t), detail::nccl_op(op), state_->comm, state_->stream);
     });
   }
   nccl_request all_reduce(const void* in, void* out, std::size_t n, dtype t, reduce_op op,
                           loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_reduce, n, t, op};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {in, out}, [&, this] {
       return ncclAllReduce(in, out, n, detail::nccl_type(t), detail::nccl_op(op), state_->comm, state_->stream);
     });
   }
   nccl_request all_to_all(const void* in, void* out, std::size_t n, dtype t, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::all_to_all, n, t};
     if (in == out && n) throw error(who(d, l) + ": all_to_all cannot run in place; give a separate output buffer");
-    return launch(d, l, [&, this]() -> ncclResult_t {  // grouped send/recv pairs
+    return launch(d, l, {in, out}, [&, this]() -> ncclResult_t {  // grouped send/recv pairs
       const std::size_t bytes = n * size_of(t);
       ncclResult_t r = ncclGroupStart();
       for (int q = 0; q < size_ && r == ncclSuccess; ++q) {
@@ -101,25 +104,25 @@ class nccl_communicator {
   }
   nccl_request broadcast(void* buf, std::size_t n, dtype t, int root, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::broadcast, n, t, reduce_op::sum, root};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {buf}, [&, this] {
       return ncclBroadcast(buf, buf, n, detail::nccl_type(t), root, state_->comm, state_->stream);
     });
   }
   nccl_request barrier(loc_t l = loc_t::current()) {
     const call_desc d{call_kind::barrier};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {}, [&, this] {
       return ncclAllReduce(state_->scratch, state_->scratch, 1, ncclInt64, ncclMax, state_->comm, state_->stream);
     });
   }
   nccl_request send(const void* buf, std::size_t n, dtype t, int peer, int tag = 0, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::send, n, t, reduce_op::sum, peer, tag};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {buf}, [&, this] {
       return ncclSend(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream);
     });
   }
   nccl_request recv(void* buf, std::size_t n, dtype t, int peer, int tag = 0, loc_t l = loc_t::current()) {
     const call_desc d{call_kind::recv, n, t, reduce_op::sum, peer, tag};
-    return launch(d, l, [&, this] {
+    return launch(d, l, {buf}, [&, this] {
       return ncclRecv(buf, n, detail::nccl_type(t), peer, state_->comm, state_->stream);
     });
   }
@@ -212,8 +215,11 @@ class nccl_communicator {
   }
   std::string who(const call_desc& d, const loc_t& l) const { return prefix() + ": " + d.str() + " at " + where(l); }
 
+  /// Queues call f on the communicator's stream after the compute stream's work so far; the
+  /// blocks of `buffers` are recorded with the stream (core/cuda_block_cache.hpp: freed, a
+  /// block is reused only after what the stream queued on it).
   template <class F>
-  nccl_request launch(const call_desc& d, const loc_t& l, F&& f) {
+  nccl_request launch(const call_desc& d, const loc_t& l, std::initializer_list<const void*> buffers, F&& f) {
     const std::string w = who(d, l);
     if ((d.kind == call_kind::reduce_scatter || d.kind == call_kind::all_reduce) && !reducible(d.type))
       throw error(w + ": " + std::string(short_name(d.type)) + " cannot be reduced; convert to f32 or bf16 first");
@@ -228,6 +234,7 @@ class nccl_communicator {
     after_compute();
     const ncclResult_t rc = f();
     if (rc != ncclSuccess && rc != ncclInProgress) throw error(w + ": " + ncclGetErrorString(rc));
+    for (const void* b : buffers) tessera::detail::cuda_block_cache::get().record_stream(b, state_->stream);
     cuda(cudaEventCreateWithFlags(&r.ev_, cudaEventDisableTiming), "cudaEventCreate");
     // Inside a group NCCL enqueues the calls at ncclGroupEnd: the completion event is
     // recorded there, after them (recorded now it would precede them and report done).

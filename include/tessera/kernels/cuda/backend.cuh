@@ -205,13 +205,15 @@ struct cuda_kernels : composed_feed_forward<cuda_kernels>, composed_linears<cuda
   /// Frees this host thread's scratch buffers (f32 and bf16, the tensor-core attention's
   /// staging, cuDNN's attention's buffers and workspace; the next call that needs one allocates
   /// it again): what a step's memory estimate counts as the backend's scratch
-  /// (model/cuda_workspace.hpp) belongs to the steps run since.
+  /// (model/cuda_workspace.hpp) belongs to the steps run since. Then the current device's
+  /// cached blocks go back to CUDA (cuda_space::release_cached).
   static void release_scratch() {
     synchronize();  // queued kernels may still read them
     for (auto& b : scratch_slots<float>()) b = {};
     for (auto& b : scratch_slots<bf16>()) b = {};
     for (auto& b : cuda::detail::tc::staging_buffers()) b = {};  // the tensor-core attention's
     cuda::release_cudnn_attention_buffers();
+    cuda_space::release_cached();  // and the device's freed blocks back to CUDA (what the next row sees as free)
   }
 
  protected:

@@ -62,7 +62,7 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
         mpi->all_reduce(&mine, &shared, 1, comm::dtype::i32, comm::reduce_op::max).wait();
         if (shared && mpi->rank() == 0)
           say_shared(std::to_string(mpi->size()) + " processes, more on a node than its GPUs (" +
-                     std::to_string(train::ranks_on_this_host("mpi", mpi->size())) + " on this node's " +
+                     std::to_string(g.node_ranks) + " on this node's " +
                      std::to_string(cuda_device_count()) + ")");
         comm::any_communicator dc =
             shared ? comm::any_communicator(comm::cuda_staged<comm::any_communicator>(*mpi, g.device))

@@ -59,16 +59,17 @@ inline int local_device(int world_rank) { return tessera::comm::node_local_rank(
 /// backend's: cuda_recipe_half.hpp agrees on it over MPI).
 struct process_gpu {
   int device = 0;
-  int ranks_here = 1;   ///< this node's processes on `device`, this one included
+  int node_ranks = 1;   ///< this node's processes
+  int ranks_here = 1;   ///< of them, those on `device` (this one included)
   bool shares = false;  ///< more of this node's processes than GPUs
 };
 inline process_gpu gpu_of_process(int world_rank, int world_size, int gpus) {
   const int n = gpus > 0 ? gpus : 1;
-  const int local_size = static_cast<int>(tessera::train::ranks_on_this_host("mpi", world_size));
   process_gpu p;
+  p.node_ranks = static_cast<int>(tessera::train::ranks_on_this_host("mpi", world_size));
   p.device = local_device(world_rank) % n;
-  p.shares = local_size > n;
-  p.ranks_here = p.device < local_size ? (local_size - p.device + n - 1) / n : 1;
+  p.shares = p.node_ranks > n;
+  p.ranks_here = p.device < p.node_ranks ? (p.node_ranks - p.device + n - 1) / n : 1;
   return p;
 }
 

@@ -7,12 +7,14 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
+#include <tessera/comm/types.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/train/memory_check.hpp>
@@ -143,6 +145,29 @@ inline std::vector<int> process_gpus(int world_rank, int world_size) {
   (void)world_size;
   return {local_device(world_rank)};
 #endif
+}
+
+/// Runs start-up check `check` (it throws tessera::error on a problem) on every process of
+/// `world` (collective): true when no process has a problem; else the lowest rank with one
+/// says it (on stderr, as main does), every process waits for that (a barrier: mpirun would
+/// kill the job at the first process that exits 1, perhaps before the message), and all
+/// return false, to stop with exit 1. So a problem is said once under mpirun, though each
+/// process checks its own node and GPU.
+template <class C, class F>
+bool passes_on_every_process(C& world, F&& check) {
+  std::string problem;
+  try {
+    check();
+  } catch (const error& e) {
+    problem = e.what();
+  }
+  const int mine = problem.empty() ? world.size() : world.rank();
+  int says = 0;
+  world.all_reduce(&mine, &says, 1, comm::dtype::i32, comm::reduce_op::min).wait();
+  if (says == world.size()) return true;
+  if (world.rank() == says) std::cerr << "train_llama: error: " << problem << std::endl;
+  world.barrier().wait();
+  return false;
 }
 
 /// The same for recipe R's ranks on `devices`.

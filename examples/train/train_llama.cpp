@@ -395,34 +395,24 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       if (o.ranks != 0 && o.ranks != world.size())
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");
-      if (world.rank() != 0) {  // every process finds the same; rank 0 says it, once
-        try {
-          train_llama_cli::bind_mesh<R>(world.size(), true);
-        } catch (const error&) {
-          status = 1;
-          return;
-        }
+      // a mesh problem every process finds; then, before anything large is allocated, each
+      // process checks its node (the CPU: the node's ranks share its memory) or its GPU (and
+      // the node's other processes on it). The lowest rank with a problem says it, once
+      using train_llama_cli::passes_on_every_process;
+      if (!passes_on_every_process(world, [&] { train_llama_cli::bind_mesh<R>(world.size(), true); })) {
+        status = 1;
+        return;
       }
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size(), true);
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
-      // before anything large is allocated. Each process checks its node (the CPU: the node's
-      // ranks share its memory) or its GPU (and the node's other processes on it); the lowest
-      // rank that finds a problem says it, once, and every process stops
-      std::string problem;
-      try {
-        if (o.device == "cpu")
-          train::check_host_memory<R>(mesh.shape(), batch, o.seq_len, train::ranks_on_this_host("mpi", world.size()));
-        else
-          check_gpu_memory<R>(mesh.shape(), batch, o.seq_len,
-                              train_llama_cli::process_gpus(world.rank(), world.size()), o.compute_dtype == "bf16");
-      } catch (const error& e) {
-        problem = e.what();
-      }
-      const int mine = problem.empty() ? world.size() : world.rank();
-      int says = 0;
-      world.all_reduce(&mine, &says, 1, comm::dtype::i32, comm::reduce_op::min).wait();
-      if (says < world.size()) {
-        if (world.rank() == says) throw error(problem);
+      if (!passes_on_every_process(world, [&] {
+            if (o.device == "cpu")
+              train::check_host_memory<R>(mesh.shape(), batch, o.seq_len,
+                                          train::ranks_on_this_host("mpi", world.size()));
+            else
+              check_gpu_memory<R>(mesh.shape(), batch, o.seq_len,
+                                  train_llama_cli::process_gpus(world.rank(), world.size()), o.compute_dtype == "bf16");
+          })) {
         status = 1;
         return;
       }

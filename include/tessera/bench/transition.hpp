@@ -90,7 +90,7 @@ inline comm::any_communicator*& mpi_world() {
 /// `st` is null on the threads backend's ranks other than 0: they follow rank 0's decision to
 /// go on (one all_reduce(min) per iteration).
 template <class From, class To, class T, class Space = host_space>
-void transition_on_rank(comm::any_communicator data, comm::any_communicator world, benchmark::State* st,
+void transition_on_rank(comm::any_communicator data, comm::any_communicator control, benchmark::State* st,
                         const shape_t& global, const transition_options& o) {
   using Mesh = typename From::mesh_type;
   device_mesh<Mesh> dm(Mesh{}, data);
@@ -113,19 +113,19 @@ void transition_on_rank(comm::any_communicator data, comm::any_communicator worl
       }
     }
   }
-  world.all_reduce(&bad, &bad, 1, comm::dtype::i32, comm::reduce_op::max).wait();
+  control.all_reduce(&bad, &bad, 1, comm::dtype::i32, comm::reduce_op::max).wait();
   if (bad) throw error("tessera::bench::transition: the result differs from the source tensor; this is a bug in tessera");
   double total_us = 0;
   std::int64_t n = 0;
   while (true) {
     const int mine = st ? (st->KeepRunning() ? 1 : 0) : 1;
     int keep = mine;
-    world.all_reduce(&keep, &keep, 1, comm::dtype::i32, comm::reduce_op::min).wait();
+    control.all_reduce(&keep, &keep, 1, comm::dtype::i32, comm::reduce_op::min).wait();
     if (st && keep != mine)
       throw error("tessera::bench::transition: the ranks' Google Benchmark disagree on the iteration count; "
                   "give every process the same flags");
     if (!keep) break;
-    world.barrier().wait();
+    control.barrier().wait();
     const auto t0 = std::chrono::steady_clock::now();
     if (o.fresh_result)
       benchmark::DoNotOptimize(x.template redistribute<To>().local().data());
@@ -133,7 +133,7 @@ void transition_on_rank(comm::any_communicator data, comm::any_communicator worl
       x.redistribute(y);
     const auto t1 = std::chrono::steady_clock::now();
     double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
-    world.all_reduce(&us, &us, 1, comm::dtype::f64, comm::reduce_op::max).wait();
+    control.all_reduce(&us, &us, 1, comm::dtype::f64, comm::reduce_op::max).wait();
     if (st) st->SetIterationTime(us * 1e-6);
     total_us += us;
     ++n;

@@ -50,7 +50,7 @@ class cuda_block_cache {
       (void)cudaStreamWaitEvent(nullptr, e, 0);
       (void)cudaEventDestroy(e);
     }
-    cached_ -= bytes, ++hits_;
+    ++hits_;
     live_[address(k.p)] = block{bytes, device, {}};
     return k.p;
   }
@@ -95,7 +95,6 @@ class cuda_block_cache {
     const int device = it->second.device;
     live_.erase(it);
     free_[{device, bytes}].push_back(std::move(k));
-    cached_ += bytes;
   }
   /// cudaFree of every kept block of `device` (-1: of every device); the bytes freed.
   std::size_t release(int device = -1) {
@@ -110,12 +109,7 @@ class cuda_block_cache {
         n += key.second * blocks.size();
         blocks.clear();
       }
-    cached_ -= n;
     return n;
-  }
-  std::size_t cached_bytes() {
-    std::lock_guard lock(m_);
-    return cached_;
   }
   /// Allocations served from the cache, and those that went to cudaMalloc.
   std::pair<std::int64_t, std::int64_t> counts() {
@@ -139,7 +133,6 @@ class cuda_block_cache {
   std::mutex m_;
   std::map<std::pair<int, std::size_t>, std::vector<kept>> free_;
   std::map<std::uintptr_t, block> live_;
-  std::size_t cached_ = 0;
   std::int64_t hits_ = 0, misses_ = 0;
 };
 

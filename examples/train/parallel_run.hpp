@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <tessera/comm/flight_recorder.hpp>
@@ -149,13 +150,18 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   if (in.init_from.empty() || names_checkpoint(in.init_from)) {  // (a checkpoint: the checkpointer's)
     pm.init_weights(in.seed);
   } else {
-    std::vector<std::vector<float>> full(static_cast<std::size_t>(pm.model().n_tensors()));
+    // one whole tensor at a time (the loader reads tensor i before it asks for i + 1): each is
+    // kept as this rank's block before the next is read, so a rank holds its largest tensor,
+    // not the whole model (405B: 1.6 TB in f32)
+    std::vector<float> whole;
+    std::int64_t held = -1;
     train::load_hf_checkpoint(cfg, [&](std::int64_t i) {
-      auto& v = full[static_cast<std::size_t>(i)];
-      v.resize(static_cast<std::size_t>(pm.model().entry(i).shape.numel()));
-      return v.data();
+      if (held >= 0) pm.set_full(held, whole.data());
+      whole.resize(static_cast<std::size_t>(pm.model().entry(i).shape.numel()));
+      held = i;
+      return whole.data();
     }, in.init_from);
-    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) pm.set_full(i, full[static_cast<std::size_t>(i)].data());
+    if (held >= 0) pm.set_full(held, whole.data());
   }
   const bool lead = dm.rank() == 0;
   if (lead)
@@ -218,8 +224,11 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   ckpt.finish();  // the last asynchronous save is committed before the run ends
   if (!in.checkpoint.folder.empty() && lead) std::printf("checkpoints in %s\n", in.checkpoint.folder.c_str());
   if (!in.save_weights.empty()) {
-    std::vector<std::vector<float>> full;
-    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) full.push_back(pm.full_param(i));  // collective
+    std::vector<std::vector<float>> full;  // rank 0's: the others drop each tensor once gathered
+    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) {
+      std::vector<float> t = pm.full_param(i);  // collective
+      if (lead) full.push_back(std::move(t));
+    }
     if (lead) {
       train::save_hf_checkpoint(cfg, [&](std::int64_t i) { return full[static_cast<std::size_t>(i)].data(); },
                                 in.save_weights,

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -156,6 +157,27 @@ TEST_CASE("TorchTitan init: unit norms, N(0,1) embedding, depth-scaled output pr
   CHECK(!std::equal(m.param(0), m.param(0) + 2048 * 256, m2.param(0)));
 }
 
+TEST_CASE("init_param_box: a block of a tensor is that block of init_param's whole tensor") {
+  const llama_config c = debugmodel::config;
+  for (const std::int64_t i : {std::int64_t{0}, std::int64_t{1}, std::int64_t{2}, param_tensor_count(c) - 1}) {
+    const param_shape g = param_at(c, i).shape;
+    std::vector<float> whole(static_cast<std::size_t>(g.numel()));
+    init_param(c, i, 5, whole.data());
+    box b = whole_box(param_global_shape(param_at(c, i)));  // rows 2..5 and columns 3..9, or a vector's 3..9
+    const int cd = b.rank - 1;
+    b.offset[static_cast<std::size_t>(cd)] = 3, b.size[static_cast<std::size_t>(cd)] = 7;
+    if (b.rank == 2) b.offset[0] = 2, b.size[0] = 4;
+    std::vector<float> block(static_cast<std::size_t>(b.numel()), -1.0f);
+    init_param_box(c, i, 5, b, block.data());
+    const std::int64_t rows = b.rank == 2 ? 4 : 1, r0 = b.rank == 2 ? 2 : 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t k = 0; k < 7; ++k)
+        CHECK(block[static_cast<std::size_t>(r * 7 + k)] == whole[static_cast<std::size_t>((r0 + r) * g.cols + 3 + k)]);
+    b.size[static_cast<std::size_t>(cd)] = g.cols;  // past the last column
+    CHECK_THROWS_WITH(init_param_box(c, i, 5, b, block.data()), doctest::Contains("a block beyond parameter"));
+  }
+}
+
 TEST_CASE("init_shard_params: threads and batches give the one-thread values, whole and sharded") {
   const llama_config c = debugmodel::config;  // 6.2 M parameters: above the threaded size
   llama_shard half = llama_shard::whole(c);   // a TP shard: the second half of heads, FFN, vocabulary
@@ -164,11 +186,21 @@ TEST_CASE("init_shard_params: threads and batches give the one-thread values, wh
   for (const llama_shard& s : {llama_shard::whole(c), half}) {
     const std::int64_t n = param_tensor_count(c);
     std::vector<std::vector<float>> serial(static_cast<std::size_t>(n)), direct(serial.size()), put(serial.size());
-    std::vector<float> full;
-    for (std::int64_t i = 0; i < n; ++i) {
-      serial[static_cast<std::size_t>(i)].resize(static_cast<std::size_t>(local_param_shape(c, s, param_at(c, i)).numel()));
-      direct[static_cast<std::size_t>(i)].resize(serial[static_cast<std::size_t>(i)].size());
-      init_shard_param(c, s, i, 3, serial[static_cast<std::size_t>(i)].data(), full);
+    std::vector<float> full, one;
+    for (std::int64_t i = 0; i < n; ++i) {  // the reference: the shard's slice of the whole tensor
+      const param_entry e = param_at(c, i);
+      const param_shape g = e.shape, l = local_param_shape(c, s, e);
+      auto& ref = serial[static_cast<std::size_t>(i)];
+      ref.resize(static_cast<std::size_t>(l.numel()));
+      full.resize(static_cast<std::size_t>(g.numel()));
+      init_param(c, i, 3, full.data());
+      const auto [d, off] = g.numel() == l.numel() ? std::array<std::int64_t, 2>{0, 0} : local_param_offset(c, s, e);
+      for (std::int64_t r = 0; r < l.rows; ++r)
+        std::copy_n(full.data() + (d == 0 ? (off + r) * g.cols : r * g.cols + off), l.cols, ref.data() + r * l.cols);
+      one.assign(ref.size(), -1.0f);
+      init_shard_param(c, s, i, 3, one.data());
+      CHECK(one == ref);
+      direct[static_cast<std::size_t>(i)].resize(ref.size());
     }
     // written in place (a host model), in one batch
     init_shard_params(

@@ -8,7 +8,9 @@
   train_llama_runs.py batch EXE                   --batch is per data-parallel rank: debug_fsdp
                                                   on 2 ranks with --batch 2 trains as one rank
                                                   with --batch 4, not as --grad-accum 2
-                                                  with --batch 2
+                                                  with --batch 2; and with --init-from the
+                                                  weights of a run, debug_fsdp and debug_2d
+                                                  train as one rank from them
   train_llama_runs.py cuda EXE EMULATED            --device cuda of EMULATED (train_llama_emulated:
                                                   the trainer's GPU path on the host's CUDA
                                                   emulation) trains as --device cpu of EXE, in
@@ -195,6 +197,26 @@ def check_batch(d, exe):
     # Accumulation reads other windows (two of 2 x 32 tokens instead of one of 4 x 32).
     check(rel(got["dp2_batch2"], got["one_batch2_accum2"]) > 1e-3,
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
+    # --init-from under a recipe: each rank keeps its blocks of the weights one rank loads
+    # (the recipe's ranks load them a tensor at a time), FSDP's and FSDP x TP's alike.
+    w = d / "w.safetensors"
+    run([exe, "--batch", "4", "--steps", "2", "--tokens", str(tok), "--seq-len", "32", "--seed", "5",
+         "--save-weights", str(w)])
+    loaded = {
+        "one": [exe, "--batch", "4"],
+        "fsdp": [exe, "--recipe", "debug_fsdp", "--ranks", "2", "--batch", "2"],
+        "2d": [exe, "--recipe", "debug_2d", "--ranks", "4", "--batch", "2"],
+    }
+    for k, cmd in loaded.items():
+        m = d / f"init_from_{k}.jsonl"
+        run(cmd + common + ["--init-from", str(w), "--metrics", str(m)])
+        got["init_from_" + k] = losses(m)
+    check(rel(got["init_from_one"], got["one_batch4"]) > 1e-3,
+          f"--init-from trained weights gives the losses of the seed's: {got['init_from_one']}")
+    for k in ("fsdp", "2d"):
+        check(rel(got["init_from_" + k], got["init_from_one"]) < 1e-5,
+              f"--recipe debug_{k} --init-from differs from one rank's: {got['init_from_' + k]} vs "
+              f"{got['init_from_one']}")
 
 
 def check_cuda(d, exe, emulated, recipes, gpus=0, launcher=()):

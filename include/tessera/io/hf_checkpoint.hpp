@@ -143,9 +143,11 @@ inline bool ignorable_tensor(const std::string& name) {
 }  // namespace detail
 
 /// Loads every parameter of config `c` from a Hugging Face safetensors checkpoint (a file,
-/// a directory, or a model.safetensors.index.json) into `param(i)`. F32, BF16 and F16 are
-/// converted to f32. Throws on a missing file, a corrupt file, a missing tensor, a tensor of
-/// the wrong shape, or a tensor the model does not have.
+/// a directory, or a model.safetensors.index.json) into `param(i)`, called once for each
+/// tensor in param_at order after the tensor before it is read (so one buffer may serve them
+/// all, each used before the next call). F32, BF16 and F16 are converted to f32. Throws on a
+/// missing file, a corrupt file, a missing tensor, a tensor of the wrong shape, or a tensor
+/// the model does not have.
 inline void load_hf_checkpoint(const llama_config& c, const param_access& param,
                                const std::filesystem::path& path) {
   const auto files = detail::checkpoint_files(path);

@@ -9,9 +9,12 @@
 #include <exception>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include <tessera/core/error.hpp>
+#include <tessera/layout/local_shape.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_params.hpp>
 #include <tessera/model/llama_shard.hpp>
@@ -32,36 +35,67 @@ inline arena_layout param_arena_layout(const llama_config& c, const llama_shard&
   return layout;
 }
 
-/// TorchTitan's initialization (init_param) of shard `s`'s block of parameter i, written to
-/// `out` (local_param_shape floats); `full` is scratch for a parameter the shard splits.
-inline void init_shard_param(const llama_config& c, const llama_shard& s, std::int64_t i, std::uint64_t seed,
-                             float* out, std::vector<float>& full) {
-  const param_entry e = param_at(c, i);
-  const param_shape g = e.shape, l = local_param_shape(c, s, e);
-  if (g.numel() == l.numel()) return init_param(c, i, seed, out);
-  full.resize(static_cast<std::size_t>(g.numel()));
-  init_param(c, i, seed, full.data());
-  const auto [d, off] = local_param_offset(c, s, e);
-  for (std::int64_t r = 0; r < l.rows; ++r)
-    std::copy_n(full.data() + (d == 0 ? (off + r) * g.cols : r * g.cols + off), l.cols, out + r * l.cols);
+/// The values of `b`, a block of parameter i's global shape (param_global_shape: rank 1 for
+/// norms, else 2), into `out` (row-major in the block): TorchTitan's initialization
+/// (param_stream) drawn up to the block's last element, so a rank that holds the first rows of
+/// a tensor stops early and none holds more than its block. An empty block writes nothing.
+inline void init_param_box(const llama_config& c, std::int64_t i, std::uint64_t seed, const box& b, float* out) {
+  if (b.numel() == 0) return;
+  const param_shape g = param_at(c, i).shape;
+  check(b.rank == (g.is_vector() ? 1 : 2), "init_param_box: a block of " + std::to_string(b.rank) +
+                                               " dimensions for parameter " + std::to_string(i));
+  const bool v = b.rank == 1;
+  const std::int64_t r0 = v ? 0 : b.offset[0], rows = v ? 1 : b.size[0];
+  const std::int64_t c0 = b.offset[v ? 0 : 1], cols = b.size[v ? 0 : 1];
+  check(r0 + rows <= g.rows && c0 + cols <= g.cols, "init_param_box: a block beyond parameter " + std::to_string(i));
+  param_stream s(c, i, seed);
+  s.skip(r0 * g.cols + c0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (r > 0) s.skip(g.cols - cols);
+    for (std::int64_t k = 0; k < cols; ++k) *out++ = s.next();
+  }
 }
 
-/// TorchTitan's initialization of every parameter of shard `s`, on several host threads when
-/// the shard is large (an 8B block takes about 8 s on one thread, the 8B embedding 20 s: each
-/// value is a Box-Muller draw from a Mersenne Twister). Each tensor draws from its own stream
-/// (seed, i), so the values do not depend on the order or the thread. `dest(i)` gives where
-/// tensor i goes when the host can write it there, or nullptr: then it is made in a host
-/// buffer and `put(i, values)` runs on the calling thread (a device upload: CUDA's current
-/// device is per thread). Tensors go largest first, in batches whose buffers hold at most
-/// `batch_floats` floats (one tensor at least), which bounds the host memory used.
-template <class Dest, class Put>
-void init_shard_params(const llama_config& c, const llama_shard& s, std::uint64_t seed, Dest&& dest, Put&& put,
-                       std::int64_t batch_floats = std::int64_t{1} << 30) {
+/// Shard `s`'s block of parameter i in global coordinates (local_param_offset's).
+inline box shard_box(const llama_config& c, const llama_shard& s, std::int64_t i) {
+  const param_entry e = param_at(c, i);
+  const param_shape l = local_param_shape(c, s, e);
+  box b = whole_box(param_global_shape(e));
+  if (e.shape.is_vector() || l.numel() == e.shape.numel()) return b;
+  const auto [d, off] = local_param_offset(c, s, e);
+  b.offset[static_cast<std::size_t>(d)] = off;
+  b.size[0] = l.rows, b.size[1] = l.cols;
+  return b;
+}
+
+/// TorchTitan's initialization (init_param) of shard `s`'s block of parameter i, written to
+/// `out` (local_param_shape floats).
+inline void init_shard_param(const llama_config& c, const llama_shard& s, std::int64_t i, std::uint64_t seed,
+                             float* out) {
+  init_param_box(c, i, seed, shard_box(c, s, i), out);
+}
+
+/// TorchTitan's initialization of the block `box_of(i)` of every parameter i (an empty box:
+/// none; init_param_box), on several host threads when the blocks are large (an 8B block takes
+/// about 8 s on one thread, the 8B embedding 20 s: each value is a Box-Muller draw from a
+/// Mersenne Twister). Each tensor draws from its own stream (seed, i), so the values do not
+/// depend on the order or the thread. `dest(i)` gives where block i goes when the host can
+/// write it there, or nullptr: then it is made in a host buffer and `put(i, values)` runs on
+/// the calling thread (a device upload: CUDA's current device is per thread). Tensors go
+/// largest first, in batches whose buffers hold at most `batch_floats` floats (one tensor at
+/// least), which bounds the host memory used.
+template <class BoxOf, class Dest, class Put>
+void init_param_boxes(const llama_config& c, std::uint64_t seed, BoxOf&& box_of, Dest&& dest, Put&& put,
+                      std::int64_t batch_floats = std::int64_t{1} << 30) {
   const std::int64_t n = param_tensor_count(c);
-  const auto numel = [&](std::int64_t i) { return local_param_shape(c, s, param_at(c, i)).numel(); };
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::vector<box> boxes;
+  std::vector<std::int64_t> order;
   std::int64_t total = 0;
-  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i, total += numel(i);
+  for (std::int64_t i = 0; i < n; ++i) {
+    boxes.push_back(box_of(i));
+    if (boxes.back().numel() > 0) order.push_back(i), total += boxes.back().numel();
+  }
+  const auto numel = [&](std::int64_t i) { return boxes[static_cast<std::size_t>(i)].numel(); };
   std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) { return numel(x) > numel(y); });
   // below a few million values a thread costs more than it saves
   const std::int64_t hw = total < (std::int64_t{1} << 22) ? 1 : std::max(1u, std::thread::hardware_concurrency());
@@ -78,7 +112,6 @@ void init_shard_params(const llama_config& c, const llama_shard& s, std::uint64_
     std::exception_ptr failed;
     const auto work = [&] {
       try {
-        std::vector<float> full;
         for (std::size_t k = next++; k < last; k = next++) {
           const std::int64_t i = order[k];
           float* out = dest(i);
@@ -87,7 +120,7 @@ void init_shard_params(const llama_config& c, const llama_shard& s, std::uint64_
             b.resize(static_cast<std::size_t>(numel(i)));
             out = b.data();
           }
-          init_shard_param(c, s, i, seed, out, full);
+          init_param_box(c, i, seed, boxes[static_cast<std::size_t>(i)], out);
         }
       } catch (...) {
         const std::lock_guard g(failed_lock);
@@ -108,6 +141,13 @@ void init_shard_params(const llama_config& c, const llama_shard& s, std::uint64_
       }
     first = last;
   }
+}
+
+/// The same for every parameter of shard `s` (its blocks: shard_box).
+template <class Dest, class Put>
+void init_shard_params(const llama_config& c, const llama_shard& s, std::uint64_t seed, Dest&& dest, Put&& put,
+                       std::int64_t batch_floats = std::int64_t{1} << 30) {
+  init_param_boxes(c, seed, [&](std::int64_t i) { return shard_box(c, s, i); }, dest, put, batch_floats);
 }
 
 }  // namespace tessera

@@ -109,45 +109,63 @@ inline void check_config(const llama_config& c) {
 }
 
 /// TorchTitan's Llama 3 initialization (torchtitan/models/llama3/model/model.py,
-/// init_weights with depth_init = True) of the whole parameter `i` into `out`: embedding
-/// N(0, 1); wq, wk, wv, w1 truncated N(0, 0.02) on [-2, 2]; wo, w2, w3 truncated N(0, s)
-/// on [-2, 2] with s = 0.02 / sqrt(2 (layer + 1)); norms 1; output truncated
-/// N(0, dim^-1/2) on +-3 dim^-1/2. Tied models (TorchTitan has none) give the shared table
-/// the output's rule, since it also produces the logits. Each tensor draws from its own
-/// stream (seed, i), so a parallel run that slices the tensors gets the same values.
-inline void init_param(const llama_config& c, std::int64_t i, std::uint64_t seed, float* out) {
-  const double out_std = 1.0 / std::sqrt(static_cast<double>(c.dim));
-  const param_entry e = param_at(c, i);
-  const std::int64_t n = e.shape.numel();
-  detail::normal_source rng(detail::mix_seed(seed, static_cast<std::uint64_t>(i)));
-  const double depth_std = 0.02 / std::sqrt(2.0 * static_cast<double>(e.layer + 1));
-  switch (e.role) {
-    case param_role::attention_norm:
-    case param_role::ffn_norm:
-    case param_role::final_norm:
-      for (std::int64_t j = 0; j < n; ++j) out[j] = 1.0f;
-      break;
-    case param_role::embedding:
-      for (std::int64_t j = 0; j < n; ++j)
-        out[j] = static_cast<float>(c.tied_embeddings ? rng.trunc_normal(0, out_std, -3 * out_std, 3 * out_std)
-                                                      : rng.normal());
-      break;
-    case param_role::attention_q:
-    case param_role::attention_k:
-    case param_role::attention_v:
-    case param_role::ffn_w1:
-      for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(rng.trunc_normal(0, 0.02, -2, 2));
-      break;
-    case param_role::attention_o:
-    case param_role::ffn_w2:
-    case param_role::ffn_w3:
-      for (std::int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(rng.trunc_normal(0, depth_std, -2, 2));
-      break;
-    case param_role::output:
-      for (std::int64_t j = 0; j < n; ++j)
-        out[j] = static_cast<float>(rng.trunc_normal(0, out_std, -3 * out_std, 3 * out_std));
-      break;
+/// init_weights with depth_init = True) of parameter `i`, its values one at a time in
+/// row-major order: embedding N(0, 1); wq, wk, wv, w1 truncated N(0, 0.02) on [-2, 2]; wo,
+/// w2, w3 truncated N(0, s) on [-2, 2] with s = 0.02 / sqrt(2 (layer + 1)); norms 1; output
+/// truncated N(0, dim^-1/2) on +-3 dim^-1/2. Tied models (TorchTitan has none) give the
+/// shared table the output's rule, since it also produces the logits. Each tensor draws from
+/// its own stream (seed, i), so a parallel run that slices the tensors gets the same values;
+/// a block of a tensor is the stream up to its last element (skip() draws what lies between).
+class param_stream {
+ public:
+  param_stream(const llama_config& c, std::int64_t i, std::uint64_t seed)
+      : rng_(detail::mix_seed(seed, static_cast<std::uint64_t>(i))) {
+    const double out_std = 1.0 / std::sqrt(static_cast<double>(c.dim));
+    const param_entry e = param_at(c, i);
+    const double depth_std = 0.02 / std::sqrt(2.0 * static_cast<double>(e.layer + 1));
+    switch (e.role) {
+      case param_role::attention_norm:
+      case param_role::ffn_norm:
+      case param_role::final_norm: rule_ = rule::one; break;
+      case param_role::embedding:
+        if (c.tied_embeddings) set(out_std, 3 * out_std);
+        else rule_ = rule::normal;
+        break;
+      case param_role::attention_q:
+      case param_role::attention_k:
+      case param_role::attention_v:
+      case param_role::ffn_w1: set(0.02, 2); break;
+      case param_role::attention_o:
+      case param_role::ffn_w2:
+      case param_role::ffn_w3: set(depth_std, 2); break;
+      case param_role::output: set(out_std, 3 * out_std); break;
+    }
   }
+  float next() {
+    switch (rule_) {
+      case rule::one: return 1.0f;
+      case rule::normal: return static_cast<float>(rng_.normal());
+      default: return static_cast<float>(rng_.trunc_normal(0, std_, -bound_, bound_));
+    }
+  }
+  void skip(std::int64_t n) {
+    if (rule_ != rule::one)
+      for (std::int64_t j = 0; j < n; ++j) next();
+  }
+
+ private:
+  enum class rule : std::uint8_t { one, normal, truncated };
+  detail::normal_source rng_;
+  rule rule_ = rule::truncated;
+  double std_ = 0, bound_ = 0;
+  void set(double std, double bound) { std_ = std, bound_ = bound; }
+};
+
+/// The whole parameter `i` into `out` (param_stream's values).
+inline void init_param(const llama_config& c, std::int64_t i, std::uint64_t seed, float* out) {
+  param_stream s(c, i, seed);
+  const std::int64_t n = param_at(c, i).shape.numel();
+  for (std::int64_t j = 0; j < n; ++j) out[j] = s.next();
 }
 
 }  // namespace tessera

@@ -99,14 +99,14 @@ class parallel_llama {
   /// Parameter i's global shape.
   shape_t global_shape(std::int64_t i) const { return param_global_shape(model_.entry(i)); }
 
-  /// The same values on every layout as llama_model::init_weights on one rank.
+  /// The same values on every layout as llama_model::init_weights on one rank; each rank
+  /// draws only up to the end of its own blocks (init_param_boxes: host threads, no whole tensor).
   void init_weights(std::uint64_t seed) {
-    std::vector<float> full;
-    for (std::int64_t i = 0; i < model_.n_tensors(); ++i) {
-      full.resize(static_cast<std::size_t>(model_.entry(i).shape.numel()));
-      init_param(cfg, i, seed, full.data());
-      set_full(i, full.data());
-    }
+    model_.weights_changed();
+    init_param_boxes(
+        cfg, seed, [this](std::int64_t i) { return store_.storage_box(i); },
+        [this](std::int64_t i) -> float* { return K::space::host_accessible ? store_.stored(i) : nullptr; },
+        [this](std::int64_t i, const float* v) { K::to_device(store_.stored(i), v, store_.storage_box(i).numel()); });
   }
   /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
   void set_full(std::int64_t i, const float* full) { model_.weights_changed(), store_.set_full(i, full); }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ namespace train_llama_cli {
 
 struct cuda_inputs {
   const tessera::llama_config* cfg = nullptr;
-  const std::vector<std::int32_t>* tokens = nullptr;
+  std::span<const std::int32_t> tokens;  // a mapped token file, or the ids of a tokenized corpus
   std::int64_t steps = 0, batch = 0, seq_len = 0, accum = 1;
   std::uint64_t seed = 0;
   bool shuffle = true;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -37,7 +38,7 @@ struct run_inputs {
   bool shuffle = true;
   train::optimizer_options opt;
   std::string init_from, save_weights, metrics, save_dtype;
-  const std::vector<std::int32_t>* tokens = nullptr;
+  std::span<const std::int32_t> tokens;  // a mapped token file, or the ids of a tokenized corpus
   /// Where the ranks record their events (nullptr: no trace). Ranks that are threads share
   /// one recorder and the caller writes it; MPI ranks have one each, and rank 0 gathers
   /// them into `trace_file` (gather_trace).
@@ -189,7 +190,7 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
                             .to_string(R::mesh::names)
                             .c_str());
   }
-  train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
+  train::batch_loader loader(in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   // The MFU denominator: the peak of the hardware the job uses, measured once per host for
   // the whole job (a collective; train::job_peak_flops).
   train::basic_trainer<model_t> tr(pm, loader, in.steps, in.accum, in.opt);

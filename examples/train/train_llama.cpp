@@ -126,9 +126,9 @@ bool has_token_source(const options& o, const llama_config& c) {
   return false;
 }
 
-std::vector<std::int32_t> load_tokens(const options& o, const llama_config& c) {
-  if (!o.tokens.empty()) {
-    return train::read_token_file(o.tokens, c.vocab_size);
+train::token_data load_tokens(const options& o, const llama_config& c) {
+  if (!o.tokens.empty()) {  // mapped: the ranks of a node share one copy
+    return train::mapped_token_file(o.tokens, c.vocab_size);
   }
   const auto docs = o.data.empty() ? train::read_fortunes() : train::read_text_documents(o.data);
   fs::path model_file = o.tokenizer;
@@ -178,7 +178,7 @@ int run_cuda(options& o, const llama_config& cfg) {
   const auto tokens = load_tokens(o, cfg);
   if (!o.save_tokens.empty()) train::write_token_file(o.save_tokens, tokens);
   train_llama_cli::cuda_inputs in;
-  in.cfg = &cfg, in.tokens = &tokens;
+  in.cfg = &cfg, in.tokens = tokens;
   in.steps = o.steps, in.batch = o.global_batch > 0 ? o.global_batch : o.batch, in.seq_len = o.seq_len;
   in.accum = o.accum, in.seed = o.seed, in.shuffle = !o.no_shuffle, in.opt = optimizer_of(o);
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.save_dtype = o.save_dtype;
@@ -342,13 +342,13 @@ train::optimizer_options optimizer_of(const options& o) {
   return opt;
 }
 
-train_llama_cli::run_inputs inputs_of(const options& o, const std::vector<std::int32_t>& tokens) {
+train_llama_cli::run_inputs inputs_of(const options& o, std::span<const std::int32_t> tokens) {
   train_llama_cli::run_inputs in;
   in.steps = o.steps, in.batch = o.batch, in.seq_len = o.seq_len, in.accum = o.accum, in.seed = o.seed;
   in.shuffle = !o.no_shuffle;
   in.opt = optimizer_of(o);
   in.init_from = o.init_from, in.save_weights = o.save_weights, in.metrics = o.metrics, in.save_dtype = o.save_dtype;
-  in.tokens = &tokens;
+  in.tokens = tokens;
   in.trace_file = o.trace;
   in.checkpoint = checkpoint_of(o);
   in.bf16 = o.compute_dtype == "bf16";  // (--device cuda only: refused on the CPU)

@@ -88,7 +88,7 @@ int run_on(const cuda_inputs& in) {
     train::load_hf_checkpoint(c, slot, in.init_from);
     model.load_params(host);
   }
-  train::batch_loader loader(*in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
+  train::batch_loader loader(in.tokens, in.batch, in.seq_len, in.seed, in.shuffle);
   train::jsonl_writer jsonl;
   if (!in.metrics.empty()) jsonl = train::jsonl_writer(in.metrics);
   const double peak = K::gemm_peak_flops();  // of the GEMMs K runs: f32 or bf16 operands

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tessera/train/cli.hpp>
@@ -98,6 +99,34 @@ TEST_CASE("token files: raw little-endian int32, checked") {
   CHECK_THROWS_WITH_AS(train::read_token_file(scratch("empty.bin")), doctest::Contains("is empty"),
                        tessera::error);
   CHECK_THROWS_WITH_AS(train::read_token_file(scratch("none.bin")), doctest::Contains("no such file"),
+                       tessera::error);
+}
+
+TEST_CASE("token files mapped: the file's ids in place, checked at the start, shared by the loaders") {
+  std::vector<std::int32_t> tok(1000);
+  for (std::size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<std::int32_t>((i * 7919) % 2048);
+  train::write_token_file(scratch("m.bin"), tok);
+  train::mapped_token_file f(scratch("m.bin"), 2048);
+  CHECK(std::vector<std::int32_t>(f.tokens().begin(), f.tokens().end()) == tok);
+  const std::int32_t* where = f.tokens().data();
+  train::mapped_token_file g = std::move(f);  // the mapping moves, the ids stay where they are
+  CHECK(g.tokens().data() == where);
+  CHECK(f.tokens().empty());  // NOLINT(bugprone-use-after-move): a moved-from mapping is empty
+  // two loaders (two ranks) over one mapping read the windows one loader over a copy reads
+  const train::token_data mapped(std::move(g)), copied(tok);
+  CHECK(mapped.span().data() == where);
+  train::batch_loader a(mapped, 2, 16, 3, true, 0, 2), b(mapped, 2, 16, 3, true, 1, 2), c(copied, 2, 16, 3, true, 1, 2);
+  std::vector<std::int32_t> x(32), y(32), xb(32), yb(32), xc(32), yc(32);
+  a.next(x, y), b.next(xb, yb), c.next(xc, yc);
+  CHECK(xb == xc);
+  CHECK(yb == yc);
+  CHECK(x != xb);
+  // every id is checked before training starts, the last one included
+  tok.back() = 2048;
+  train::write_token_file(scratch("m_bad.bin"), tok);
+  CHECK_THROWS_WITH_AS(train::mapped_token_file(scratch("m_bad.bin"), 2048), doctest::Contains("token 999 is 2048"),
+                       tessera::error);
+  CHECK_THROWS_WITH_AS(train::mapped_token_file(scratch("none.bin")), doctest::Contains("no such file"),
                        tessera::error);
 }
 

@@ -30,8 +30,11 @@
 
 namespace tessera::train {
 
-// The token-file format (read_token_file, write_token_file) lives in io/token_file.hpp.
+// The token-file format (mapped_token_file, read_token_file, write_token_file, token_data)
+// lives in io/token_file.hpp.
+using io::mapped_token_file;
 using io::read_token_file;
+using io::token_data;
 using io::write_token_file;
 
 /// llm.c-style batches over a token stream, deterministic from a seed, sharded by rank.

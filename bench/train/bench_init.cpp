@@ -1,7 +1,7 @@
 // Start-up cost of a recipe: parallel_llama<R>::init_weights (TorchTitan's initialization of
 // each rank's blocks) against what every rank did before 2026-12-07 -- each whole tensor drawn
 // on one thread, then its block kept (init_param + set_full) -- on thread ranks of this process
-// (docs/performance.md, "Initialization"). The model: two blocks of Llama 3 8B's shape with a
+// (docs/performance.md, "Start-up"). The model: two blocks of Llama 3 8B's shape with a
 // 16,384-token vocabulary (570 M parameters), so that a row takes seconds, not minutes.
 //   bench_init [--ranks=2] plus Google Benchmark flags (the pipeline's
 // rows: 1 or 2 ranks)

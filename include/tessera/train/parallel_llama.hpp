@@ -106,7 +106,9 @@ class parallel_llama {
     init_param_boxes(
         cfg, seed, [this](std::int64_t i) { return store_.storage_box(i); },
         [this](std::int64_t i) -> float* { return K::space::host_accessible ? store_.stored(i) : nullptr; },
-        [this](std::int64_t i, const float* v) { K::to_device(store_.stored(i), v, store_.storage_box(i).numel()); });
+        [this](std::int64_t i, const float* v) {
+          K::to_device(store_.stored(i), v, static_cast<std::int64_t>(store_.stored_numel(i)));
+        });
   }
   /// Keeps this rank's block of the whole parameter `full` (every rank passes the same).
   void set_full(std::int64_t i, const float* full) { model_.weights_changed(), store_.set_full(i, full); }

@@ -6,6 +6,8 @@
 //   operands next to cuBLAS's cublasGemmEx on the same operands, TFLOP/s = 2 N C OC / time.
 //   FP8 GEMMs (sm_89 and newer): the same linears from e4m3 codes with tensorwise and rowwise
 //   dequantization scales (cuda::matmul_forward_f8), next to the bf16 figure above.
+//   Float8 rowwise's casts of an output gradient [8,192, OC] for the backward: two f8_codes
+//   calls against one f8_codes_both (kernels/cuda/float8.cuh).
 //   Attention: cuda::attention_forward / attention_backward (f32) and their tensor-core
 //   counterparts attention_forward_bf16 / attention_backward_bf16 (bf16 operands, f32
 //   accumulation: what cuda_bf16_kernels runs; the backward both with dq fused into the
@@ -29,6 +31,8 @@
 #include <tessera/kernels/cuda/attention.cuh>
 #include <tessera/kernels/cuda/attention_cudnn.cuh>
 #include <tessera/kernels/cuda/attention_tc.cuh>
+#include <tessera/kernels/cuda/float8.cuh>
+#include <tessera/kernels/cuda/float8_linear.cuh>
 #include <tessera/kernels/cuda/gemm.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 #include <tessera/tensor/tensor.hpp>
@@ -136,6 +140,37 @@ void gemms_f8(int sm) {
   std::printf("\n");
 }
 
+/// Float8 rowwise's two casts of an output gradient dY [N, OC] for the backward (its codes by
+/// row for dX, by column and transposed for dW): as two f8_codes calls (each an amax pass and a
+/// cast: what the backward ran until 2026-12-07) and as one f8_codes_both (two reads); GB/s
+/// over the bytes each must move at least (14 and 10 an element).
+void casts_f8() {
+  const std::int64_t N = 8192;
+  const std::int64_t widths[] = {1024, 4096, 14336};  // wk / wv, wq / wo / w2, w1 / w3
+  const cpu::f8_cast by_row{dtype::f8_e4m3fn, cpu::f8_granularity::per_row},
+      by_col{dtype::f8_e4m3fn, cpu::f8_granularity::per_column};
+  std::printf("## Float8 rowwise casts of an output gradient (N = %lld tokens)\n\n"
+              "| OC | two f8_codes ms (GB/s at 14 B/elem) | f8_codes_both ms (GB/s at 10 B/elem) | speed-up |\n"
+              "|---|---|---|---|\n",
+              static_cast<long long>(N));
+  for (const std::int64_t OC : widths) {
+    auto dy = device_random<float>(N * OC, 3);
+    tensor<float, cuda_space> codes({(2 * N * OC + 3) / 4}), inverse({N + OC});
+    auto* rows = reinterpret_cast<std::uint8_t*>(codes.data());
+    std::uint8_t* cols_t = rows + N * OC;
+    const double apart = median_ms([&] {
+      cuda::f8_codes(rows, inverse.data(), dy.data(), N, OC, by_row, cpu::f8_local_amax{});
+      cuda::f8_codes(cols_t, inverse.data() + N, dy.data(), N, OC, by_col, cpu::f8_local_amax{}, true);
+    });
+    const double both =
+        median_ms([&] { cuda::f8_codes_both(rows, cols_t, inverse.data(), dy.data(), N, OC, by_row, by_col); });
+    const double elems = static_cast<double>(N) * static_cast<double>(OC);
+    std::printf("| %lld | %.3f (%.0f) | %.3f (%.0f) | %.2fx |\n", static_cast<long long>(OC), apart,
+                14.0 * elems / apart / 1e6, both, 10.0 * elems / both / 1e6, apart / both);
+  }
+  std::printf("\n");
+}
+
 /// cuDNN's fused attention's row of attention(): through cuda_bf16_kernels' adapter (f32
 /// tensors, the casts included) or, `alone`, its kernels on bf16 copies of the same tensors.
 void cudnn_attention(bool alone, std::int64_t B, std::int64_t T, std::int64_t NH, std::int64_t NKV, std::int64_t HD,
@@ -229,6 +264,7 @@ int main() {
   try {
     gemms();
     gemms_f8(prop.major * 10 + prop.minor);
+    casts_f8();
     attention();
   } catch (const std::exception& e) {
     std::printf("FAILED: %s\n", e.what());

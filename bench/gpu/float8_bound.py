@@ -22,20 +22,20 @@ T, D, KV, F, BLOCKS = 8192, 4096, 1024, 14336, 18
 LINEARS = {"qkv": (D, D + 2 * KV), "wo": (D, D), "w1w3": (D, 2 * F), "w2": (F, D)}
 
 
-def cast_bytes_per_block():
+def cast_bytes_per_block(dy_both=True):
     """Bytes a block's Float8 rowwise casts move at least, each cast a kernel of its own.
 
     Forward: the input's and the weight's codes scaled by row (amax and cast in one kernel,
     the row read twice, the second time from cache: 4 + 1 bytes an element).
-    Backward: dY's row codes (dX = dY W); W, X and dY cast by column and transposed (dX's W^T,
-    dW = dY^T X): a column-amax pass (4 bytes), then the cast-and-transpose (4 + 1).
+    Backward: W and X cast by column and transposed (dX's W^T, dW = dY^T X): a column-amax pass
+    (4 bytes), then the cast-and-transpose (4 + 1). dY's two casts (by row for dX = dY W, by
+    column and transposed for dW): since 2026-12-07 one pass for both amaxes (4) and one for
+    both codes (4 + 1 + 1), cuda::f8_codes_both; before, each cast alone (5 + 9).
     """
     x = sum(T * i for i, _ in LINEARS.values())
     w = sum(i * o for i, o in LINEARS.values())
     dy = sum(T * o for _, o in LINEARS.values())
-    rows = (x + w + dy) * 5
-    transposed = (w + x + dy) * (4 + 4 + 1)
-    return rows + transposed, x, w, dy
+    return (x + w) * (5 + 9) + dy * (10 if dy_both else 14), x, w, dy
 
 
 def main():
@@ -56,17 +56,21 @@ def main():
 
     per_block, x, w, dy = cast_bytes_per_block()
     total = per_block * BLOCKS
+    before = cast_bytes_per_block(dy_both=False)[0] * BLOCKS  # what the measured casts moved
     floor_ms = total / (a.bandwidth * 1e12) * 1e3
+    now_ms = a.f8_casts * total / before  # the measured rate over the bytes moved now
     gain = a.block_gemms - a.fp8_gemms + a.bf16_casts  # ms a step Float8 saves before its casts
     print(f"elements a block: inputs {x / 1e6:.0f} M, weights {w / 1e6:.0f} M, output gradients {dy / 1e6:.0f} M")
-    print(f"casts' bytes a step (separate kernels): {total / 1e9:.0f} GB; at {a.bandwidth:.1f} TB/s "
-          f"{floor_ms:.0f} ms; measured {a.f8_casts:.1f} ms ({total / (a.f8_casts * 1e-3) / 1e12:.2f} TB/s)")
+    print(f"casts' bytes a step (separate kernels): {before / 1e9:.0f} GB, measured {a.f8_casts:.1f} ms "
+          f"({before / (a.f8_casts * 1e-3) / 1e12:.2f} TB/s); with dY's two casts from two reads "
+          f"{total / 1e9:.0f} GB: at that rate {now_ms:.0f} ms, at {a.bandwidth:.1f} TB/s {floor_ms:.0f} ms")
     print(f"Float8 saves {gain:.1f} ms of GEMMs and bf16 roundings a step of {a.step * 1e3:.0f} ms")
     cudnn_step = a.step - (a.attention - a.attention_cudnn) / 1e3
     print(f"| casts cost | Float8 step (s) | tokens/s over bf16 | with cuDNN's attention: "
           f"bf16 step {cudnn_step:.3f} s, Float8 step | tokens/s over bf16 |")
     print("|---|---|---|---|---|")
-    for name, ms in (("as measured", a.f8_casts), (f"separate kernels at {a.bandwidth:.1f} TB/s", floor_ms),
+    for name, ms in (("as measured", a.f8_casts), ("dY's casts from two reads, at the measured rate", now_ms),
+                     (f"separate kernels at {a.bandwidth:.1f} TB/s", floor_ms),
                      ("nothing (fused into the kernels that make the operands)", 0.0)):
         s, c = (base - gain / 1e3 + ms / 1e3 for base in (a.step, cudnn_step))
         print(f"| {name}: {ms:.0f} ms | {s:.3f} | {a.step / s:.3f}x | {c:.3f} | {cudnn_step / c:.3f}x |")

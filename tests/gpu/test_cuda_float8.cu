@@ -1,17 +1,21 @@
 // Float8 on a GPU against the CPU: the casts of kernels/cuda/float8.cuh (scales, codes and
 // dequantized values for both FP8 types, every granularity and scale rounding; exact: maxima,
 // the CPU's scale function, the shared casts; the codes also cast and transposed in one
-// pass), the kernel backend's FP8 all-gather casts
+// pass; both rowwise casts of one tensor from two reads, cuda::f8_codes_both), the kernel
+// backend's FP8 all-gather casts
 // (cuda_kernels::abs_max / f8_quantize / f8_dequantize against cpu_kernels', exact), the
 // transpose of FP8 codes (exact), and the cuBLASLt FP8 GEMMs -- forward with tensorwise and
 // rowwise scales, the backward's grad_input and grad_weight with each recipe's casts -- within
 // 2e-3 of the CPU's f32 GEMM of the dequantized values (the same products, accumulated by FP8
 // tensor cores in another order; the reciprocal scales round once more); and the Float8 linears
-// as a group on one input equal to one by one, exactly. FP8 GEMMs need sm_89
+// as a group on one input equal to one by one, exactly, and to the CPU's emulation (2e-3; on
+// the emulation also that rowwise runs each output gradient's casts as one f8_codes_both).
+// FP8 GEMMs need sm_89
 // (rowwise scales sm_90); older GPUs skip them, saying so. Without a GPU: exit 77 (skipped).
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <tessera/kernels/backend.hpp>
@@ -79,6 +83,53 @@ void float8() {
                      std::vector<float>(bits.begin(), bits.end()), 0);
         expect_close((what + ": f8_codes' inverse scales").c_str(), dscales.host(), inverse, 0);
       }
+}
+/// cuda::f8_codes_both: x's codes scaled by row and, transposed, by column, with both sets of
+/// inverse scales, from two reads of x -- equal to the CPU's codes and scales of each cast
+/// exactly: both FP8 types either way, both scale roundings, shapes whole tiles and not
+/// (4-float groups and single floats), and a row and a column of zeros.
+void float8_both() {
+  using shape = std::pair<std::int64_t, std::int64_t>;
+  for (const auto& [rows, cols] : {shape{33, 300}, shape{128, 96}, shape{130, 64}, shape{64, 37}, shape{1, 1}}) {
+    std::vector<float> got_rows, want_rows, got_t, want_t, got_inverse, want_inverse;  // every cast pair's, in turn
+    for (const dtype row_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+      for (const dtype col_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+        for (const auto rd : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+          auto x = randn(static_cast<std::size_t>(rows * cols), 31, 4.0f);
+          x[0] = 1e4f;  // a saturating code
+          if (rows > 2 && cols > 2) {
+            for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(2 * cols + c)] = 0.0f;  // row 2
+            for (std::int64_t r = 0; r < rows; ++r) x[static_cast<std::size_t>(r * cols + 1)] = 0.0f;  // column 1
+          }
+          const cpu::f8_cast by_row{row_target, cpu::f8_granularity::per_row, rd},
+              by_col{col_target, cpu::f8_granularity::per_column, rd};
+          std::vector<float> rs(static_cast<std::size_t>(rows)), cs(static_cast<std::size_t>(cols));
+          std::vector<std::uint8_t> rb(x.size()), cb(x.size());
+          cpu::f8_scales(rs.data(), x.data(), rows, cols, by_row);
+          cpu::f8_scales(cs.data(), x.data(), rows, cols, by_col);
+          cpu::f8_quantize(rb.data(), x.data(), rs.data(), rows, cols, by_row);
+          cpu::f8_quantize(cb.data(), x.data(), cs.data(), rows, cols, by_col);
+          want_rows.insert(want_rows.end(), rb.begin(), rb.end());
+          for (std::int64_t c = 0; c < cols; ++c)
+            for (std::int64_t r = 0; r < rows; ++r) want_t.push_back(cb[static_cast<std::size_t>(r * cols + c)]);
+          for (float v : rs) want_inverse.push_back(1.0f / v);
+          for (float v : cs) want_inverse.push_back(1.0f / v);
+          dvec dx(x), dinv{std::vector<float>(rs.size() + cs.size())};
+          dbytes dbits(x.size()), dbits_t(x.size());
+          cuda::f8_codes_both(dbits.get(), dbits_t.get(), dinv.get(), dx.get(), rows, cols, by_row, by_col);
+          std::vector<std::uint8_t> got(x.size());
+          copy_to_host(got.data(), dbits.get(), got.size());
+          got_rows.insert(got_rows.end(), got.begin(), got.end());
+          copy_to_host(got.data(), dbits_t.get(), got.size());
+          got_t.insert(got_t.end(), got.begin(), got.end());
+          const auto inv = dinv.host();
+          got_inverse.insert(got_inverse.end(), inv.begin(), inv.end());
+        }
+    const std::string what = "f8_codes_both " + std::to_string(rows) + " x " + std::to_string(cols);
+    expect_close((what + ": codes by row").c_str(), got_rows, want_rows, 0);
+    expect_close((what + ": codes by column, transposed").c_str(), got_t, want_t, 0);
+    expect_close((what + ": inverse scales").c_str(), got_inverse, want_inverse, 0);
+  }
 }
 /// An operand through an FP8 cast on the CPU: its codes, its dequantized values, and the
 /// inverse scales the GPU's GEMM takes.
@@ -218,8 +269,20 @@ void linear_groups(int sm) {
           one_din{std::vector<float>(static_cast<std::size_t>(N * C), 0.25f)};
       cuda_kernels::f8_matmuls_forward(dx.get(), N, C, outs, c, a.get(), b.get(), cpu::f8_split::none,
                                        cpu::f8_local_amax{});
+#ifdef TESSERA_CUDA_EMULATION
+      const std::int64_t dual_before = cuda::emulation::launches("f8_dual_codes_k");
+#endif
       cuda_kernels::f8_matmuls_backward(group_din.get(), dx.get(), N, C, grads, c, a.get(), b.get(),
                                         cpu::f8_split::none, cpu::f8_local_amax{});
+#ifdef TESSERA_CUDA_EMULATION
+      {  // each output gradient's two casts in one f8_codes_both where every GEMM is rowwise FP8
+        const std::int64_t n = cuda::emulation::launches("f8_dual_codes_k") - dual_before,
+                           want = r == f8_recipe::rowwise && odd == 32 ? 3 : 0;
+        std::printf("Float8 group: f8_codes_both calls %lld (want %lld) %s\n", static_cast<long long>(n),
+                    static_cast<long long>(want), n == want ? "PASS" : "FAIL");
+        failures += n == want ? 0 : 1;
+      }
+#endif
       for (std::size_t i = 0; i < 3; ++i) {
         const linear_out o{one_out[i].get(), w[i].get(), ocs[i]};
         const linear_grad g{one_dw[i].get(), dy[i].get(), w[i].get(), ocs[i]};
@@ -237,6 +300,23 @@ void linear_groups(int sm) {
                      0);
       }
       expect_close(("Float8 group: dinp" + name).c_str(), group_din.host(), one_din.host(), 0);
+      // and the backward against the CPU's emulation of the same casts (the FP8 GEMMs' sums in
+      // another order: gemm_f8's tolerance); rowwise with every GEMM on FP8 runs f8_codes_both
+      std::vector<std::vector<float>> hw, hdy, want_dw;
+      std::vector<linear_grad> host_grads;
+      for (std::size_t i = 0; i < 3; ++i)
+        hw.push_back(w[i].host()), hdy.push_back(dy[i].host()),
+            want_dw.emplace_back(static_cast<std::size_t>(ocs[i] * C), 0.25f);
+      for (std::size_t i = 0; i < 3; ++i)
+        host_grads.push_back({want_dw[i].data(), hdy[i].data(), hw[i].data(), ocs[i]});
+      std::vector<float> want_din(static_cast<std::size_t>(N * C), 0.25f),
+          ha(static_cast<std::size_t>(cpu::f8_linear_buffer_a(N, C, 96))),
+          hb(static_cast<std::size_t>(cpu::f8_linear_buffer_b(N, C, 96)));
+      cpu::f8_matmuls_backward(want_din.data(), x.data(), N, C, host_grads, c, ha.data(), hb.data());
+      for (std::size_t i = 0; i < 3; ++i)
+        expect_close(("Float8 group: dw " + std::to_string(i) + " against the CPU" + name).c_str(),
+                     group_dw[i].host(), want_dw[i], 2e-3);
+      expect_close(("Float8 group: dinp against the CPU" + name).c_str(), group_din.host(), want_din, 2e-3);
     }
   }
 }
@@ -275,6 +355,7 @@ int main() {
   std::printf("device 0: %s (sm_%d%d)\n", prop.name, prop.major, prop.minor);
   try {
     float8();
+    float8_both();
     backend_fp8_gather();
     gemm_f8(prop.major * 10 + prop.minor);
     linear_groups(prop.major * 10 + prop.minor);

@@ -347,6 +347,94 @@ TEST_CASE("emulated CUDA kernels: Float8's per-row codes in one pass (amax, scal
     }
 }
 
+TEST_CASE("emulated CUDA kernels: Float8 rowwise's two casts of one tensor from two reads (cuda::f8_codes_both)") {
+  // rows over two blocks of dual_amax_rows (the last partial), columns over several blocks of
+  // 32 groups (the last partial); one element at a time and in groups of 4
+  const std::int64_t rows = k::dual_amax_rows + 24, cols = 200;
+  auto x = randn(rows * cols, 15, 3.0f);
+  x[140 * cols + 7] = -2e4f;  // a row and a column whose scales are far from the others
+  for (std::int64_t c = 0; c < cols; ++c) x[3 * cols + c] = 0.0f;  // an all-zero row: the floor's scale
+  std::vector<float> want_r(rows), want_c(cols);
+  cpu::abs_max_rows(want_r.data(), x.data(), rows, cols);
+  cpu::abs_max_cols(want_c.data(), x.data(), rows, cols);
+  for (const int V : {1, 4}) {
+    CAPTURE(V);
+    std::vector<std::uint32_t> amax(rows + cols, 0u);
+    const std::int64_t groups = cols / V;
+    emu::launch(k::dual_amax_grid(rows, groups), {32, 8, 1}, 0, [&] {
+      if (V == 4)
+        k::f8_dual_amax_k<4>(amax.data(), reinterpret_cast<const k::f32_group<4>*>(x.data()), rows, groups);
+      else
+        k::f8_dual_amax_k<1>(amax.data(), reinterpret_cast<const k::f32_group<1>*>(x.data()), rows, groups);
+    });
+    bool same_r = true, same_c = true;
+    for (std::int64_t r = 0; r < rows; ++r) same_r = same_r && std::bit_cast<float>(amax[r]) == want_r[r];
+    for (std::int64_t c = 0; c < cols; ++c) same_c = same_c && std::bit_cast<float>(amax[rows + c]) == want_c[c];
+    CHECK(same_r);
+    CHECK(same_c);
+  }
+  {  // NaN sticks: above infinity as bits
+    auto y = x;
+    y[130 * cols + 9] = std::numeric_limits<float>::quiet_NaN();
+    y[5 * cols + 9] = std::numeric_limits<float>::infinity();
+    std::vector<std::uint32_t> amax(rows + cols, 0u);
+    emu::launch(k::dual_amax_grid(rows, cols), {32, 8, 1}, 0, [&] {
+      k::f8_dual_amax_k<1>(amax.data(), reinterpret_cast<const k::f32_group<1>*>(y.data()), rows, cols);
+    });
+    CHECK(std::isnan(std::bit_cast<float>(amax[130])));
+    CHECK(std::isnan(std::bit_cast<float>(amax[rows + 9])));
+    CHECK(std::isinf(std::bit_cast<float>(amax[5])));
+  }
+  for (const dtype row_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+    for (const dtype col_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+      for (const auto rounding : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+        const cpu::f8_cast by_row{row_target, cpu::f8_granularity::per_row, rounding},
+            by_col{col_target, cpu::f8_granularity::per_column, rounding};
+        const bool pow2 = rounding == cpu::f8_scale_rounding::power_of_two;
+        std::vector<float> rs(rows), cs(cols);
+        cpu::f8_scales(rs.data(), x.data(), rows, cols, by_row);
+        cpu::f8_scales(cs.data(), x.data(), rows, cols, by_col);
+        std::vector<std::uint32_t> s(rows + cols);  // the amaxes' bits, then the scales'
+        for (std::int64_t r = 0; r < rows; ++r) s[r] = std::bit_cast<std::uint32_t>(want_r[r]);
+        for (std::int64_t c = 0; c < cols; ++c) s[rows + c] = std::bit_cast<std::uint32_t>(want_c[c]);
+        emu::launch(stride_grid(rows + cols), k::threads, 0, [&] {
+          k::f8_dual_scales_k(s.data(), rows, rows + cols, cpu::f8_max_finite(row_target), pow2,
+                              cpu::f8_max_finite(col_target), pow2);
+        });
+        std::vector<float> scales(rows + cols);
+        for (std::size_t i = 0; i < s.size(); ++i) scales[i] = std::bit_cast<float>(s[i]);
+        CHECK(std::equal(rs.begin(), rs.end(), scales.begin()));
+        CHECK(std::equal(cs.begin(), cs.end(), scales.begin() + rows));
+        std::vector<std::uint8_t> want(rows * cols), want_t(rows * cols), bits(rows * cols), bits_t(rows * cols);
+        cpu::f8_quantize(want.data(), x.data(), rs.data(), rows, cols, by_row);
+        cpu::f8_quantize(want_t.data(), x.data(), cs.data(), rows, cols, by_col);
+        for (const bool words : {false, true}) {  // rows % 4 == 0: byte stores, or words
+          std::fill(bits_t.begin(), bits_t.end(), std::uint8_t{0xAB});
+          auto run = [&]<class R8, class C8>(R8, C8) {
+            emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
+              k::f8_dual_codes_k<R8, C8>(bits.data(), bits_t.data(), x.data(), scales.data(), rows, cols, words);
+            });
+          };
+          const auto with_col = [&](auto r8) {
+            if (col_target == dtype::f8_e4m3fn)
+              run(r8, f8_e4m3fn{});
+            else
+              run(r8, f8_e5m2{});
+          };
+          if (row_target == dtype::f8_e4m3fn)
+            with_col(f8_e4m3fn{});
+          else
+            with_col(f8_e5m2{});
+          CHECK(bits == want);
+          bool transposed = true;
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < cols; ++c)
+              transposed = transposed && bits_t[c * rows + r] == want_t[r * cols + c];
+          CHECK(transposed);
+        }
+      }
+}
+
 TEST_CASE("emulated CUDA kernels: Float8's scales from amaxes, the CPU's bits, in place") {
   // amaxes over many decades, the floor, NaN, and amaxes whose scales land just below a power
   // of two (448 / (448 / nextafter(2^k, 0)): where log2f's rounding keeps 2^k)

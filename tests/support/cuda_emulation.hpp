@@ -1,7 +1,8 @@
 // A host emulation of the CUDA device code tessera's kernels use (kernels/cuda/*_kernels.cuh),
 // so that they run -- slowly -- on a machine without a GPU: a block's threads run as host
 // threads or as fibers (cuda_emulation_executor.hpp); __syncthreads, __syncthreads_or,
-// __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads;
+// __syncwarp and __shfl_xor_sync are barriers over the block's or the warp's threads (atomicMax
+// on unsigned a compare-and-swap);
 // mma.sync's m16n8k16 bf16 (mma_m16n8k16_bf16) and ldmatrix's x4 (ldmatrix_x4, with or without .trans) take and give
 // each lane's registers in the PTX ISA's fragment layouts, exchanged through the block, so
 // that a kernel's fragment indexing is checked exactly (products and sums in f32). Include it first, with TESSERA_CUDA_EMULATION
@@ -63,6 +64,15 @@ inline float __shfl_xor_sync(unsigned, float v, int lane_mask) {
   const float r = b.exchange[me ^ static_cast<unsigned>(lane_mask)];
   __syncwarp();
   return r;
+}
+
+/// atomicMax on an unsigned int: a compare-and-swap loop (a block's threads may run as host threads).
+inline unsigned atomicMax(unsigned* p, unsigned v) {
+  std::atomic_ref<unsigned> a(*p);
+  unsigned old = a.load();
+  while (old < v && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
 }
 
 namespace tessera::cuda::emulation {

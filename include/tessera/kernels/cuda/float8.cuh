@@ -125,6 +125,41 @@ inline void f8_quantize_transposed(std::uint8_t* bits_t, const float* x, const f
   detail::launched("cuda::f8_quantize_transposed");
 }
 
+/// Both of Float8 rowwise's casts of x [rows, cols] from two reads of it, where f8_codes would
+/// take four (an amax pass and a cast each): `bits` [rows, cols] its codes under `by_row` (a
+/// per-row cast), `bits_t` [cols, rows] its codes under `by_column` (per column) transposed,
+/// and `inverse` [rows + cols] their dequantization scales (1 / scale), the rows' first --
+/// each equal to what f8_codes gives for that cast alone. The backward's output gradient is
+/// such a tensor (kernels/cuda/float8_linear.cuh). Amaxes of this rank's values only: a cast
+/// whose groups span ranks goes through f8_scales.
+inline void f8_codes_both(std::uint8_t* bits, std::uint8_t* bits_t, float* inverse, const float* x, std::int64_t rows,
+                          std::int64_t cols, cpu::f8_cast by_row, cpu::f8_cast by_column, cudaStream_t s = nullptr) {
+  check(by_row.granularity == cpu::f8_granularity::per_row && by_column.granularity == cpu::f8_granularity::per_column,
+        "cuda::f8_codes_both: the casts must be one per row and one per column");
+  if (rows == 0 || cols == 0) return;
+  const std::int64_t n = rows + cols;
+  auto* amax_bits = reinterpret_cast<std::uint32_t*>(inverse);
+  cuda_check(cudaMemsetAsync(inverse, 0, static_cast<std::size_t>(n) * sizeof(float), s), "cudaMemsetAsync");
+  if (cols % 4 == 0 && detail::aligned(x, 16))
+    TESSERA_LAUNCH(detail::dual_amax_grid(rows, cols / 4), dim3(32, 8), 0, s, detail::f8_dual_amax_k<4>)(
+        amax_bits, reinterpret_cast<const detail::f32_group<4>*>(x), rows, cols / 4);
+  else
+    TESSERA_LAUNCH(detail::dual_amax_grid(rows, cols), dim3(32, 8), 0, s, detail::f8_dual_amax_k<1>)(
+        amax_bits, reinterpret_cast<const detail::f32_group<1>*>(x), rows, cols);
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::f8_dual_scales_k)(
+      amax_bits, rows, n, cpu::f8_max_finite(by_row.target), by_row.rounding == cpu::f8_scale_rounding::power_of_two,
+      cpu::f8_max_finite(by_column.target), by_column.rounding == cpu::f8_scale_rounding::power_of_two);
+  cpu::detail::with_f8_type(by_row.target, [&]<class R8>(R8) {
+    cpu::detail::with_f8_type(by_column.target, [&]<class C8>(C8) {
+      TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s,
+                     detail::f8_dual_codes_k<R8, C8>)(bits, bits_t, x, inverse, rows, cols,
+                                                      detail::transpose_words(bits_t, rows));
+    });
+  });
+  TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::reciprocal_k)(inverse, n);
+  detail::launched("cuda::f8_codes_both");
+}
+
 /// out[i] = float(code) / scale, as cpu::f8_dequantize.
 inline void f8_dequantize(float* out, const std::uint8_t* bits, const float* scales, std::int64_t rows,
                           std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {

@@ -143,30 +143,31 @@ __device__ inline std::uint8_t transpose_input(const void* in, const float* scal
 /// (32 x 8; the kernel strides over blockDim's threads).
 inline constexpr int transpose_tile = 64;
 inline constexpr int transpose_threads = 256;
-/// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 64 x 64 shared-memory
-/// tiles of bytes on blocks of 32 x 8 threads: each warp reads 32 consecutive elements of a
-/// row of `in`, and each output row's 64 bytes go out as 16 four-byte words when `words` (rows
-/// a multiple of 4 and `out` 4-byte aligned: every output row starts on a word), else byte by
-/// byte. A word gathers a column of the tile, rows 65 bytes apart: the 16 words of a column
-/// read 16 distinct banks. `scales` and `g` only for an FP8 Cast.
-/// Measured on an H200 (docs/performance.md, "On GPUs"): this form, each read stored to the
-/// tile as it comes, 60.5 ms a Float8 step of the 8B benchmark; a thread's 16 reads issued
-/// into registers before any store (unrolled, fixed blocks), 71.1 ms -- so not that.
-template <class Cast>
-__global__ void transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows,
-                            std::int64_t cols, cpu::f8_granularity g, bool words) {
-  constexpr int n = transpose_tile, wn = transpose_tile / 4;
-  __shared__ std::uint8_t tile[n][n + 1];
+using transpose_tile_bytes = std::uint8_t[transpose_tile][transpose_tile + 1];
+/// The first half of transpose_k and f8_dual_codes_k: f(dr, dc, r, c) for each element (r, c)
+/// of the block's tile of a [rows, cols] matrix -- tile (blockIdx.y, blockIdx.x), (dr, dc)
+/// inside it -- the block's threads striding over the tile's rows.
+template <class F>
+__device__ inline void for_each_in_tile(std::int64_t rows, std::int64_t cols, F&& f) {
+  constexpr int n = transpose_tile;
   const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
   const int nt = static_cast<int>(blockDim.x * blockDim.y);
   const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * n, r0 = static_cast<std::int64_t>(blockIdx.y) * n;
   for (int e = tid; e < n * n; e += nt) {
     const int dr = e / n, dc = e % n;
     const std::int64_t r = r0 + dr, c = c0 + dc;
-    if (r < rows && c < cols) tile[dr][dc] = transpose_input<Cast>(in, scales, g, r, c, cols);
+    if (r < rows && c < cols) f(dr, dc, r, c);
   }
-  __syncthreads();
-  for (int e = tid; e < n * wn; e += nt) {
+}
+/// The second half: the block's tile, filled, stored transposed into out [cols, rows].
+__device__ inline void store_transposed(std::uint8_t* out, const transpose_tile_bytes& tile, std::int64_t rows,
+                                        std::int64_t cols, bool words) {
+  constexpr int wn = transpose_tile / 4;
+  const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+  const int nt = static_cast<int>(blockDim.x * blockDim.y);
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * transpose_tile,
+                     r0 = static_cast<std::int64_t>(blockIdx.y) * transpose_tile;
+  for (int e = tid; e < transpose_tile * wn; e += nt) {
     const int dc = e / wn, w = e % wn;
     const std::int64_t c = c0 + dc, r = r0 + 4 * w;  // out row c, its columns r .. r + 3
     if (c >= cols || r >= rows) continue;
@@ -179,6 +180,101 @@ __global__ void transpose_k(std::uint8_t* out, const void* in, const float* scal
       for (int k = 0; k < 4 && r + k < rows; ++k) o[k] = tile[4 * w + k][dc];
     }
   }
+}
+/// out [cols, rows] = transpose_input<Cast>(r, c) transposed, through 64 x 64 shared-memory
+/// tiles of bytes on blocks of 32 x 8 threads: each warp reads 32 consecutive elements of a
+/// row of `in`, and each output row's 64 bytes go out as 16 four-byte words when `words` (rows
+/// a multiple of 4 and `out` 4-byte aligned: every output row starts on a word), else byte by
+/// byte. A word gathers a column of the tile, rows 65 bytes apart: the 16 words of a column
+/// read 16 distinct banks. `scales` and `g` only for an FP8 Cast.
+/// Measured on an H200 (docs/performance.md, "On GPUs"): this form, each read stored to the
+/// tile as it comes, 60.5 ms a Float8 step of the 8B benchmark; a thread's 16 reads issued
+/// into registers before any store (unrolled, fixed blocks), 71.1 ms -- so not that.
+template <class Cast>
+__global__ void transpose_k(std::uint8_t* out, const void* in, const float* scales, std::int64_t rows,
+                            std::int64_t cols, cpu::f8_granularity g, bool words) {
+  __shared__ transpose_tile_bytes tile;
+  for_each_in_tile(rows, cols, [&](int dr, int dc, std::int64_t r, std::int64_t c) {
+    tile[dr][dc] = transpose_input<Cast>(in, scales, g, r, c, cols);
+  });
+  __syncthreads();
+  store_transposed(out, tile, rows, cols, words);
+}
+/// Float8 rowwise's two casts of one tensor (the backward's output gradient: scaled by row for
+/// dX = dY W, by column and transposed for dW = dY^T X) from two reads instead of four
+/// (cuda::f8_codes_both). First pass: the amaxes of x's rows and columns, as the bits of
+/// non-negative floats (NaN above infinity: NaN sticks, as pointwise::abs_max_step) maxed
+/// atomically into amax_bits [rows + cols] (zeroed): a block covers dual_amax_rows rows of 32
+/// groups of V columns; a warp's row maximum and the block's column maxima take one atomic
+/// each. Maxima: the same bits in any order, so deterministic.
+inline constexpr int dual_amax_rows = 128;
+template <int V>
+__global__ void f8_dual_amax_k(std::uint32_t* amax_bits, const f32_group<V>* x, std::int64_t rows,
+                               std::int64_t groups) {
+  __shared__ float sh[8][32 * V + 1];
+  const auto step = [](float a, float b) { return pointwise::abs_max_step(a, b); };
+  const std::int64_t g = static_cast<std::int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * dual_amax_rows;
+  const std::int64_t r1 = r0 + dual_amax_rows < rows ? r0 + dual_amax_rows : rows;
+  float cm[V] = {};
+  for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) {  // a warp a row: its lanes' groups
+    float m = 0.0f;
+    if (g < groups) {
+      const f32_group<V> a = x[r * groups + g];
+      for (int j = 0; j < V; ++j) m = step(m, a.v[j]), cm[j] = step(cm[j], a.v[j]);
+    }
+    for (int lane = 16; lane > 0; lane /= 2) m = step(m, __shfl_xor_sync(0xffffffffu, m, lane));
+    if (threadIdx.x == 0) atomicMax(amax_bits + r, tessera::detail::bit_cast<std::uint32_t>(m));
+  }
+  for (int j = 0; j < V; ++j) sh[threadIdx.y][threadIdx.x * V + j] = cm[j];
+  __syncthreads();
+  const std::int64_t cols = groups * V;
+  for (int e = static_cast<int>(threadIdx.y * 32 + threadIdx.x); e < 32 * V; e += 256) {  // the tile's columns
+    const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * 32 * V + e;
+    if (c >= cols) continue;
+    float m = sh[0][e];
+    for (int i = 1; i < 8; ++i) m = step(m, sh[i][e]);
+    atomicMax(amax_bits + rows + c, tessera::detail::bit_cast<std::uint32_t>(m));
+  }
+}
+/// f8_dual_amax_k's grid for x [rows, groups * V] (its blocks: 32 x 8 threads).
+inline dim3 dual_amax_grid(std::int64_t rows, std::int64_t groups) {
+  return dim3(static_cast<unsigned>((groups + 31) / 32),
+              static_cast<unsigned>(rows > 0 ? (rows + dual_amax_rows - 1) / dual_amax_rows : 1));
+}
+/// In place, the amaxes' bits [rows + cols] become their scales (pointwise::f8_scale: the CPU's
+/// bits): the rows' under the row cast's limits, the columns' under the column cast's.
+static __global__ void f8_dual_scales_k(std::uint32_t* s, std::int64_t rows, std::int64_t n, float row_max_finite,
+                                        bool row_pow2, float col_max_finite, bool col_pow2) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float amax = tessera::detail::bit_cast<float>(s[i]);
+    const float scale = i < rows ? pointwise::f8_scale(amax, row_max_finite, row_pow2)
+                                 : pointwise::f8_scale(amax, col_max_finite, col_pow2);
+    s[i] = tessera::detail::bit_cast<std::uint32_t>(scale);
+  }
+}
+/// Second pass: each element read once, its code under its row's scale stored to bits [rows,
+/// cols] and its code under its column's scale through the tile to bits_t [cols, rows]
+/// (transpose_k's tiles and stores; `words` as there). scales [rows + cols]: the rows', then
+/// the columns'.
+template <class R8, class C8>
+__global__ void f8_dual_codes_k(std::uint8_t* bits, std::uint8_t* bits_t, const float* x, const float* scales,
+                                std::int64_t rows, std::int64_t cols, bool words) {
+  __shared__ transpose_tile_bytes tile;
+  for_each_in_tile(rows, cols, [&](int dr, int dc, std::int64_t r, std::int64_t c) {
+    const float v = x[r * cols + c];
+    bits[r * cols + c] = R8(v * scales[r]).bits;
+    tile[dr][dc] = C8(v * scales[rows + c]).bits;
+  });
+  __syncthreads();
+  store_transposed(bits_t, tile, rows, cols, words);
+}
+/// 1 / y[i], in place.
+static __global__ void reciprocal_k(float* y, std::int64_t n) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    y[i] = 1.0f / y[i];
 }
 /// transpose_k's grid for a [rows, cols] matrix (its blocks: 32 x 8 threads, transpose_threads).
 inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {

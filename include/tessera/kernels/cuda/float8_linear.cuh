@@ -47,11 +47,6 @@ struct f8_workspace {
 };
 
 namespace detail {
-static __global__ void reciprocal_k(float* y, std::int64_t n) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    y[i] = 1.0f / y[i];
-}
 template <class F8>
 __global__ void f8_quantize_dequantize_k(float* out, const float* x, const float* scales, std::int64_t rows,
                                          std::int64_t cols, cpu::f8_granularity g) {
@@ -191,7 +186,9 @@ void f8_matmuls_forward(const f8_workspace& ws, const float* inp, std::int64_t N
 }
 /// The group's backward, as cpu::f8_matmuls_backward: the weight gradients first (the input's
 /// transposed codes made once when their GEMMs all take one path), then dinp in the group's
-/// order; written instead of added to as there (beta 0).
+/// order; written instead of added to as there (beta 0). Rowwise FP8 GEMMs throughout, with no
+/// amax group spanning ranks: linear by linear instead, each dout cast both ways at once
+/// (f8_codes_both) -- the same GEMMs on the same codes, dinp's in the group's order.
 template <class K, class Reduce = cpu::f8_local_amax, class WritesDw = cpu::f8_adds_to_weights>
 void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, std::int64_t N, std::int64_t C,
                          std::span<const linear_grad> ls, const cpu::f8_linear_casts& c, float* a, float* b,
@@ -206,6 +203,44 @@ void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, 
     const auto op = dw_operands(l);
     return detail::fp8_gemm(op[1], g::per_column, op[0], g::per_column, C, l.OC, N);
   };
+  const auto di_operands = [&](const linear_grad& l) {
+    return cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, l.OC, split);
+  };
+  const auto di_fp8 = [&](const linear_grad& l) {
+    const auto op = di_operands(l);
+    return detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, l.OC);
+  };
+  // Rowwise with every linear's two backward GEMMs on the FP8 tensor cores and no amax group
+  // spanning ranks (so no reduction, whose order would change): each dout's two casts from two
+  // reads of it (f8_codes_both), its codes both ways and their scales side by side in `a`
+  // (2 N OC bytes, then N + OC floats), the input's and the weight's transposed codes side by
+  // side in `b` (C N, then C OC bytes); the GEMMs as below, dinp's in the group's order.
+  const bool both = dinp && std::all_of(ls.begin(), ls.end(), [&](const linear_grad& l) {
+    if (!l.dw || !dw_fp8(l) || !di_fp8(l)) return false;
+    const auto w = dw_operands(l), i = di_operands(l);
+    return i[0].cast->granularity == g::per_row && w[0].cast->granularity == g::per_column && !w[0].spans() &&
+           !w[1].spans() && !i[0].spans() && !i[1].spans();
+  });
+  if (both) {
+    std::uint8_t* x_t = detail::bytes(b);
+    for (std::size_t k = 0; k < ls.size(); ++k) {
+      const linear_grad& l = ls[k];
+      const auto w = dw_operands(l), i = di_operands(l);
+      std::uint8_t *dy = detail::bytes(a), *dy_t = dy + N * l.OC, *w_t = x_t + N * C;
+      float* dy_inverse = reinterpret_cast<float*>(dy_t + N * l.OC);  // rows, then columns
+      f8_codes_both(dy, dy_t, dy_inverse, l.dout, N, l.OC, *i[0].cast, *w[0].cast);
+      if (k == 0) detail::codes_of(x_t, ws.scales_a, inp, w[1], reduce, true);
+      matmul_grad_weight_f8(*ws.gemm, l.dw, dy_t, detail::cuda_f8_type(w[0].cast->target), dy_inverse + N, x_t,
+                            detail::cuda_f8_type(w[1].cast->target), ws.scales_a, N, C, l.OC, true,
+                            writes_dw(l.dw, l.OC * C));
+      detail::codes_of(w_t, ws.scales_b, l.w, i[1], reduce, true);
+      matmul_grad_input_f8(*ws.gemm, dinp, dy, detail::cuda_f8_type(i[0].cast->target), dy_inverse, w_t,
+                           detail::cuda_f8_type(i[1].cast->target), ws.scales_b, N, C, l.OC, true, write_dinp);
+      write_dinp = false;
+    }
+    if (write_dinp) K::zero(dinp, N * C);  // no linear
+    return;
+  }
   const auto first = std::find_if(ls.begin(), ls.end(), [](const linear_grad& l) { return l.dw != nullptr; });
   const bool shared =
       std::all_of(ls.begin(), ls.end(), [&](const linear_grad& l) { return !l.dw || dw_fp8(l) == dw_fp8(*first); });
@@ -232,8 +267,8 @@ void f8_matmuls_backward(const f8_workspace& ws, float* dinp, const float* inp, 
   }
   for (const linear_grad& l : ls) {  // dinp^T [C, N] = w^T . dout^T: A = w's codes transposed, B = dout's
     if (!dinp) break;
-    const auto op = cpu::f8_gemm_operands(cpu::f8_gemm::grad_input, c, N, C, l.OC, split);
-    if (detail::fp8_gemm(op[1], g::per_column, op[0], g::per_row, C, N, l.OC)) {
+    const auto op = di_operands(l);
+    if (di_fp8(l)) {
       std::uint8_t *dy = detail::bytes(a), *w_t = detail::bytes(b);
       detail::codes_of(dy, ws.scales_b, l.dout, op[0], reduce);
       detail::codes_of(w_t, ws.scales_a, l.w, op[1], reduce, true);

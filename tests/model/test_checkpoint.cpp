@@ -165,6 +165,77 @@ TEST_CASE("HF checkpoint: sharded checkpoints load through their index.json") {
     CHECK(std::equal(a.param(i), a.param(i) + a.entry(i).shape.numel(), b.param(i)));
 }
 
+TEST_CASE("HF checkpoint: a rank's blocks alone, reading only them") {
+  llama<tiny> a, whole;
+  a.init_weights(7);
+  for (const st::dtype type : {st::dtype::f32, st::dtype::bf16}) {
+    const bool bf16 = type == st::dtype::bf16;
+    const fs::path file = scratch(bf16 ? "blocks_bf16.safetensors" : "blocks.safetensors");
+    train::save_hf_checkpoint(a.config(), params_of(a), file, type);
+    train::load_hf_checkpoint(whole.config(), params_of(whole), file);
+    std::uint64_t data = 0;  // the file's tensor bytes
+    const st::reader r(file);
+    for (const auto& t : r.tensors()) data += t.end - t.begin;
+    // blocks as a sharded run stores them: rows in 3 uneven parts (q's and k's 32 and 16 rows
+    // cut inside heads of 8), columns in 2, both, and every other tensor on another stage
+    struct layout {
+      const char* name;
+      int row_parts, col_parts;
+      bool skip_odd;
+    };
+    for (const layout l : {layout{"rows", 3, 1, false}, layout{"columns", 1, 2, false}, layout{"both", 3, 2, false},
+                           layout{"stages", 1, 1, true}})
+      for (int part = 0; part < l.row_parts * l.col_parts; ++part) {
+        CAPTURE(l.name);
+        CAPTURE(part);
+        const int rp = part / l.col_parts, cp = part % l.col_parts;
+        const auto block_of = [&](std::int64_t i) {
+          box b = whole_box(param_global_shape(a.entry(i)));
+          if (l.skip_odd && i % 2 == 1) b.size[0] = 0;
+          const auto cut = [&](std::size_t d, int k, int n) {
+            const std::int64_t len = b.size[d], lo = len * k / n, hi = len * (k + 1) / n;
+            b.offset[d] = lo, b.size[d] = hi - lo;
+          };
+          cut(0, rp, l.row_parts);
+          if (b.rank == 2) cut(1, cp, l.col_parts);
+          return b;
+        };
+        std::uint64_t want_bytes = 0;  // the block's elements, whole heads' rows for q and k
+        std::int64_t checked = 0;
+        const auto read = io::load_hf_checkpoint_blocks(
+            a.config(), block_of,
+            [&](std::int64_t i, const float* v) {
+              const box b = block_of(i);
+              const param_entry e = a.entry(i);
+              const bool v1 = b.rank == 1;
+              const std::int64_t cols = v1 ? 1 : e.shape.cols, c0 = v1 ? 0 : b.offset[1], nc = v1 ? 1 : b.size[1];
+              bool same = true;
+              for (std::int64_t r = 0; r < b.size[0]; ++r)
+                for (std::int64_t c = 0; c < nc; ++c)
+                  same = same && v[r * nc + c] == whole.param(i)[(b.offset[0] + r) * cols + c0 + c];
+              CHECK(same);
+              const bool qk = e.role == param_role::attention_q || e.role == param_role::attention_k;
+              const std::int64_t hd = qk ? 8 : 1, lo = b.offset[0] / hd * hd;
+              const std::int64_t hi = (b.offset[0] + b.size[0] + hd - 1) / hd * hd;
+              want_bytes += static_cast<std::uint64_t>((hi - lo) * nc * (bf16 ? 2 : 4));
+              ++checked;
+            },
+            file);
+        CHECK(checked == (l.skip_odd ? (a.n_tensors() + 1) / 2 : a.n_tensors()));
+        CHECK(read == want_bytes);
+        if (l.row_parts * l.col_parts > 1 || l.skip_odd) CHECK(read < data);  // a share of the file, not all
+      }
+  }
+  const auto beyond = [&](std::int64_t i) {
+    box b = whole_box(param_global_shape(a.entry(i)));
+    b.offset[0] = 1;
+    return b;
+  };
+  CHECK_THROWS_WITH_AS(io::load_hf_checkpoint_blocks(a.config(), beyond, [](std::int64_t, const float*) {},
+                                                     scratch("blocks.safetensors")),
+                       doctest::Contains("a block beyond parameter 0"), tessera::error);
+}
+
 TEST_CASE("HF checkpoint: shape and name mismatches are errors naming the tensor") {
   llama<tiny> a;
   llama<other> o;

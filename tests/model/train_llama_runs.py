@@ -10,7 +10,9 @@
                                                   with --batch 4, not as --grad-accum 2
                                                   with --batch 2; and with --init-from the
                                                   weights of a run, debug_fsdp and debug_2d
-                                                  train as one rank from them
+                                                  train as one rank from them, rank 0 reading
+                                                  about half the file (debug_fsdp) and a
+                                                  quarter (debug_2d)
   train_llama_runs.py cuda EXE EMULATED            --device cuda of EMULATED (train_llama_emulated:
                                                   the trainer's GPU path on the host's CUDA
                                                   emulation) trains as --device cpu of EXE, in
@@ -48,6 +50,7 @@ import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -198,7 +201,7 @@ def check_batch(d, exe):
     check(rel(got["dp2_batch2"], got["one_batch2_accum2"]) > 1e-3,
           f"dp=2 --batch 2 equals --grad-accum 2 --batch 2: {got['dp2_batch2']}")
     # --init-from under a recipe: each rank keeps its blocks of the weights one rank loads
-    # (the recipe's ranks load them a tensor at a time), FSDP's and FSDP x TP's alike.
+    # (each rank reads its blocks' rows, a tensor at a time), FSDP's and FSDP x TP's alike.
     w = d / "w.safetensors"
     run([exe, "--batch", "4", "--steps", "2", "--tokens", str(tok), "--seq-len", "32", "--seed", "5",
          "--save-weights", str(w)])
@@ -207,10 +210,20 @@ def check_batch(d, exe):
         "fsdp": [exe, "--recipe", "debug_fsdp", "--ranks", "2", "--batch", "2"],
         "2d": [exe, "--recipe", "debug_2d", "--ranks", "4", "--batch", "2"],
     }
+    read = {}  # MiB of tensor data rank 0 read
     for k, cmd in loaded.items():
         m = d / f"init_from_{k}.jsonl"
-        run(cmd + common + ["--init-from", str(w), "--metrics", str(m)])
+        out = run(cmd + common + ["--init-from", str(w), "--metrics", str(m)])
         got["init_from_" + k] = losses(m)
+        r = re.search(r"--init-from: rank 0 read ([0-9.]+) MiB", out)
+        read[k] = float(r.group(1)) if r else None
+    # a recipe's rank reads its blocks only: FSDP's rank 0 about half the file, FSDP 2 x TP 2's
+    # about a quarter
+    whole = w.stat().st_size / 2**20
+    for k, share in (("fsdp", 0.5), ("2d", 0.25)):
+        check(read[k] is not None and 0.8 * share * whole < read[k] < 1.2 * share * whole,
+              f"--recipe debug_{k} --init-from: rank 0 read {read[k]} MiB of a {whole:.2f} MiB file, "
+              f"not about {share:g} of it")
     check(rel(got["init_from_one"], got["one_batch4"]) > 1e-3,
           f"--init-from trained weights gives the losses of the seed's: {got['init_from_one']}")
     for k in ("fsdp", "2d"):

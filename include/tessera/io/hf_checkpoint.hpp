@@ -11,6 +11,7 @@
 // permutation of Meta's convert_llama_weights_to_hf.py, undone on load, redone on save).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,7 @@
 #include <tessera/model/llama_config.hpp>
 #include <tessera/core/json.hpp>
 #include <tessera/io/safetensors.hpp>
+#include <tessera/layout/local_shape.hpp>
 
 namespace tessera::io {
 
@@ -142,6 +144,62 @@ inline bool ignorable_tensor(const std::string& name) {
 }
 }  // namespace detail
 
+namespace detail {
+/// The readers of a checkpoint's files (a file, a directory, or an index.json), opened as
+/// their tensors are first asked for, and the checks both loaders make.
+class hf_readers {
+ public:
+  hf_readers(const llama_config& c, const std::filesystem::path& path)
+      : c_(c), path_(path), files_(checkpoint_files(path)) {}
+
+  /// The reader of parameter e's file, checked to hold it with its shape (the header only).
+  safetensors::reader& of(const param_entry& e) {
+    const std::string name = hf_name(e);
+    expected_.insert(name);
+    std::filesystem::path f;
+    if (auto it = files_.find(""); it != files_.end()) f = it->second;
+    else if (auto jt = files_.find(name); jt != files_.end()) f = jt->second;
+    else
+      throw error("checkpoint: '" + path_.string() + "' has no tensor named '" + name + "' (expected for " +
+                  std::string(c_.name) + ")");
+    auto& r = readers_[f];
+    if (!r) r = std::make_unique<safetensors::reader>(f);
+    const safetensors::tensor_info* t = r->find(name);
+    if (!t)
+      throw error("checkpoint: '" + r->path().string() + "' has no tensor named '" + name +
+                  "'; is it a checkpoint of " + std::string(c_.name) + "?");
+    const auto shape = hf_shape(e);
+    if (!std::equal(t->shape.begin(), t->shape.end(), shape.begin(), shape.end()))
+      throw error("safetensors: '" + r->path().string() + "': tensor '" + name + "' has shape " +
+                  safetensors::shape_string(t->shape) + ", expected " + safetensors::shape_string(shape));
+    return *r;
+  }
+  /// Throws on a tensor of the opened files that the model does not have.
+  void check_no_others() const {
+    for (const auto& [f, r] : readers_)
+      for (const auto& t : r->tensors())
+        if (!expected_.count(t.name) && !ignorable_tensor(t.name) &&
+            !(c_.tied_embeddings && t.name == "lm_head.weight"))
+          throw error("checkpoint: '" + f.string() + "' has tensor '" + t.name + "' of shape " +
+                      safetensors::shape_string(t.shape) + " that " + std::string(c_.name) +
+                      " does not have; is it a checkpoint of another model?");
+  }
+  /// Bytes of tensor data read from every file.
+  std::uint64_t bytes_read() const {
+    std::uint64_t n = 0;
+    for (const auto& [f, r] : readers_) n += r->bytes_read();
+    return n;
+  }
+
+ private:
+  const llama_config& c_;
+  std::filesystem::path path_;
+  std::map<std::string, std::filesystem::path> files_;
+  std::map<std::filesystem::path, std::unique_ptr<safetensors::reader>> readers_;
+  std::set<std::string> expected_;
+};
+}  // namespace detail
+
 /// Loads every parameter of config `c` from a Hugging Face safetensors checkpoint (a file,
 /// a directory, or a model.safetensors.index.json) into `param(i)`, called once for each
 /// tensor in param_at order after the tensor before it is read (so one buffer may serve them
@@ -150,43 +208,56 @@ inline bool ignorable_tensor(const std::string& name) {
 /// the model does not have.
 inline void load_hf_checkpoint(const llama_config& c, const param_access& param,
                                const std::filesystem::path& path) {
-  const auto files = detail::checkpoint_files(path);
-  std::map<std::filesystem::path, std::unique_ptr<safetensors::reader>> readers;
-  auto reader_for = [&](const std::string& name) -> safetensors::reader& {
-    std::filesystem::path f;
-    if (auto it = files.find(""); it != files.end()) f = it->second;
-    else if (auto jt = files.find(name); jt != files.end()) f = jt->second;
-    else
-      throw error("checkpoint: '" + path.string() + "' has no tensor named '" + name +
-                  "' (expected for " + std::string(c.name) + ")");
-    auto& r = readers[f];
-    if (!r) r = std::make_unique<safetensors::reader>(f);
-    return *r;
-  };
-  std::set<std::string> expected;
+  detail::hf_readers files(c, path);
   for (std::int64_t i = 0; i < param_tensor_count(c); ++i) {
     const param_entry e = param_at(c, i);
-    const std::string name = hf_name(e);
-    expected.insert(name);
-    auto& r = reader_for(name);
-    if (!r.find(name))
-      throw error("checkpoint: '" + r.path().string() + "' has no tensor named '" + name +
-                  "'; is it a checkpoint of " + std::string(c.name) + "?");
-    const auto shape = hf_shape(e);
+    auto& r = files.of(e);
     std::span<float> out(param(i), static_cast<std::size_t>(e.shape.numel()));
-    r.read_f32(name, shape, out);
+    r.read_f32(hf_name(e), hf_shape(e), out);
     if (e.role == param_role::attention_q)
       permute_rope_rows(out, c.n_heads, head_dim(c), c.dim, true);
     if (e.role == param_role::attention_k)
       permute_rope_rows(out, c.n_kv_heads, head_dim(c), c.dim, true);
   }
-  for (const auto& [f, r] : readers)
-    for (const auto& t : r->tensors())
-      if (!expected.count(t.name) && !detail::ignorable_tensor(t.name) &&
-          !(c.tied_embeddings && t.name == "lm_head.weight"))
-        throw error("checkpoint: '" + f.string() + "' has tensor '" + t.name + "' of shape " +
-                    safetensors::shape_string(t.shape) + " that " + std::string(c.name) +
-                    " does not have; is it a checkpoint of another model?");
+  files.check_no_others();
+}
+
+/// Loads of every parameter i of config `c` only the block block_of(i) -- in the parameter's
+/// global coordinates (param_global_shape: rank 1 for norms, else 2), as a sharded run
+/// stores it; an empty block is skipped -- from a Hugging Face checkpoint (as
+/// load_hf_checkpoint: the same files, conversions and checks), handing its values, row-major
+/// in the block, to put(i, values) in param_at order. Only the block is read from the file
+/// (safetensors::reader::read_block_f32: its rows in one read, or where it has some of the
+/// columns, a row-parallel TP shard's, its part of each row), for q_proj and k_proj the whole
+/// heads around its rows (the RoPE permutation moves rows within a head): a rank of a sharded
+/// run reads its share of the checkpoint instead of all of it. Returns the bytes read.
+inline std::uint64_t load_hf_checkpoint_blocks(const llama_config& c, const std::function<box(std::int64_t)>& block_of,
+                                               const std::function<void(std::int64_t, const float*)>& put,
+                                               const std::filesystem::path& path) {
+  detail::hf_readers files(c, path);
+  std::vector<float> buf;
+  for (std::int64_t i = 0; i < param_tensor_count(c); ++i) {
+    const param_entry e = param_at(c, i);
+    auto& r = files.of(e);
+    const box b = block_of(i);
+    if (b.numel() == 0) continue;
+    const bool v = e.shape.is_vector();
+    check(b.rank == (v ? 1 : 2), "load_hf_checkpoint_blocks: a block of " + std::to_string(b.rank) +
+                                     " dimensions for parameter " + std::to_string(i));
+    const std::int64_t r0 = b.offset[0], nr = b.size[0], c0 = v ? 0 : b.offset[1], nc = v ? 1 : b.size[1];
+    check(r0 >= 0 && nr >= 0 && r0 + nr <= (v ? e.shape.cols : e.shape.rows) && c0 >= 0 &&
+              c0 + nc <= (v ? 1 : e.shape.cols),
+          "load_hf_checkpoint_blocks: a block beyond parameter " + std::to_string(i));
+    const bool q = e.role == param_role::attention_q, k = e.role == param_role::attention_k;
+    const std::int64_t hd = q || k ? head_dim(c) : 1;  // rows are read in whole groups of hd
+    const std::int64_t lo = r0 / hd * hd, hi = (r0 + nr + hd - 1) / hd * hd;
+    buf.resize(static_cast<std::size_t>((hi - lo) * nc));
+    r.read_block_f32(hf_name(e), hf_shape(e), lo, hi, c0, c0 + nc, buf);
+    if (q || k) permute_rope_rows(buf, (hi - lo) / hd, hd, nc, true);
+    put(i, buf.data() + (r0 - lo) * nc);
+  }
+  files.check_no_others();
+  return files.bytes_read();
 }
 
 /// Saves every parameter (or gradient: any accessor) of config `c` as one Hugging Face

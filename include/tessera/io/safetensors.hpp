@@ -153,6 +153,19 @@ class reader {
   /// Reads tensor `name` into `out` as f32, checking that it exists and has `shape`.
   void read_f32(std::string_view name, std::span<const std::int64_t> shape,
                 std::span<float> out) {
+    read_rows_f32(name, shape, 0, shape.empty() ? 1 : shape[0], out);
+  }
+  /// Reads rows [r0, r1) of tensor `name` -- along its first dimension; each row the product
+  /// of the others, a 1-D tensor's rows single elements -- into `out` as f32, reading those
+  /// rows' bytes only; checks that it exists and has `shape`, and that the rows are inside.
+  void read_rows_f32(std::string_view name, std::span<const std::int64_t> shape, std::int64_t r0,
+                     std::int64_t r1, std::span<float> out) {
+    read_block_f32(name, shape, r0, r1, 0, -1, out);
+  }
+  /// The same for columns [c0, c1) of those rows (a row's elements; c1 = -1: to the row's
+  /// end), row-major in `out`: one read when they are whole rows, else one a row.
+  void read_block_f32(std::string_view name, std::span<const std::int64_t> shape, std::int64_t r0,
+                      std::int64_t r1, std::int64_t c0, std::int64_t c1, std::span<float> out) {
     const tensor_info* t = find(name);
     if (!t)
       throw error("safetensors: '" + path_.string() + "' has no tensor named '" +
@@ -161,30 +174,44 @@ class reader {
       throw error("safetensors: '" + path_.string() + "': tensor '" + std::string(name) +
                   "' has shape " + shape_string(t->shape) + ", expected " +
                   shape_string(shape));
-    check(static_cast<std::int64_t>(out.size()) == t->numel(),
-          "safetensors: output buffer size does not match tensor '" + std::string(name) + "'");
-    const std::size_t bytes = t->end - t->begin;
-    if (bytes == 0) return;  // an empty tensor: nothing to read
+    const std::int64_t rows = t->shape.empty() ? 1 : t->shape[0];
+    const std::int64_t row = rows == 0 ? 0 : t->numel() / rows;  // elements a row
+    if (c1 < 0) c1 = row;
+    check(0 <= r0 && r0 <= r1 && r1 <= rows && 0 <= c0 && c0 <= c1 && c1 <= row,
+          "safetensors: rows [" + std::to_string(r0) + ", " + std::to_string(r1) + ") and columns [" +
+              std::to_string(c0) + ", " + std::to_string(c1) + ") outside tensor '" + std::string(name) +
+              "' of shape " + shape_string(t->shape));
+    const std::int64_t n = c1 - c0;
+    check(static_cast<std::int64_t>(out.size()) == (r1 - r0) * n,
+          "safetensors: output buffer size does not match the block of tensor '" + std::string(name) + "'");
+    if (out.empty()) return;  // nothing to read
+    const std::size_t size = dtype_size(t->type);
+    const bool whole_rows = n == row;
+    std::vector<std::uint16_t> tmp(t->type == dtype::f32 ? 0 : out.size());
+    char* to = t->type == dtype::f32 ? reinterpret_cast<char*>(out.data()) : reinterpret_cast<char*>(tmp.data());
     in_.clear();
-    in_.seekg(static_cast<std::streamoff>(data_start_ + t->begin));
-    if (t->type == dtype::f32) {
-      in_.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(bytes));
-    } else {
-      std::vector<std::uint16_t> tmp(out.size());
-      in_.read(reinterpret_cast<char*>(tmp.data()), static_cast<std::streamsize>(bytes));
-      for (std::size_t i = 0; i < tmp.size(); ++i)
-        out[i] = t->type == dtype::bf16 ? detail::bf16_to_f32(tmp[i]) : detail::f16_to_f32(tmp[i]);
+    for (std::int64_t r = r0; r < (whole_rows ? r0 + 1 : r1); ++r) {  // whole rows: one read
+      const std::size_t bytes = static_cast<std::size_t>(whole_rows ? (r1 - r0) * n : n) * size;
+      in_.seekg(static_cast<std::streamoff>(data_start_ + t->begin + static_cast<std::uint64_t>(r * row + c0) * size));
+      in_.read(to, static_cast<std::streamsize>(bytes));
+      to += bytes;
+      bytes_read_ += bytes;
     }
     if (!in_)
       throw error("safetensors: '" + path_.string() + "': reading tensor '" +
                   std::string(name) + "' failed (file truncated?)");
+    for (std::size_t i = 0; i < tmp.size(); ++i)
+      out[i] = t->type == dtype::bf16 ? detail::bf16_to_f32(tmp[i]) : detail::f16_to_f32(tmp[i]);
   }
+  /// Bytes of tensor data read so far.
+  std::uint64_t bytes_read() const noexcept { return bytes_read_; }
 
  private:
   std::filesystem::path path_;
   std::ifstream in_;
   std::uint64_t file_size_ = 0;
   std::uint64_t data_start_ = 0;
+  std::uint64_t bytes_read_ = 0;
   std::vector<tensor_info> tensors_;
   std::map<std::string, std::string> metadata_;
 

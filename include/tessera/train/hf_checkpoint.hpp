@@ -9,6 +9,7 @@ namespace tessera::train {
 using io::hf_name;
 using io::hf_shape;
 using io::load_hf_checkpoint;
+using io::load_hf_checkpoint_blocks;
 using io::param_access;
 using io::permute_rope_rows;
 using io::save_hf_checkpoint;

@@ -217,14 +217,22 @@ __global__ void f8_dual_amax_k(std::uint32_t* amax_bits, const f32_group<V>* x, 
   const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * dual_amax_rows;
   const std::int64_t r1 = r0 + dual_amax_rows < rows ? r0 + dual_amax_rows : rows;
   float cm[V] = {};
-  for (std::int64_t r = r0 + threadIdx.y; r < r1; r += 8) {  // a warp a row: its lanes' groups
-    float m = 0.0f;
-    if (g < groups) {
+  // a warp a row (its lanes' groups), four rows 8 apart a turn: four loads in flight before
+  // the rows' maxima go across the warp
+  for (std::int64_t rb = r0 + threadIdx.y; rb < r1; rb += 32) {
+    float m[4];
+    for (int k = 0; k < 4; ++k) {
+      const std::int64_t r = rb + 8 * k;
+      m[k] = 0.0f;
+      if (r >= r1 || g >= groups) continue;
       const f32_group<V> a = x[r * groups + g];
-      for (int j = 0; j < V; ++j) m = step(m, a.v[j]), cm[j] = step(cm[j], a.v[j]);
+      for (int j = 0; j < V; ++j) m[k] = step(m[k], a.v[j]), cm[j] = step(cm[j], a.v[j]);
     }
-    for (int lane = 16; lane > 0; lane /= 2) m = step(m, __shfl_xor_sync(0xffffffffu, m, lane));
-    if (threadIdx.x == 0) atomicMax(amax_bits + r, tessera::detail::bit_cast<std::uint32_t>(m));
+    for (int lane = 16; lane > 0; lane /= 2)
+      for (int k = 0; k < 4; ++k) m[k] = step(m[k], __shfl_xor_sync(0xffffffffu, m[k], lane));
+    if (threadIdx.x == 0)
+      for (int k = 0; k < 4 && rb + 8 * k < r1; ++k)
+        atomicMax(amax_bits + rb + 8 * k, tessera::detail::bit_cast<std::uint32_t>(m[k]));
   }
   for (int j = 0; j < V; ++j) sh[threadIdx.y][threadIdx.x * V + j] = cm[j];
   __syncthreads();

@@ -73,6 +73,19 @@ TEST_CASE("safetensors: f32 and bf16 round trip with metadata") {
   r.read_f32("b", std::vector<std::int64_t>{2}, b2);
   CHECK(b2[0] == doctest::Approx(0.1f).epsilon(1.0 / 128));  // bf16 keeps 8 bits
   CHECK(b2[0] == st::detail::bf16_to_f32(st::detail::f32_to_bf16(0.1f)));
+  // a block of rows, of columns, of a vector's elements: its bytes only
+  std::vector<float> row1(3), cols12(4), b1(1);
+  const std::uint64_t before = r.bytes_read();
+  r.read_rows_f32("a", std::vector<std::int64_t>{2, 3}, 1, 2, row1);
+  CHECK(row1 == std::vector<float>(a.begin() + 3, a.end()));
+  r.read_block_f32("a", std::vector<std::int64_t>{2, 3}, 0, 2, 1, 3, cols12);
+  CHECK(cols12 == std::vector<float>{a[1], a[2], a[4], a[5]});
+  r.read_rows_f32("b", std::vector<std::int64_t>{2}, 1, 2, b1);
+  CHECK(b1[0] == st::detail::bf16_to_f32(st::detail::f32_to_bf16(0.2f)));
+  CHECK(r.bytes_read() - before == 3 * 4 + 4 * 4 + 2);
+  CHECK_THROWS_WITH_AS(r.read_block_f32("a", std::vector<std::int64_t>{2, 3}, 1, 3, 0, 3, cols12),
+                       doctest::Contains("rows [1, 3) and columns [0, 3) outside tensor 'a' of shape [2, 3]"),
+                       tessera::error);
   CHECK(st::detail::f32_to_bf16(1.0f + 0x1p-8f) == 0x3F80);   // tie rounds to even
   CHECK(st::detail::f32_to_bf16(1.0f + 0x1p-7f + 0x1p-8f) == 0x3F82);
 }

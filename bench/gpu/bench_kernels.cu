@@ -6,8 +6,9 @@
 //   operands next to cuBLAS's cublasGemmEx on the same operands, TFLOP/s = 2 N C OC / time.
 //   FP8 GEMMs (sm_89 and newer): the same linears from e4m3 codes with tensorwise and rowwise
 //   dequantization scales (cuda::matmul_forward_f8), next to the bf16 figure above.
-//   Float8 rowwise's casts of an output gradient [8,192, OC] for the backward: two f8_codes
-//   calls against one f8_codes_both (kernels/cuda/float8.cuh).
+//   Float8's casts for the backward (kernels/cuda/float8.cuh), a float and 4 floats a load: the
+//   cast-and-transpose of 8B's operands by column, and an output gradient [8,192, OC] cast both
+//   ways as two f8_codes calls against one f8_codes_both.
 //   Attention: cuda::attention_forward / attention_backward (f32) and their tensor-core
 //   counterparts attention_forward_bf16 / attention_backward_bf16 (bf16 operands, f32
 //   accumulation: what cuda_bf16_kernels runs; the backward both with dq fused into the
@@ -140,34 +141,69 @@ void gemms_f8(int sm) {
   std::printf("\n");
 }
 
-/// Float8 rowwise's two casts of an output gradient dY [N, OC] for the backward (its codes by
-/// row for dX, by column and transposed for dW): as two f8_codes calls (each an amax pass and a
-/// cast: what the backward ran until 2026-12-07) and as one f8_codes_both (two reads); GB/s
-/// over the bytes each must move at least (14 and 10 an element).
+/// Float8 rowwise's casts for the backward, by both of cuda::f8_transpose_path's tile reads
+/// (a float a load, the default; 4 a load): the cast-and-transpose of 8B's operands by column
+/// (f8_quantize_transposed, the scales given: 5 bytes an element), and an output gradient dY
+/// [N, OC] cast both ways (by row for dX, by column and transposed for dW) as two f8_codes
+/// calls (what the backward ran until 2026-12-07: 14 bytes an element) and as one
+/// f8_codes_both (10); GB/s over those bytes.
 void casts_f8() {
   const std::int64_t N = 8192;
-  const std::int64_t widths[] = {1024, 4096, 14336};  // wk / wv, wq / wo / w2, w1 / w3
+  using path = cuda::f8_transpose_path;
   const cpu::f8_cast by_row{dtype::f8_e4m3fn, cpu::f8_granularity::per_row},
       by_col{dtype::f8_e4m3fn, cpu::f8_granularity::per_column};
-  std::printf("## Float8 rowwise casts of an output gradient (N = %lld tokens)\n\n"
-              "| OC | two f8_codes ms (GB/s at 14 B/elem) | f8_codes_both ms (GB/s at 10 B/elem) | speed-up |\n"
-              "|---|---|---|---|\n",
+  const auto gbs = [](double bytes_per, std::int64_t rows, std::int64_t cols, double ms) {
+    return bytes_per * static_cast<double>(rows) * static_cast<double>(cols) / ms / 1e6;
+  };
+  struct operand {
+    const char* name;
+    std::int64_t rows, cols;
+  };
+  const operand operands[] = {{"x (wq's input)", N, 4096}, {"x (w2's input)", N, 14336}, {"w1", 14336, 4096},
+                              {"w2", 4096, 14336}};
+  std::printf("## Float8's cast-and-transpose by column (e4m3)\n\n"
+              "| operand | rows x cols | a float a load: ms (GB/s at 5 B/elem) | 4 a load: ms (GB/s) |\n"
+              "|---|---|---|---|\n");
+  for (const operand& o : operands) {
+    auto x = device_random<float>(o.rows * o.cols, 4);
+    tensor<float, cuda_space> codes({(o.rows * o.cols + 3) / 4}), scales({o.cols});
+    cuda::f8_scales(scales.data(), x.data(), o.rows, o.cols, by_col);
+    double ms[2];
+    for (const path p : {path::elements, path::fours}) {
+      cuda::set_f8_transpose_path(p);
+      ms[p == path::fours] = median_ms([&] {
+        cuda::f8_quantize_transposed(reinterpret_cast<std::uint8_t*>(codes.data()), x.data(), scales.data(), o.rows,
+                                     o.cols, by_col);
+      });
+    }
+    std::printf("| %s | %lld x %lld | %.3f (%.0f) | %.3f (%.0f) |\n", o.name, static_cast<long long>(o.rows),
+                static_cast<long long>(o.cols), ms[0], gbs(5, o.rows, o.cols, ms[0]), ms[1],
+                gbs(5, o.rows, o.cols, ms[1]));
+  }
+  std::printf("\n## Float8 rowwise casts of an output gradient (N = %lld tokens)\n\n"
+              "| OC | two f8_codes: ms (GB/s at 14 B/elem) | f8_codes_both: ms (GB/s at 10 B/elem) | "
+              "f8_codes_both, 4 a load: ms (GB/s) |\n|---|---|---|---|\n",
               static_cast<long long>(N));
-  for (const std::int64_t OC : widths) {
+  for (const std::int64_t OC : {std::int64_t{1024}, std::int64_t{4096}, std::int64_t{14336}}) {
     auto dy = device_random<float>(N * OC, 3);
     tensor<float, cuda_space> codes({(2 * N * OC + 3) / 4}), inverse({N + OC});
     auto* rows = reinterpret_cast<std::uint8_t*>(codes.data());
     std::uint8_t* cols_t = rows + N * OC;
+    cuda::set_f8_transpose_path(path::elements);
     const double apart = median_ms([&] {
       cuda::f8_codes(rows, inverse.data(), dy.data(), N, OC, by_row, cpu::f8_local_amax{});
       cuda::f8_codes(cols_t, inverse.data() + N, dy.data(), N, OC, by_col, cpu::f8_local_amax{}, true);
     });
-    const double both =
-        median_ms([&] { cuda::f8_codes_both(rows, cols_t, inverse.data(), dy.data(), N, OC, by_row, by_col); });
-    const double elems = static_cast<double>(N) * static_cast<double>(OC);
-    std::printf("| %lld | %.3f (%.0f) | %.3f (%.0f) | %.2fx |\n", static_cast<long long>(OC), apart,
-                14.0 * elems / apart / 1e6, both, 10.0 * elems / both / 1e6, apart / both);
+    double both[2];
+    for (const path p : {path::elements, path::fours}) {
+      cuda::set_f8_transpose_path(p);
+      both[p == path::fours] =
+          median_ms([&] { cuda::f8_codes_both(rows, cols_t, inverse.data(), dy.data(), N, OC, by_row, by_col); });
+    }
+    std::printf("| %lld | %.3f (%.0f) | %.3f (%.0f) | %.3f (%.0f) |\n", static_cast<long long>(OC), apart,
+                gbs(14, N, OC, apart), both[0], gbs(10, N, OC, both[0]), both[1], gbs(10, N, OC, both[1]));
   }
+  cuda::set_f8_transpose_path(path::elements);
   std::printf("\n");
 }
 

@@ -66,15 +66,22 @@ void float8() {
         expect_close((what + ": codes").c_str(), std::vector<float>(gbits.begin(), gbits.end()),
                      std::vector<float>(bits.begin(), bits.end()), 0);
         expect_close((what + ": dequantized").c_str(), dback.host(), back, 0);
-        cuda::f8_quantize_transposed(db, dx.get(), dscales.get(), rows, cols, c);  // cast and transposed in one pass
-        copy_to_host(gbits.data(), db, gbits.size());
-        std::vector<float> want_t(bits.size()), got_t(bits.size());
-        for (std::int64_t r = 0; r < rows; ++r)
-          for (std::int64_t k = 0; k < cols; ++k) {
-            want_t[static_cast<std::size_t>(k * rows + r)] = bits[static_cast<std::size_t>(r * cols + k)];
-            got_t[static_cast<std::size_t>(k * rows + r)] = gbits[static_cast<std::size_t>(k * rows + r)];
-          }
-        expect_close((what + ": codes cast and transposed in one pass").c_str(), got_t, want_t, 0);
+        for (const auto path : {cuda::f8_transpose_path::elements, cuda::f8_transpose_path::fours}) {
+          cuda::set_f8_transpose_path(path);  // cast and transposed in one pass, a float or 4 a load
+          cuda::f8_quantize_transposed(db, dx.get(), dscales.get(), rows, cols, c);
+          copy_to_host(gbits.data(), db, gbits.size());
+          std::vector<float> want_t(bits.size()), got_t(bits.size());
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t k = 0; k < cols; ++k) {
+              want_t[static_cast<std::size_t>(k * rows + r)] = bits[static_cast<std::size_t>(r * cols + k)];
+              got_t[static_cast<std::size_t>(k * rows + r)] = gbits[static_cast<std::size_t>(k * rows + r)];
+            }
+          expect_close((what + ": codes cast and transposed in one pass" +
+                        (path == cuda::f8_transpose_path::fours ? " (by fours)" : ""))
+                           .c_str(),
+                       got_t, want_t, 0);
+        }
+        cuda::set_f8_transpose_path(cuda::f8_transpose_path::elements);
         cuda::f8_codes(db, dscales.get(), dx.get(), rows, cols, c, cpu::f8_local_amax{});  // the GEMMs' codes
         copy_to_host(gbits.data(), db, gbits.size());
         std::vector<float> inverse;
@@ -90,46 +97,51 @@ void float8() {
 /// (4-float groups and single floats), and a row and a column of zeros.
 void float8_both() {
   using shape = std::pair<std::int64_t, std::int64_t>;
-  for (const auto& [rows, cols] : {shape{33, 300}, shape{128, 96}, shape{130, 64}, shape{64, 37}, shape{1, 1}}) {
-    std::vector<float> got_rows, want_rows, got_t, want_t, got_inverse, want_inverse;  // every cast pair's, in turn
-    for (const dtype row_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
-      for (const dtype col_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
-        for (const auto rd : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
-          auto x = randn(static_cast<std::size_t>(rows * cols), 31, 4.0f);
-          x[0] = 1e4f;  // a saturating code
-          if (rows > 2 && cols > 2) {
-            for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(2 * cols + c)] = 0.0f;  // row 2
-            for (std::int64_t r = 0; r < rows; ++r) x[static_cast<std::size_t>(r * cols + 1)] = 0.0f;  // column 1
+  for (const auto path : {cuda::f8_transpose_path::elements, cuda::f8_transpose_path::fours}) {
+    for (const auto& [rows, cols] : {shape{33, 300}, shape{128, 96}, shape{130, 64}, shape{64, 37}, shape{1, 1}}) {
+      cuda::set_f8_transpose_path(path);  // a float or 4 a load (where the columns allow)
+      std::vector<float> got_rows, want_rows, got_t, want_t, got_inverse, want_inverse;  // every cast pair's, in turn
+      for (const dtype row_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+        for (const dtype col_target : {dtype::f8_e4m3fn, dtype::f8_e5m2})
+          for (const auto rd : {cpu::f8_scale_rounding::none, cpu::f8_scale_rounding::power_of_two}) {
+            auto x = randn(static_cast<std::size_t>(rows * cols), 31, 4.0f);
+            x[0] = 1e4f;  // a saturating code
+            if (rows > 2 && cols > 2) {
+              for (std::int64_t c = 0; c < cols; ++c) x[static_cast<std::size_t>(2 * cols + c)] = 0.0f;  // row 2
+              for (std::int64_t r = 0; r < rows; ++r) x[static_cast<std::size_t>(r * cols + 1)] = 0.0f;  // column 1
+            }
+            const cpu::f8_cast by_row{row_target, cpu::f8_granularity::per_row, rd},
+                by_col{col_target, cpu::f8_granularity::per_column, rd};
+            std::vector<float> rs(static_cast<std::size_t>(rows)), cs(static_cast<std::size_t>(cols));
+            std::vector<std::uint8_t> rb(x.size()), cb(x.size());
+            cpu::f8_scales(rs.data(), x.data(), rows, cols, by_row);
+            cpu::f8_scales(cs.data(), x.data(), rows, cols, by_col);
+            cpu::f8_quantize(rb.data(), x.data(), rs.data(), rows, cols, by_row);
+            cpu::f8_quantize(cb.data(), x.data(), cs.data(), rows, cols, by_col);
+            want_rows.insert(want_rows.end(), rb.begin(), rb.end());
+            for (std::int64_t c = 0; c < cols; ++c)
+              for (std::int64_t r = 0; r < rows; ++r) want_t.push_back(cb[static_cast<std::size_t>(r * cols + c)]);
+            for (float v : rs) want_inverse.push_back(1.0f / v);
+            for (float v : cs) want_inverse.push_back(1.0f / v);
+            dvec dx(x), dinv{std::vector<float>(rs.size() + cs.size())};
+            dbytes dbits(x.size()), dbits_t(x.size());
+            cuda::f8_codes_both(dbits.get(), dbits_t.get(), dinv.get(), dx.get(), rows, cols, by_row, by_col);
+            std::vector<std::uint8_t> got(x.size());
+            copy_to_host(got.data(), dbits.get(), got.size());
+            got_rows.insert(got_rows.end(), got.begin(), got.end());
+            copy_to_host(got.data(), dbits_t.get(), got.size());
+            got_t.insert(got_t.end(), got.begin(), got.end());
+            const auto inv = dinv.host();
+            got_inverse.insert(got_inverse.end(), inv.begin(), inv.end());
           }
-          const cpu::f8_cast by_row{row_target, cpu::f8_granularity::per_row, rd},
-              by_col{col_target, cpu::f8_granularity::per_column, rd};
-          std::vector<float> rs(static_cast<std::size_t>(rows)), cs(static_cast<std::size_t>(cols));
-          std::vector<std::uint8_t> rb(x.size()), cb(x.size());
-          cpu::f8_scales(rs.data(), x.data(), rows, cols, by_row);
-          cpu::f8_scales(cs.data(), x.data(), rows, cols, by_col);
-          cpu::f8_quantize(rb.data(), x.data(), rs.data(), rows, cols, by_row);
-          cpu::f8_quantize(cb.data(), x.data(), cs.data(), rows, cols, by_col);
-          want_rows.insert(want_rows.end(), rb.begin(), rb.end());
-          for (std::int64_t c = 0; c < cols; ++c)
-            for (std::int64_t r = 0; r < rows; ++r) want_t.push_back(cb[static_cast<std::size_t>(r * cols + c)]);
-          for (float v : rs) want_inverse.push_back(1.0f / v);
-          for (float v : cs) want_inverse.push_back(1.0f / v);
-          dvec dx(x), dinv{std::vector<float>(rs.size() + cs.size())};
-          dbytes dbits(x.size()), dbits_t(x.size());
-          cuda::f8_codes_both(dbits.get(), dbits_t.get(), dinv.get(), dx.get(), rows, cols, by_row, by_col);
-          std::vector<std::uint8_t> got(x.size());
-          copy_to_host(got.data(), dbits.get(), got.size());
-          got_rows.insert(got_rows.end(), got.begin(), got.end());
-          copy_to_host(got.data(), dbits_t.get(), got.size());
-          got_t.insert(got_t.end(), got.begin(), got.end());
-          const auto inv = dinv.host();
-          got_inverse.insert(got_inverse.end(), inv.begin(), inv.end());
-        }
-    const std::string what = "f8_codes_both " + std::to_string(rows) + " x " + std::to_string(cols);
-    expect_close((what + ": codes by row").c_str(), got_rows, want_rows, 0);
-    expect_close((what + ": codes by column, transposed").c_str(), got_t, want_t, 0);
-    expect_close((what + ": inverse scales").c_str(), got_inverse, want_inverse, 0);
+      const std::string what = "f8_codes_both " + std::to_string(rows) + " x " + std::to_string(cols) +
+                               (path == cuda::f8_transpose_path::fours ? " (by fours)" : "");
+      expect_close((what + ": codes by row").c_str(), got_rows, want_rows, 0);
+      expect_close((what + ": codes by column, transposed").c_str(), got_t, want_t, 0);
+      expect_close((what + ": inverse scales").c_str(), got_inverse, want_inverse, 0);
+    }
   }
+  cuda::set_f8_transpose_path(cuda::f8_transpose_path::elements);
 }
 /// An operand through an FP8 cast on the CPU: its codes, its dequantized values, and the
 /// inverse scales the GPU's GEMM takes.

@@ -308,6 +308,40 @@ TEST_CASE("emulated CUDA kernels: Float8's casts to codes and back, each granula
     }
 }
 
+TEST_CASE("emulated CUDA kernels: Float8's cast-and-transpose by fours, each granularity, e4m3 and e5m2") {
+  // tiles partial both ways (rows and columns not multiples of 64); words where rows % 4 == 0
+  for (const std::int64_t rows : {70, 72}) {
+    const std::int64_t cols = 132;
+    auto x = randn(rows * cols, 16, 20.0f);
+    x[9] = 1e6f;  // saturates
+    for (const cpu::f8_granularity g :
+         {cpu::f8_granularity::tensorwise, cpu::f8_granularity::per_row, cpu::f8_granularity::per_column})
+      for (const dtype target : {dtype::f8_e4m3fn, dtype::f8_e5m2}) {
+        CAPTURE(rows);
+        CAPTURE(static_cast<int>(g));
+        const cpu::f8_cast c{.target = target, .granularity = g};
+        std::vector<float> scales(static_cast<std::size_t>(cpu::f8_scale_count(g, rows, cols)));
+        cpu::f8_scales(scales.data(), x.data(), rows, cols, c);
+        std::vector<std::uint8_t> want(rows * cols), got(rows * cols, 0xAB);
+        cpu::f8_quantize(want.data(), x.data(), scales.data(), rows, cols, c);
+        auto run = [&]<class F8>(F8) {
+          emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
+            k::transpose_fours_k<F8>(got.data(), reinterpret_cast<const k::f32_group<4>*>(x.data()), scales.data(),
+                                     rows, cols, g, rows % 4 == 0);
+          });
+        };
+        if (target == dtype::f8_e4m3fn)
+          run(f8_e4m3fn{});
+        else
+          run(f8_e5m2{});
+        bool transposed = true;
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t j = 0; j < cols; ++j) transposed = transposed && got[j * rows + r] == want[r * cols + j];
+        CHECK(transposed);
+      }
+  }
+}
+
 TEST_CASE("emulated CUDA kernels: Float8's per-row codes in one pass (amax, scale, codes, inverse scale)") {
   const std::int64_t rows = 5, cols = 600;  // more columns than threads: each thread strides
   auto x = randn(rows * cols, 14, 3.0f);
@@ -408,30 +442,38 @@ TEST_CASE("emulated CUDA kernels: Float8 rowwise's two casts of one tensor from 
         std::vector<std::uint8_t> want(rows * cols), want_t(rows * cols), bits(rows * cols), bits_t(rows * cols);
         cpu::f8_quantize(want.data(), x.data(), rs.data(), rows, cols, by_row);
         cpu::f8_quantize(want_t.data(), x.data(), cs.data(), rows, cols, by_col);
-        for (const bool words : {false, true}) {  // rows % 4 == 0: byte stores, or words
-          std::fill(bits_t.begin(), bits_t.end(), std::uint8_t{0xAB});
-          auto run = [&]<class R8, class C8>(R8, C8) {
-            emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
-              k::f8_dual_codes_k<R8, C8>(bits.data(), bits_t.data(), x.data(), scales.data(), rows, cols, words);
-            });
-          };
-          const auto with_col = [&](auto r8) {
-            if (col_target == dtype::f8_e4m3fn)
-              run(r8, f8_e4m3fn{});
+        // rows % 4 == 0: byte stores, or words; element by element, or by fours
+        for (const bool words : {false, true})
+          for (const bool fours : {false, true}) {
+            std::fill(bits.begin(), bits.end(), std::uint8_t{0xAB});
+            std::fill(bits_t.begin(), bits_t.end(), std::uint8_t{0xAB});
+            auto run = [&]<class R8, class C8>(R8, C8) {
+              emu::launch(k::transpose_grid(rows, cols), {32, 8, 1}, 0, [&] {
+                if (fours)
+                  k::f8_dual_codes_fours_k<R8, C8>(reinterpret_cast<k::u8_group<4>*>(bits.data()), bits_t.data(),
+                                                   reinterpret_cast<const k::f32_group<4>*>(x.data()), scales.data(),
+                                                   rows, cols, words);
+                else
+                  k::f8_dual_codes_k<R8, C8>(bits.data(), bits_t.data(), x.data(), scales.data(), rows, cols, words);
+              });
+            };
+            const auto with_col = [&](auto r8) {
+              if (col_target == dtype::f8_e4m3fn)
+                run(r8, f8_e4m3fn{});
+              else
+                run(r8, f8_e5m2{});
+            };
+            if (row_target == dtype::f8_e4m3fn)
+              with_col(f8_e4m3fn{});
             else
-              run(r8, f8_e5m2{});
-          };
-          if (row_target == dtype::f8_e4m3fn)
-            with_col(f8_e4m3fn{});
-          else
-            with_col(f8_e5m2{});
-          CHECK(bits == want);
-          bool transposed = true;
-          for (std::int64_t r = 0; r < rows; ++r)
-            for (std::int64_t c = 0; c < cols; ++c)
-              transposed = transposed && bits_t[c * rows + r] == want_t[r * cols + c];
-          CHECK(transposed);
-        }
+              with_col(f8_e5m2{});
+            CHECK(bits == want);
+            bool transposed = true;
+            for (std::int64_t r = 0; r < rows; ++r)
+              for (std::int64_t c = 0; c < cols; ++c)
+                transposed = transposed && bits_t[c * rows + r] == want_t[r * cols + c];
+            CHECK(transposed);
+          }
       }
 }
 

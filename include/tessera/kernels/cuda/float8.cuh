@@ -28,6 +28,7 @@
 #include <tessera/core/error.hpp>
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cpu/float8.hpp>
+#include <tessera/kernels/cuda/attention_library.hpp>
 #include <tessera/kernels/cuda/float8_kernels.cuh>
 #include <tessera/kernels/cuda/launch.cuh>
 #include <tessera/kernels/cuda/pointwise.cuh>
@@ -36,6 +37,37 @@
 #include <tessera/tensor/tensor.hpp>
 
 namespace tessera::cuda {
+
+/// How Float8's cast-and-transpose kernels read their tiles (f8_quantize_transposed,
+/// f8_codes_both): `elements`, a float at a time (transpose_k, f8_dual_codes_k: the form timed
+/// on an H200, the default), or `fours`, 4 floats a load with each thread's column scales
+/// loaded once (transpose_fours_k, f8_dual_codes_fours_k; where the columns are a multiple of
+/// 4 and the tensor 16-byte aligned). The same codes, bit for bit; `fours` not yet timed on a
+/// GPU (bench_gpu_kernels times both).
+enum class f8_transpose_path { elements, fours };
+
+/// The path named by `value` (TESSERA_F8_TRANSPOSE's): "elements", "fours", or nullptr or
+/// empty for the default, elements; anything else is refused with what to give.
+inline f8_transpose_path f8_transpose_path_named(const char* value) {
+  return detail::choice_named<f8_transpose_path>(
+      "TESSERA_F8_TRANSPOSE", value, {{"elements", f8_transpose_path::elements}, {"fours", f8_transpose_path::fours}},
+      "give 'elements' (a float a load, the default) or 'fours' (4 floats a load)");
+}
+/// The path the casts take: TESSERA_F8_TRANSPOSE, read once, or what set_f8_transpose_path
+/// set since.
+inline f8_transpose_path default_f8_transpose_path() {
+  return detail::setting<f8_transpose_path, f8_transpose_path_named>("TESSERA_F8_TRANSPOSE");
+}
+inline void set_f8_transpose_path(f8_transpose_path p) {
+  detail::setting<f8_transpose_path, f8_transpose_path_named>("TESSERA_F8_TRANSPOSE") = p;
+}
+
+namespace detail {
+/// Whether the casts of x [rows, cols] read their tiles by fours.
+inline bool transpose_by_fours(const float* x, std::int64_t cols) {
+  return default_f8_transpose_path() == f8_transpose_path::fours && cols % 4 == 0 && aligned(x, 16);
+}
+}  // namespace detail
 
 
 /// out [cols, rows] = the FP8 codes in [rows, cols] transposed: the operands the backward's
@@ -118,9 +150,15 @@ inline void f8_quantize(std::uint8_t* bits, const float* x, const float* scales,
 inline void f8_quantize_transposed(std::uint8_t* bits_t, const float* x, const float* scales, std::int64_t rows,
                                    std::int64_t cols, cpu::f8_cast c, cudaStream_t s = nullptr) {
   if (rows == 0 || cols == 0) return;
+  const bool words = detail::transpose_words(bits_t, rows);
   cpu::detail::with_f8_type(c.target, [&]<class F8>(F8) {
-    TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s, detail::transpose_k<F8>)(
-        bits_t, x, scales, rows, cols, c.granularity, detail::transpose_words(bits_t, rows));
+    if (detail::transpose_by_fours(x, cols))
+      TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s,
+                     detail::transpose_fours_k<F8>)(bits_t, reinterpret_cast<const detail::f32_group<4>*>(x), scales,
+                                                    rows, cols, c.granularity, words);
+    else
+      TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s, detail::transpose_k<F8>)(
+          bits_t, x, scales, rows, cols, c.granularity, words);
   });
   detail::launched("cuda::f8_quantize_transposed");
 }
@@ -149,11 +187,17 @@ inline void f8_codes_both(std::uint8_t* bits, std::uint8_t* bits_t, float* inver
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::f8_dual_scales_k)(
       amax_bits, rows, n, cpu::f8_max_finite(by_row.target), by_row.rounding == cpu::f8_scale_rounding::power_of_two,
       cpu::f8_max_finite(by_column.target), by_column.rounding == cpu::f8_scale_rounding::power_of_two);
+  const bool words = detail::transpose_words(bits_t, rows), fours = detail::transpose_by_fours(x, cols);
   cpu::detail::with_f8_type(by_row.target, [&]<class R8>(R8) {
     cpu::detail::with_f8_type(by_column.target, [&]<class C8>(C8) {
-      TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s,
-                     detail::f8_dual_codes_k<R8, C8>)(bits, bits_t, x, inverse, rows, cols,
-                                                      detail::transpose_words(bits_t, rows));
+      if (fours && detail::aligned(bits, 4))
+        TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s,
+                       detail::f8_dual_codes_fours_k<R8, C8>)(reinterpret_cast<detail::u8_group<4>*>(bits), bits_t,
+                                                              reinterpret_cast<const detail::f32_group<4>*>(x),
+                                                              inverse, rows, cols, words);
+      else
+        TESSERA_LAUNCH(detail::transpose_grid(rows, cols), detail::transpose_block(), 0, s,
+                       detail::f8_dual_codes_k<R8, C8>)(bits, bits_t, x, inverse, rows, cols, words);
     });
   });
   TESSERA_LAUNCH(detail::blocks_for(n), detail::threads, 0, s, detail::reciprocal_k)(inverse, n);

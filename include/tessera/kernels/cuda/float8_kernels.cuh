@@ -284,6 +284,68 @@ static __global__ void reciprocal_k(float* y, std::int64_t n) {
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
     y[i] = 1.0f / y[i];
 }
+/// The tiles of transpose_k by fours (transpose_fours_k, f8_dual_codes_fours_k; where the
+/// columns are a multiple of 4 and x is 16-byte aligned): the same 64 x 64 tiles and stores,
+/// each thread of the 256 reading 4 floats at a time -- one 16-byte load -- in one group of
+/// 4 columns of the tile and 4 rows 16 apart (16 threads across a tile row), its column scales
+/// loaded once. Not the default until a GPU times it: cuda::f8_transpose_path.
+struct four_tile {
+  int gx, gy;                // the thread's group of 4 columns (of 16) and first row (of 16)
+  std::int64_t r0, c;        // the tile's first row, the thread's first column
+  __device__ four_tile() {
+    const int tid = static_cast<int>(threadIdx.y * blockDim.x + threadIdx.x);
+    gx = tid % (transpose_tile / 4), gy = tid / (transpose_tile / 4);
+    r0 = static_cast<std::int64_t>(blockIdx.y) * transpose_tile;
+    c = static_cast<std::int64_t>(blockIdx.x) * transpose_tile + 4 * gx;
+  }
+  /// The tile row of the thread's k-th row (k < 4).
+  __device__ int row(int k) const { return gy + 16 * k; }
+};
+template <class F8>
+__global__ void transpose_fours_k(std::uint8_t* out, const f32_group<4>* x, const float* scales, std::int64_t rows,
+                                  std::int64_t cols, cpu::f8_granularity g, bool words) {
+  __shared__ transpose_tile_bytes tile;
+  const four_tile t;
+  if (t.c < cols) {
+    float cs[4];
+    for (int j = 0; j < 4; ++j) cs[j] = scales[g == cpu::f8_granularity::per_column ? t.c + j : 0];
+    for (int k = 0; k < 4; ++k) {
+      const std::int64_t r = t.r0 + t.row(k);
+      if (r >= rows) break;
+      const f32_group<4> a = x[(r * cols + t.c) / 4];
+      const float rs = g == cpu::f8_granularity::per_row ? scales[r] : 0.0f;
+      for (int j = 0; j < 4; ++j)
+        tile[t.row(k)][4 * t.gx + j] = F8(a.v[j] * (g == cpu::f8_granularity::per_row ? rs : cs[j])).bits;
+    }
+  }
+  __syncthreads();
+  store_transposed(out, tile, rows, cols, words);
+}
+/// f8_dual_codes_k by fours: each group's 4 row codes stored as one 4-byte word.
+template <class R8, class C8>
+__global__ void f8_dual_codes_fours_k(u8_group<4>* bits, std::uint8_t* bits_t, const f32_group<4>* x,
+                                      const float* scales, std::int64_t rows, std::int64_t cols, bool words) {
+  __shared__ transpose_tile_bytes tile;
+  const four_tile t;
+  if (t.c < cols) {
+    float cs[4];
+    for (int j = 0; j < 4; ++j) cs[j] = scales[rows + t.c + j];
+    for (int k = 0; k < 4; ++k) {
+      const std::int64_t r = t.r0 + t.row(k);
+      if (r >= rows) break;
+      const f32_group<4> a = x[(r * cols + t.c) / 4];
+      const float rs = scales[r];
+      u8_group<4> b;
+      for (int j = 0; j < 4; ++j) {
+        b.v[j] = R8(a.v[j] * rs).bits;
+        tile[t.row(k)][4 * t.gx + j] = C8(a.v[j] * cs[j]).bits;
+      }
+      bits[(r * cols + t.c) / 4] = b;
+    }
+  }
+  __syncthreads();
+  store_transposed(bits_t, tile, rows, cols, words);
+}
 /// transpose_k's grid for a [rows, cols] matrix (its blocks: 32 x 8 threads, transpose_threads).
 inline dim3 transpose_grid(std::int64_t rows, std::int64_t cols) {
   return dim3(static_cast<unsigned>((cols + transpose_tile - 1) / transpose_tile),

@@ -221,17 +221,14 @@ void train_rank(C& c, F* flight, typename R::mesh mesh, const run_inputs& in) {
   }
   ckpt.finish();  // the last asynchronous save is committed before the run ends
   if (!in.checkpoint.folder.empty() && lead) std::printf("checkpoints in %s\n", in.checkpoint.folder.c_str());
-  if (!in.save_weights.empty()) {
-    std::vector<std::vector<float>> full;  // rank 0's: the others drop each tensor once gathered
-    for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) {
-      std::vector<float> t = pm.full_param(i);  // collective
-      if (lead) full.push_back(std::move(t));
-    }
+  if (!in.save_weights.empty()) {  // each tensor gathered (a collective) and written by rank 0 before the next
     if (lead) {
-      train::save_hf_checkpoint(cfg, [&](std::int64_t i) { return full[static_cast<std::size_t>(i)].data(); },
-                                in.save_weights,
-                                in.save_dtype == "bf16" ? train::safetensors::dtype::bf16 : train::safetensors::dtype::f32);
+      train::save_hf_checkpoint_streamed(
+          cfg, [&](std::int64_t i) { return pm.full_param(i); }, in.save_weights,
+          in.save_dtype == "bf16" ? train::safetensors::dtype::bf16 : train::safetensors::dtype::f32);
       std::printf("saved weights to %s\n", in.save_weights.c_str());
+    } else {
+      for (std::int64_t i = 0; i < pm.model().n_tensors(); ++i) (void)pm.full_param(i);
     }
   }
 }

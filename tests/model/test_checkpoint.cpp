@@ -153,6 +153,58 @@ TEST_CASE("HF checkpoint: save then load gives the same parameters, f32 exactly"
       REQUIRE(b.param(i)[j] == st::detail::bf16_to_f32(st::detail::f32_to_bf16(a.param(i)[j])));
 }
 
+TEST_CASE("HF checkpoint: saved a tensor at a time, the writer's bytes exactly") {
+  llama<tiny> a;
+  a.init_weights(11);
+  for (const st::dtype type : {st::dtype::f32, st::dtype::bf16}) {
+    CAPTURE(static_cast<int>(type));
+    // the reference: every tensor collected by safetensors::writer, then written
+    st::writer w;
+    w.add_metadata("format", "pt");
+    w.add_metadata("tessera_config", "tiny");
+    for (std::int64_t i = 0; i < a.n_tensors(); ++i) {
+      const auto e = a.entry(i);
+      std::vector<float> v(a.param(i), a.param(i) + e.shape.numel());
+      if (e.role == param_role::attention_q) train::permute_rope_rows(v, 4, 8, 32, false);
+      if (e.role == param_role::attention_k) train::permute_rope_rows(v, 2, 8, 32, false);
+      w.add(train::hf_name(e), train::hf_shape(e), v, type);
+    }
+    const std::uint64_t data_start = w.write(scratch("collected.safetensors"));
+    // streamed: when tensor i is asked for, the file being written holds tensors 0 .. i-1
+    const fs::path path = scratch("streamed.safetensors");
+    std::int64_t asked = 0;
+    std::uint64_t before = data_start;  // bytes tensors 0 .. asked-1 end at
+    bool in_order = true, written_before = true;
+    train::save_hf_checkpoint_streamed(a.config(), [&](std::int64_t i) {
+      in_order = in_order && i == asked;
+      written_before = written_before && fs::file_size(tessera::atomic_temp_path(path)) == before;
+      before += static_cast<std::uint64_t>(a.entry(i).shape.numel()) * (type == st::dtype::bf16 ? 2 : 4);
+      ++asked;
+      return std::vector<float>(a.param(i), a.param(i) + a.entry(i).shape.numel());
+    }, path, type);
+    CHECK(asked == a.n_tensors());
+    CHECK(in_order);
+    CHECK(written_before);
+    CHECK(read_bytes(path) == read_bytes(scratch("collected.safetensors")));
+  }
+  // a file that cannot be written: every tensor is still asked for (a parallel run's gathers
+  // are collectives), then the error
+  std::int64_t asked = 0;
+  CHECK_THROWS_WITH_AS(train::save_hf_checkpoint_streamed(a.config(), [&](std::int64_t i) {
+    ++asked;
+    return std::vector<float>(a.param(i), a.param(i) + a.entry(i).shape.numel());
+  }, scratch("no/such/dir/x.safetensors")), doctest::Contains("cannot create"), tessera::error);
+  CHECK(asked == a.n_tensors());
+  // a tensor of the wrong size names the parameter, and the rest are still asked for
+  asked = 0;
+  CHECK_THROWS_WITH_AS(train::save_hf_checkpoint_streamed(a.config(), [&](std::int64_t) {
+    ++asked;
+    return std::vector<float>(3);
+  }, scratch("wrong_size.safetensors")), doctest::Contains("parameter 0 has 3 values"), tessera::error);
+  CHECK(asked == a.n_tensors());
+  CHECK(!fs::exists(scratch("wrong_size.safetensors")));
+}
+
 TEST_CASE("HF checkpoint: sharded checkpoints load through their index.json") {
   llama<tiny> a, b;
   a.init_weights(5);

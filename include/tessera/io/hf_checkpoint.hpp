@@ -260,24 +260,54 @@ inline std::uint64_t load_hf_checkpoint_blocks(const llama_config& c, const std:
   return files.bytes_read();
 }
 
+/// Saves every parameter of config `c` as one Hugging Face safetensors file, in `type` (F32 or
+/// BF16), atomically, a tensor at a time: tensor(i) gives parameter i's values (param_at
+/// order, once each), each written before the next is asked for, so that the caller holds one
+/// tensor at a time (a parallel run's rank 0, gathering them). Every tensor is asked for even
+/// when the file cannot be written -- a parallel run's gathers are collectives, which every
+/// rank must make -- and the error is thrown after.
+inline void save_hf_checkpoint_streamed(const llama_config& c,
+                                        const std::function<std::vector<float>(std::int64_t)>& tensor,
+                                        const std::filesystem::path& path,
+                                        safetensors::dtype type = safetensors::dtype::f32) {
+  const std::int64_t n = param_tensor_count(c);
+  std::vector<safetensors::tensor_decl> ts;
+  for (std::int64_t i = 0; i < n; ++i) ts.push_back({hf_name(param_at(c, i)), hf_shape(param_at(c, i)), type});
+  std::int64_t next = 0;  // the tensors asked for
+  std::vector<float> buf;
+  try {
+    safetensors::write_streamed(
+        path, ts, {{"format", "pt"}, {"tessera_config", std::string(c.name)}},  // "pt": what transformers expects
+        [&](std::size_t) -> std::span<const float> {
+          const param_entry e = param_at(c, next);
+          buf = tensor(next++);
+          check(static_cast<std::int64_t>(buf.size()) == e.shape.numel(),
+                "save_hf_checkpoint: parameter " + std::to_string(next - 1) + " has " + std::to_string(buf.size()) +
+                    " values, not " + std::to_string(e.shape.numel()));
+          if (e.role == param_role::attention_q) permute_rope_rows(buf, c.n_heads, head_dim(c), c.dim, false);
+          if (e.role == param_role::attention_k) permute_rope_rows(buf, c.n_kv_heads, head_dim(c), c.dim, false);
+          return buf;
+        });
+  } catch (...) {
+    for (; next < n; ++next) {
+      try {
+        (void)tensor(next);
+      } catch (...) {  // the first error is the one to report
+      }
+    }
+    throw;
+  }
+}
 /// Saves every parameter (or gradient: any accessor) of config `c` as one Hugging Face
-/// safetensors file, in `type` (F32 or BF16), atomically.
+/// safetensors file, in `type` (F32 or BF16), atomically (save_hf_checkpoint_streamed: one
+/// tensor copied at a time).
 inline void save_hf_checkpoint(const llama_config& c, const param_access& param,
                                const std::filesystem::path& path,
                                safetensors::dtype type = safetensors::dtype::f32) {
-  safetensors::writer w;
-  w.add_metadata("format", "pt");  // what transformers expects of a PyTorch checkpoint
-  w.add_metadata("tessera_config", std::string(c.name));
-  for (std::int64_t i = 0; i < param_tensor_count(c); ++i) {
-    const param_entry e = param_at(c, i);
-    std::vector<float> buf(param(i), param(i) + e.shape.numel());
-    if (e.role == param_role::attention_q)
-      permute_rope_rows(buf, c.n_heads, head_dim(c), c.dim, false);
-    if (e.role == param_role::attention_k)
-      permute_rope_rows(buf, c.n_kv_heads, head_dim(c), c.dim, false);
-    w.add(hf_name(e), hf_shape(e), buf, type);
-  }
-  w.write(path);
+  save_hf_checkpoint_streamed(c, [&](std::int64_t i) {
+    const float* p = param(i);
+    return std::vector<float>(p, p + param_at(c, i).shape.numel());
+  }, path, type);
 }
 
 }  // namespace tessera::io

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <span>
@@ -291,6 +292,101 @@ class reader {
   }
 };
 
+/// A tensor of a file to write: its name, shape and type (F32 or BF16).
+struct tensor_decl {
+  std::string name;
+  std::vector<std::int64_t> shape;
+  dtype type = dtype::f32;
+};
+
+namespace detail {
+inline std::string shape_json(const std::vector<std::int64_t>& s) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(s[i]);
+  }
+  out += "]";
+  return out;
+}
+inline std::uint64_t byte_size(const tensor_decl& t) {
+  std::uint64_t n = dtype_size(t.type);
+  for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+/// A file's header: the metadata, then each tensor at the offset after the one before,
+/// padded with spaces so that the data section starts 8-byte aligned.
+inline std::string header_text(const std::map<std::string, std::string>& meta, std::span<const tensor_decl> ts) {
+  using json::quote;
+  std::string h = "{";
+  bool first = true;
+  if (!meta.empty()) {
+    h += "\"__metadata__\":{";
+    bool f2 = true;
+    for (const auto& [k, v] : meta) {
+      if (!f2) h += ",";
+      h += quote(k) + ":" + quote(v);
+      f2 = false;
+    }
+    h += "}";
+    first = false;
+  }
+  std::uint64_t off = 0;
+  for (const tensor_decl& t : ts) {
+    if (!first) h += ",";
+    const std::uint64_t n = byte_size(t);
+    h += quote(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.type)) + "\",\"shape\":" + shape_json(t.shape) +
+         ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
+    off += n;
+    first = false;
+  }
+  h += "}";
+  while ((8 + h.size()) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
+  return h;
+}
+/// The 8-byte little-endian length, then the header.
+inline void write_header(std::ofstream& out, const std::string& h) {
+  unsigned char len[8];
+  const std::uint64_t n = h.size();
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
+  out.write(reinterpret_cast<const char*>(len), 8);
+  out.write(h.data(), static_cast<std::streamsize>(h.size()));
+}
+}  // namespace detail
+
+/// Writes a safetensors file at `path` (atomically; `sync`: fsync before the rename) holding
+/// tensors `ts` in order, the k-th's f32 values from values(k) -- called once for each k in
+/// order, each tensor written (BF16: rounded to nearest even, a chunk at a time) and flushed
+/// before the next is asked for -- so that a caller holds one tensor at a time.
+inline void write_streamed(const std::filesystem::path& path, std::span<const tensor_decl> ts,
+                           const std::map<std::string, std::string>& meta,
+                           const std::function<std::span<const float>(std::size_t)>& values, bool sync = false) {
+  check_host_endianness();
+  for (const tensor_decl& t : ts)
+    check(t.type == dtype::f32 || t.type == dtype::bf16,
+          "safetensors: writing " + std::string(dtype_name(t.type)) + " is not supported; use F32 or BF16");
+  const std::string h = detail::header_text(meta, ts);
+  write_file_atomically(path, [&](std::ofstream& out) {
+    detail::write_header(out, h);
+    std::vector<std::uint16_t> chunk;
+    for (std::size_t k = 0; k < ts.size(); ++k) {
+      const std::span<const float> v = values(k);
+      check(v.size() * dtype_size(ts[k].type) == detail::byte_size(ts[k]),
+            "safetensors: tensor '" + ts[k].name + "': data size does not match its shape");
+      if (ts[k].type == dtype::f32) {
+        out.write(reinterpret_cast<const char*>(v.data()), static_cast<std::streamsize>(v.size_bytes()));
+      } else {
+        for (std::size_t i = 0; i < v.size(); i += std::size_t{1} << 20) {
+          chunk.resize(std::min(v.size() - i, std::size_t{1} << 20));
+          for (std::size_t j = 0; j < chunk.size(); ++j) chunk[j] = detail::f32_to_bf16(v[i + j]);
+          out.write(reinterpret_cast<const char*>(chunk.data()), static_cast<std::streamsize>(2 * chunk.size()));
+        }
+      }
+      out.flush();
+    }
+  }, "safetensors", sync);
+}
+
 /// Collects tensors and writes one safetensors file (atomically: temp file, then rename).
 class writer {
  public:
@@ -331,40 +427,11 @@ class writer {
   /// offset at which the data section begins (tensor k's bytes follow those of 0..k-1).
   std::uint64_t write(const std::filesystem::path& path, bool sync = false) const {
     check_host_endianness();
-    using json::quote;
-    std::string h = "{";
-    bool first = true;
-    if (!meta_.empty()) {
-      h += "\"__metadata__\":{";
-      bool f2 = true;
-      for (const auto& [k, v] : meta_) {
-        if (!f2) h += ",";
-        h += quote(k);
-        h += ":";
-        h += quote(v);
-        f2 = false;
-      }
-      h += "}";
-      first = false;
-    }
-    std::uint64_t off = 0;
-    for (const auto& e : entries_) {
-      if (!first) h += ",";
-      h += quote(e.name) + ":{\"dtype\":\"" +
-           std::string(dtype_name(e.type)) + "\",\"shape\":" + shape_json(e.shape) +
-           ",\"data_offsets\":[" + std::to_string(off) + "," +
-           std::to_string(off + e.bytes.size()) + "]}";
-      off += e.bytes.size();
-      first = false;
-    }
-    h += "}";
-    while ((8 + h.size()) % 8 != 0) h.push_back(' ');  // align the data section to 8 bytes
+    std::vector<tensor_decl> ts;
+    for (const auto& e : entries_) ts.push_back({e.name, e.shape, e.type});
+    const std::string h = detail::header_text(meta_, ts);
     write_file_atomically(path, [&, this](std::ofstream& out) {
-      unsigned char len[8];
-      std::uint64_t n = h.size();
-      for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((n >> (8 * i)) & 0xFF);
-      out.write(reinterpret_cast<const char*>(len), 8);
-      out.write(h.data(), static_cast<std::streamsize>(h.size()));
+      detail::write_header(out, h);
       for (const auto& e : entries_)
         out.write(reinterpret_cast<const char*>(e.bytes.data()),
                   static_cast<std::streamsize>(e.bytes.size()));
@@ -389,15 +456,6 @@ class writer {
   }
   std::map<std::string, std::string> meta_;
 
-  static std::string shape_json(const std::vector<std::int64_t>& s) {
-    std::string out = "[";
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      if (i) out += ",";
-      out += std::to_string(s[i]);
-    }
-    out += "]";
-    return out;
-  }
 };
 
 }  // namespace tessera::io::safetensors

@@ -13,4 +13,5 @@ using io::load_hf_checkpoint_blocks;
 using io::param_access;
 using io::permute_rope_rows;
 using io::save_hf_checkpoint;
+using io::save_hf_checkpoint_streamed;
 }  // namespace tessera::train

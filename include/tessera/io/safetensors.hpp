@@ -21,6 +21,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 
@@ -96,10 +97,11 @@ struct tensor_info {
   }
 };
 
-inline std::string shape_string(std::span<const std::int64_t> s) {
+/// "[a, b]" (or with `sep` ",": the header's JSON, "[a,b]").
+inline std::string shape_string(std::span<const std::int64_t> s, std::string_view sep = ", ") {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ", ";
+    if (i) out += sep;
     out += std::to_string(s[i]);
   }
   out += "]";
@@ -300,15 +302,6 @@ struct tensor_decl {
 };
 
 namespace detail {
-inline std::string shape_json(const std::vector<std::int64_t>& s) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (i) out += ",";
-    out += std::to_string(s[i]);
-  }
-  out += "]";
-  return out;
-}
 inline std::uint64_t byte_size(const tensor_decl& t) {
   std::uint64_t n = dtype_size(t.type);
   for (auto d : t.shape) n *= static_cast<std::uint64_t>(d);
@@ -335,7 +328,7 @@ inline std::string header_text(const std::map<std::string, std::string>& meta, s
   for (const tensor_decl& t : ts) {
     if (!first) h += ",";
     const std::uint64_t n = byte_size(t);
-    h += quote(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.type)) + "\",\"shape\":" + shape_json(t.shape) +
+    h += quote(t.name) + ":{\"dtype\":\"" + std::string(dtype_name(t.type)) + "\",\"shape\":" + shape_string(t.shape, ",") +
          ",\"data_offsets\":[" + std::to_string(off) + "," + std::to_string(off + n) + "]}";
     off += n;
     first = false;

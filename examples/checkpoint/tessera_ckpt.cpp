@@ -90,17 +90,15 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
   const tessera::llama_config* c = tessera::find_config(it->second);
   if (!c) throw error("'" + dir.string() + "/metadata.json': model '" + it->second + "' is not one tessera knows");
   const std::int64_t n = tessera::param_tensor_count(*c);
-  std::vector<std::vector<float>> full(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) {
+  // one tensor in memory at a time: each read whole from the checkpoint's boxes as it is written
+  const auto read_tensor = [&](std::int64_t i) {
     const tessera::param_entry e = tessera::param_at(*c, i);
     const tessera::shape_t g = tessera::param_global_shape(e);
-    const tessera::box whole = tessera::whole_box(g);
-    auto& v = full[static_cast<std::size_t>(i)];
-    v.resize(static_cast<std::size_t>(g.numel()));
-    r.read(tessera::titan_name(e), g, whole, v.data());
-  }
+    std::vector<float> v(static_cast<std::size_t>(g.numel()));
+    r.read(tessera::titan_name(e), g, tessera::whole_box(g), v.data());
+    return v;
+  };
   const auto type = dtype == "bf16" ? tessera::io::safetensors::dtype::bf16 : tessera::io::safetensors::dtype::f32;
-  auto param = [&](std::int64_t i) { return full[static_cast<std::size_t>(i)].data(); };
   if (shard_mib <= 0) {
     if (const fs::path parent = out.parent_path(); !parent.empty()) {  // created when missing, as --shard-mib's OUT is
       std::error_code made, ec;
@@ -109,7 +107,7 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
         throw error("cannot create the folder '" + parent.string() + "' of '" + out.string() + "'" +
                     (made ? " (" + made.message() + ")" : std::string()) + "; name another OUT");
     }
-    tessera::io::save_hf_checkpoint(*c, param, out, type);
+    tessera::io::save_hf_checkpoint_streamed(*c, read_tensor, out, type);
     std::printf("wrote %s (%s, %lld tensors of %s)\n", out.string().c_str(), dtype.c_str(), static_cast<long long>(n),
                 c->name.data());
     return 0;
@@ -121,7 +119,7 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
   std::vector<std::vector<std::int64_t>> groups(1);
   std::uint64_t in_group = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const std::uint64_t b = full[static_cast<std::size_t>(i)].size() * elt;
+    const std::uint64_t b = static_cast<std::uint64_t>(tessera::param_at(*c, i).shape.numel()) * elt;
     if (!groups.back().empty() && in_group + b > limit) groups.emplace_back(), in_group = 0;
     groups.back().push_back(i);
     in_group += b;
@@ -134,21 +132,21 @@ int export_hf(const fs::path& dir, const fs::path& out, const std::string& dtype
   std::string index = "{\"metadata\":{\"format\":\"pt\"},\"weight_map\":{";
   bool first = true;
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    tessera::io::safetensors::writer w;
-    w.add_metadata("format", "pt");
+    std::vector<tessera::io::safetensors::tensor_decl> ts;
     for (std::int64_t i : groups[g]) {
       const tessera::param_entry e = tessera::param_at(*c, i);
-      std::vector<float> buf = full[static_cast<std::size_t>(i)];
-      if (e.role == tessera::param_role::attention_q)
-        tessera::io::permute_rope_rows(buf, c->n_heads, tessera::head_dim(*c), c->dim, false);
-      if (e.role == tessera::param_role::attention_k)
-        tessera::io::permute_rope_rows(buf, c->n_kv_heads, tessera::head_dim(*c), c->dim, false);
-      w.add(tessera::io::hf_name(e), tessera::io::hf_shape(e), buf, type);
+      ts.push_back({tessera::io::hf_name(e), tessera::io::hf_shape(e), type});
       if (!first) index += ",";
       index += tessera::json::quote(tessera::io::hf_name(e)) + ":" + tessera::json::quote(file_name(g));
       first = false;
     }
-    w.write(out / file_name(g));
+    std::vector<float> buf;
+    tessera::io::safetensors::write_streamed(out / file_name(g), ts, {{"format", "pt"}}, [&](std::size_t k) {
+      const std::int64_t i = groups[g][k];
+      buf = read_tensor(i);
+      tessera::io::hf_row_order(*c, tessera::param_at(*c, i), buf, true);
+      return std::span<const float>(buf);
+    });
   }
   index += "}}\n";
   tessera::write_text_atomically(out / "model.safetensors.index.json", index, "tessera-ckpt");

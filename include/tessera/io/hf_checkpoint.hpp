@@ -80,6 +80,13 @@ inline void permute_rope_rows(std::span<float> w, std::int64_t heads, std::int64
       }
 }
 
+/// Parameter e's values [rows, cols] of config c between tessera's row order and HF's (only
+/// wq's and wk's differ: permute_rope_rows), to_hf or back.
+inline void hf_row_order(const llama_config& c, const param_entry& e, std::span<float> w, bool to_hf) {
+  if (e.role == param_role::attention_q) permute_rope_rows(w, c.n_heads, head_dim(c), c.dim, !to_hf);
+  if (e.role == param_role::attention_k) permute_rope_rows(w, c.n_kv_heads, head_dim(c), c.dim, !to_hf);
+}
+
 /// Access to a model's parameter tensors by index (in param_at order).
 using param_access = std::function<float*(std::int64_t)>;
 
@@ -214,10 +221,7 @@ inline void load_hf_checkpoint(const llama_config& c, const param_access& param,
     auto& r = files.of(e);
     std::span<float> out(param(i), static_cast<std::size_t>(e.shape.numel()));
     r.read_f32(hf_name(e), hf_shape(e), out);
-    if (e.role == param_role::attention_q)
-      permute_rope_rows(out, c.n_heads, head_dim(c), c.dim, true);
-    if (e.role == param_role::attention_k)
-      permute_rope_rows(out, c.n_kv_heads, head_dim(c), c.dim, true);
+    hf_row_order(c, e, out, false);
   }
   files.check_no_others();
 }
@@ -284,8 +288,7 @@ inline void save_hf_checkpoint_streamed(const llama_config& c,
           check(static_cast<std::int64_t>(buf.size()) == e.shape.numel(),
                 "save_hf_checkpoint: parameter " + std::to_string(next - 1) + " has " + std::to_string(buf.size()) +
                     " values, not " + std::to_string(e.shape.numel()));
-          if (e.role == param_role::attention_q) permute_rope_rows(buf, c.n_heads, head_dim(c), c.dim, false);
-          if (e.role == param_role::attention_k) permute_rope_rows(buf, c.n_kv_heads, head_dim(c), c.dim, false);
+          hf_row_order(c, e, buf, true);
           return buf;
         });
   } catch (...) {

@@ -1,0 +1,21 @@
+// What the tests of the CUDA kernels on the host's emulation share (test_pointwise_emulated.cpp,
+// test_float8_emulated.cpp): include after cuda_emulation.hpp and the kernels.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace emulated_kernel_tests {
+inline std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+/// One block per row, as the row kernels launch.
+inline dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
+/// A grid-stride launch, as blocks_for sizes it.
+inline dim3 stride_grid(std::int64_t n) { return {tessera::cuda::detail::blocks_for(n), 1, 1}; }
+}  // namespace emulated_kernel_tests

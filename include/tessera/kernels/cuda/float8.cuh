@@ -18,7 +18,7 @@
 // TESSERA_HOST_DEVICE conversions (saturating, round to nearest even): the codes equal the
 // CPU's exactly. Amaxes are maxima, so any reduction order gives the same bits.
 // The device code is float8_kernels.cuh, which the host tests also run through a CUDA
-// emulation (tests/kernels/test_pointwise_emulated.cpp); this file launches it.
+// emulation (tests/kernels/test_float8_emulated.cpp); this file launches it.
 #pragma once
 
 #include <cuda_runtime.h>

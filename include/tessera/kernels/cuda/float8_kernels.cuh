@@ -4,7 +4,7 @@
 // cast as they are read).
 // nvcc compiles it for the GPU; a host compiler with TESSERA_CUDA_EMULATION defined and
 // tests/support/cuda_emulation.hpp included first runs it on the host
-// (tests/kernels/test_pointwise_emulated.cpp).
+// (tests/kernels/test_float8_emulated.cpp).
 // tessera-requires: cuda (device code: see above)
 #pragma once
 

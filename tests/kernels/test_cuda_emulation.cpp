@@ -216,6 +216,24 @@ TEST_CASE("emulated device memory: the host dereferencing it, a kernel reaching 
   CHECK(cudaDeviceSynchronize() == cudaSuccess);
 }
 
+TEST_CASE("emulated device memory: bytes an operation names but never touches (cuBLASLt's workspace) are ordered, not opened") {
+  device_floats w(std::vector<float>(64, 0.0f));
+  const auto base = reinterpret_cast<std::uintptr_t>(w.t.data());
+  emu::device_access open;
+  const emu::order::range named = open.named(w.t.data() + 2, 8 * sizeof(float), true);
+  CHECK(named.base == base);
+  CHECK(named.lo == base + 8);
+  CHECK(named.hi == base + 40);
+  CHECK(named.write);
+  // the order checker has its bytes, but the operation's host code has no access to them
+  const std::string closed = death_message([&] { std::printf("%f\n", static_cast<double>(w.t.data()[3])); });
+  CHECK(closed.find("byte 12 of the device allocation of 256 bytes") != std::string::npos);
+  const emu::order::range opened = open.add(w.t.data(), 4 * sizeof(float), false);
+  CHECK(opened.lo == base);
+  CHECK(opened.hi == base + 16);
+  CHECK(w.t.data()[3] == 0.0f);  // added: the operation may touch it
+}
+
 TEST_CASE("emulated launches: shared memory over 48 KiB needs the kernel's opt-in; block sizes as a GPU's") {
   device_floats out(std::vector<float>(32, 0.0f));
   const std::size_t big = 64 << 10;

@@ -247,7 +247,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op
   emu::issue(stream, "cublasLtMatmul",
              {open.add(A, lt::span_bytes(*a), false), open.add(B, lt::span_bytes(*b), false),
               open.add(C, be == 0.0f ? 0 : lt::span_bytes(*c), false), open.add(D, lt::span_bytes(*d), true),
-              open.add(workspace, workspace_bytes, true),
+              open.named(workspace, workspace_bytes, true),  // the emulation never touches it
               open.add(op->a_scale, f8 ? (outer ? m : 1) * sizeof(float) : 0, false),
               open.add(op->b_scale, f8 ? (outer ? n : 1) * sizeof(float) : 0, false)});
   const std::vector<float> fa = lt::to_f32(A, *a), fb = lt::to_f32(B, *b);

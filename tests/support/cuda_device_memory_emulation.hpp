@@ -197,20 +197,12 @@ class device_access {
   /// Opens the allocation p points into (nothing when p is null or host memory) and returns
   /// the bytes [p, p + bytes) of it the operation reads or writes, for the order checker
   /// (none when bytes is 0 or they are not inside it).
-  order::range add(const void* p, std::size_t bytes, bool write) {
-    if (!p) return {};
-    auto& r = runtime::get();
-    std::lock_guard lock(r.m);
-    const auto a = reinterpret_cast<std::uintptr_t>(p);
-    auto it = holding(r, a);
-    if (it == r.allocations.end()) return {};
-    if (std::find(held_.begin(), held_.end(), it->first) == held_.end()) {
-      if (it->second.users++ == 0) set_access(*it, true);
-      held_.push_back(it->first);
-    }
-    if (bytes == 0 || a + bytes > it->first + it->second.bytes) return {};
-    return {it->first, a, a + bytes, write};
-  }
+  order::range add(const void* p, std::size_t bytes, bool write) { return enter(p, bytes, write, true); }
+  /// The bytes [p, p + bytes) for the order checker as add() gives them, without opening
+  /// their allocation: for what the operation names but its emulation never touches (cuBLASLt's
+  /// workspace: opening its 32 MiB on every GEMM was most of an emulated recipe's time, in
+  /// the kernel's page-table walks of mprotect).
+  order::range named(const void* p, std::size_t bytes, bool write) { return enter(p, bytes, write, false); }
   /// Whether an operation wrote into the guard bytes of one of them.
   bool overran() const {
     auto& r = runtime::get();
@@ -234,6 +226,20 @@ class device_access {
   }
 
  private:
+  order::range enter(const void* p, std::size_t bytes, bool write, bool open) {
+    if (!p) return {};
+    auto& r = runtime::get();
+    std::lock_guard lock(r.m);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = holding(r, a);
+    if (it == r.allocations.end()) return {};
+    if (open && std::find(held_.begin(), held_.end(), it->first) == held_.end()) {
+      if (it->second.users++ == 0) set_access(*it, true);
+      held_.push_back(it->first);
+    }
+    if (bytes == 0 || a + bytes > it->first + it->second.bytes) return {};
+    return {it->first, a, a + bytes, write};
+  }
   std::vector<std::uintptr_t> held_;  // the allocations' addresses
 };
 

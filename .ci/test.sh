@@ -121,10 +121,20 @@ for cc in gcc clang; do
   phase "configure and build with $cxx"
   # the CUDA units (g++ pass only) for sm_90 alone: CI compiles them to check them, and the
   # host code is the same for every architecture (users' builds default to sm_80 and sm_90)
+  # every compile timed (.ci/timed-compile: the compiler's CPU seconds, which other work on
+  # the machine changes little), the costliest units printed after the build, so that a CI
+  # log shows where its build time goes (docs/performance.md, "CI")
+  times="$dir/compile-times.log"
+  rm -f "$times"
+  launcher="$root/.ci/timed-compile;$times"
   cmake -S "$root" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Release "${opt[@]}" "${cuda_opt[@]}" -DTESSERA_BUILD_BENCH=$once \
     -DTESSERA_BUILD_CUDA_UNITS=$once -DTESSERA_BUILD_EXAMPLES=$once -DTESSERA_FRONTEND_ONLY="$only" -DTESSERA_SKIP_PROGRAMS="$skip" -DTESSERA_UNITY_TESTS=ON -DTESSERA_HEADER_CHECK=$headers \
-    -DTESSERA_BENCH_FLAGS="$bench_flags" >/dev/null
+    -DTESSERA_BENCH_FLAGS="$bench_flags" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_CUDA_COMPILER_LAUNCHER="$launcher" >/dev/null
   cmake --build "$dir" -j "$jobs"
+  if [ -s "$times" ]; then
+    awk '{ s += $1 } END { printf "== tessera: %d units compiled in %.0f s of compiler CPU time; the costliest:\n", NR, s }' "$times"
+    sort -rn "$times" | head -15 | awk '{ printf "   %7.1f s  %s\n", $1, $3 }'
+  fi
   phase "tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1
 done

@@ -3,17 +3,11 @@
 #pragma once
 
 #include <cstdint>
-#include <random>
-#include <vector>
+
+#include "fd.hpp"
 
 namespace emulated_kernel_tests {
-inline std::vector<float> randn(std::size_t n, unsigned seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
-  return v;
-}
+using tt::randn;  // seeded normal values, as the CPU kernels' tests draw them
 /// One block per row, as the row kernels launch.
 inline dim3 rows_grid(std::int64_t n) { return {static_cast<unsigned>(n), 1, 1}; }
 /// A grid-stride launch, as blocks_for sizes it.

@@ -3,7 +3,8 @@
 // faults on -- a host pointer handed to a kernel, a copy in the wrong direction, shared memory
 // over 48 KiB without the opt-in, a barrier some threads never reach, FP8 GEMMs outside
 // cuBLASLt's rules -- and that it computes what cuBLASLt documents (the FP8 scales, beta 0).
-// The GPU tests compiled against it (ctest gpu_emulated.*) rely on both.
+// The GPU tests compiled against it (ctest gpu_emulated.*) rely on both. The emulated NCCL's
+// refusals: test_nccl_emulation.cpp, in the same program.
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -18,10 +19,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
-#include <nccl.h>
 
-#include <tessera/comm/nccl.hpp>
-#include <tessera/comm/threads.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/core/float8.hpp>
 #include <tessera/kernels/cuda/gemm.hpp>
@@ -476,36 +474,4 @@ TEST_CASE("emulated cuBLASLt: f32 and bf16 GEMMs, transposes and beta against a 
         s += a[static_cast<std::size_t>(i * k + p)] * b[static_cast<std::size_t>(p * n + j)];
       CHECK(got[static_cast<std::size_t>(j * m + i)] == doctest::Approx(2.0f * s + 1.0f));
     }
-}
-
-TEST_CASE("emulated NCCL: refuses host buffers, another device's, and ranks that disagree on a call") {
-  std::vector<std::string> seen(2);
-  std::vector<int> mismatch(2, -1), wrong_device(2, -1);
-  tessera::comm::run_threads(2, [&](tessera::comm::threads_communicator& boot) {
-    auto c = tessera::comm::nccl_communicator::bootstrap(boot);
-    const auto r = static_cast<std::size_t>(c.rank());
-    std::vector<float> host(4, 1.0f);
-    try {
-      c.all_reduce(host.data(), host.data(), 4, tessera::comm::dtype::f32, tessera::comm::reduce_op::sum).wait();
-    } catch (const tessera::error& e) {
-      seen[r] = e.what();
-    }
-    // the ranks' own calls disagree on the count (tessera's call check would name it first)
-    float* d = nullptr;
-    REQUIRE(cudaMalloc(&d, 64 * sizeof(float)) == cudaSuccess);
-    mismatch[r] = ncclAllReduce(d, d, c.rank() == 0 ? 4 : 8, ncclFloat32, ncclSum, c.native(), c.stream());
-    // a buffer of another device than the communicator's (rank r is on device r)
-    REQUIRE(cudaSetDevice(c.rank() == 0 ? 1 : 0) == cudaSuccess);
-    float* other = nullptr;
-    REQUIRE(cudaMalloc(&other, 64 * sizeof(float)) == cudaSuccess);
-    REQUIRE(cudaSetDevice(c.rank()) == cudaSuccess);
-    wrong_device[r] = ncclAllReduce(other, other, 4, ncclFloat32, ncclSum, c.native(), c.stream());
-    REQUIRE(cudaFree(other) == cudaSuccess);
-    REQUIRE(cudaFree(d) == cudaSuccess);
-  });
-  for (int r = 0; r < 2; ++r) {
-    CHECK(seen[static_cast<std::size_t>(r)].find("invalid argument") != std::string::npos);
-    CHECK(mismatch[static_cast<std::size_t>(r)] == ncclInvalidUsage);
-    CHECK(wrong_device[static_cast<std::size_t>(r)] == ncclInvalidArgument);
-  }
 }

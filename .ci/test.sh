@@ -133,7 +133,9 @@ for cc in gcc clang; do
   cmake --build "$dir" -j "$jobs"
   if [ -s "$times" ]; then
     awk '{ s += $1 } END { printf "== tessera: %d units compiled in %.0f s of compiler CPU time; the costliest:\n", NR, s }' "$times"
-    sort -rn "$times" | head -15 | awk '{ printf "   %7.1f s  %s\n", $1, $3 }'
+    # awk reads all of sort's output (head would close the pipe early: SIGPIPE, exit 141
+    # under pipefail)
+    sort -rn "$times" | awk 'NR <= 15 { printf "   %7.1f s  %s\n", $1, $3 }'
   fi
   phase "tests ($cxx)"
   (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) || status=1

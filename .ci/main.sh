@@ -5,14 +5,33 @@
 # train_llama (e.g. --steps 50 --metrics m.jsonl, or --config FILE.toml).
 # `main.sh --configure-only DIR` configures into DIR and stops (the test package.main_configure:
 # this configuration must generate wherever the tests run, CUDA toolkit or not).
+# The CUDA trainer (`--device cuda`: four nvcc units and cuDNN's attention unit, about 900 s of
+# compiler CPU time at Release for sm_80 and sm_90 -- 7 to 8 minutes on 2 cores, where the job
+# itself takes seconds) is built only where a GPU is visible: the job trains on CPU ranks either
+# way. TESSERA_MAIN_CUDA=ON builds it without a GPU (a machine that builds for others), OFF
+# leaves it out with one.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-configure=(-DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF)
+cuda=${TESSERA_MAIN_CUDA:-}
+if [ -z "$cuda" ]; then
+  # not `nvidia-smi -L | grep -q`: under pipefail, grep leaving early fails the pipe (SIGPIPE)
+  gpus=$(nvidia-smi -L 2>/dev/null || true)
+  if [[ "$gpus" == *"GPU "* ]]; then cuda=ON; else cuda=OFF; fi
+fi
+case "$cuda" in
+  ON | OFF) ;;
+  *) echo "main.sh: TESSERA_MAIN_CUDA is '$cuda'; give ON (build train_llama --device cuda) or OFF" >&2; exit 2 ;;
+esac
+configure=(-DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_CUDA_UNITS=$cuda)
 if [ "${1:-}" = --configure-only ]; then
   if [ -z "${2:-}" ]; then echo "main.sh: --configure-only needs a build folder" >&2; exit 2; fi
   exec cmake -S "$root" -B "$2" "${configure[@]}"
 fi
 bash "$root/.ci/setup.sh"
+if [ "$cuda" = OFF ] && [ -z "${TESSERA_MAIN_CUDA:-}" ]; then
+  echo "main.sh: no GPU visible (nvidia-smi); train_llama is built without --device cuda" \
+       "(TESSERA_MAIN_CUDA=ON builds it anyway)"
+fi
 dir="$root/build/main"
 cmake -S "$root" -B "$dir" "${configure[@]}" >/dev/null
 cmake --build "$dir" -j "$(nproc)" --target train_llama

@@ -253,8 +253,9 @@ int run(int argc, char** argv) {
       (void)cuda::default_attention_library();  // TESSERA_ATTENTION's, refused now if it cannot run
 #else
     check(o.device == "cpu", "--device cuda: this train_llama was built without CUDA (nvcc was not found when it "
-                             "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF); rebuild with the CUDA toolkit or "
-                             "train on --device cpu");
+                             "was configured, or TESSERA_BUILD_CUDA_UNITS=OFF, which .ci/main.sh sets where no GPU "
+                             "is visible); rebuild with the CUDA toolkit and TESSERA_BUILD_CUDA_UNITS=ON "
+                             "(TESSERA_MAIN_CUDA=ON bash .ci/main.sh) or train on --device cpu");
 #endif
     // Under mpirun without --backend mpi each process would train the whole job alone and
     // write the same files: refused (rank 0 says it, once).

@@ -22,7 +22,8 @@ case "$cuda" in
   ON | OFF) ;;
   *) echo "main.sh: TESSERA_MAIN_CUDA is '$cuda'; give ON (build train_llama --device cuda) or OFF" >&2; exit 2 ;;
 esac
-configure=(-DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_CUDA_UNITS=$cuda)
+configure=(-DCMAKE_BUILD_TYPE=Release -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_BENCH=OFF
+           "-DTESSERA_BUILD_CUDA_UNITS=$cuda")
 if [ "${1:-}" = --configure-only ]; then
   if [ -z "${2:-}" ]; then echo "main.sh: --configure-only needs a build folder" >&2; exit 2; fi
   exec cmake -S "$root" -B "$2" "${configure[@]}"

@@ -5,8 +5,8 @@
 # train_llama (e.g. --steps 50 --metrics m.jsonl, or --config FILE.toml).
 # `main.sh --configure-only DIR` configures into DIR and stops (the test package.main_configure:
 # this configuration must generate wherever the tests run, CUDA toolkit or not).
-# The CUDA trainer (`--device cuda`: four nvcc units and cuDNN's attention unit, about 900 s of
-# compiler CPU time at Release for sm_80 and sm_90 -- 7 to 8 minutes on 2 cores, where the job
+# The CUDA trainer (`--device cuda`: four nvcc units and cuDNN's attention unit, 857 s of
+# compiler CPU time at Release for sm_80 and sm_90 on one machine -- over 7 minutes on 2 cores; the job
 # itself takes seconds) is built only where a GPU is visible: the job trains on CPU ranks either
 # way. TESSERA_MAIN_CUDA=ON builds it without a GPU (a machine that builds for others), OFF
 # leaves it out with one.

@@ -3,7 +3,7 @@
 // (train_llama_cuda.cu instantiates half 0 with cuda_kernels, train_llama_cuda_recipes.cu half 1
 // -- the recipes with a pipeline or context parallel --, train_llama_cuda_bf16.cu and
 // train_llama_cuda_bf16_recipes.cu the same with cuda_bf16_kernels, so nvcc compiles the four
-// side by side). Included by those .cu files only.
+// side by side; recipe_half in parallel_run.hpp). Included by those .cu files only.
 #pragma once
 
 #include <cstdint>
@@ -24,13 +24,6 @@
 #include "parallel_run.hpp"
 
 namespace train_llama_cli {
-
-/// Half 1: the recipes with a pipeline or context parallel (the heaviest to compile).
-template <class R>
-constexpr int recipe_half() {
-  constexpr tessera::parallel_spec ps = tessera::recipe_traits<R>::spec;
-  return ps.pp >= 0 || ps.cp >= 0 ? 1 : 0;
-}
 
 #ifdef TESSERA_HAS_NCCL
 /// Says (once) that the ranks share GPUs: `who`, then what that means.

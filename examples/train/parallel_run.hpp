@@ -247,6 +247,15 @@ void run_rank(C& c, H& host, typename R::mesh mesh, const run_inputs& in) {
   }
 }
 
+/// The half of the shipped recipes R is compiled in, so that two units compile them side by
+/// side (cpu_recipe_half.hpp on the CPU, cuda_recipe_half.hpp on GPUs): 1 for the recipes with
+/// a pipeline or context parallel (the heaviest to compile), 0 for the others.
+template <class R>
+constexpr int recipe_half() {
+  constexpr parallel_spec ps = recipe_traits<R>::spec;
+  return ps.pp >= 0 || ps.cp >= 0 ? 1 : 0;
+}
+
 /// Runs recipe R on `ranks` threads (on the CPU kernels).
 template <class R>
 void run_threads(std::int64_t ranks, run_inputs in) {

@@ -44,6 +44,7 @@
 #include <tessera/train/tokenizer.hpp>
 #include <tessera/train/trainer.hpp>
 
+#include "cpu_recipe_half.hpp"
 #include "cuda_run.hpp"
 #include "parallel_run.hpp"
 #include "startup_checks.hpp"
@@ -429,7 +430,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
         comm::any_communicator host(world);
         if (run_recipe_cuda(o.recipe, &host, 0, in) != 0) return;
       } else {
-        train_llama_cli::run_rank<R>(world, world, mesh, in);
+        check(train_llama_cli::run_cpu_recipe(o.recipe, &world, 0, in), "train_llama: recipe " + o.recipe +
+                                                                            " is in neither half");
       }
       if (!o.trace.empty() && world.rank() == 0)
         std::printf("wrote the trace of %d ranks to %s\n", world.size(), o.trace.c_str());
@@ -466,7 +468,8 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
     if (o.device == "cuda") {
       if (run_recipe_cuda(o.recipe, nullptr, ranks, in) != 0) return;
     } else {
-      train_llama_cli::run_threads<R>(ranks, in);
+      check(train_llama_cli::run_cpu_recipe(o.recipe, nullptr, ranks, in), "train_llama: recipe " + o.recipe +
+                                                                               " is in neither half");
     }
     if (!o.trace.empty()) {
       events.write(o.trace);
@@ -495,3 +498,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+namespace train_llama_cli {
+TESSERA_CPU_RECIPE_HALF(0);  // half 1: train_llama_recipes.cpp
+}  // namespace train_llama_cli

@@ -15,6 +15,7 @@
 #include <tessera/train/recipes.hpp>
 
 #include "failure.hpp"
+#include "launcher_env.hpp"
 
 namespace {
 using namespace tessera;
@@ -80,6 +81,17 @@ TEST_CASE("ranks_on_this_host: every thread rank; MPI: the launcher's local coun
   CHECK(train::ranks_on_this_host("threads", 8) == 8);
   CHECK(train::ranks_on_this_host("mpi", 8) >= 1);
   CHECK(host_available_memory() >= 0);
+  testing::launcher_env env;
+  CHECK(train::ranks_on_this_host("mpi", 8) == 1);  // no launcher says: one process a node
+  // srun with no --ntasks-per-node (sbatch -N 2 -n 6): Slurm's step counts by node
+  env.set("SLURM_STEP_TASKS_PER_NODE", "4,2").set("SLURM_NODEID", "1");
+  CHECK(train::ranks_on_this_host("mpi", 6) == 2);
+  env.set("SLURM_NODEID", "0");
+  CHECK(train::ranks_on_this_host("mpi", 6) == 4);
+  CHECK(train::ranks_on_this_host("mpi", 3) == 3);  // never more than the job's
+  CHECK(train::ranks_on_this_host("threads", 8) == 8);
+  env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "5");  // mpirun's own count wins over the Slurm job's
+  CHECK(train::ranks_on_this_host("mpi", 6) == 5);
 }
 
 namespace {

@@ -19,12 +19,12 @@
 #pragma once
 
 #include <concepts>
-#include <cstdlib>
 #include <cstddef>
 #include <tessera/core/source_location.hpp>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tessera/comm/launcher.hpp>  // node_local_rank, node_local_size
 #include <tessera/comm/types.hpp>
 #include <vector>
 
@@ -60,15 +60,6 @@ concept communicator = requires(C& c, const C& cc, const void* in, void* out, st
 /// cuda_staged over any host communicator ("cuda-staged(threads)"); the others move host buffers.
 inline bool moves_device_buffers(std::string_view backend) noexcept {
   return backend == "nccl" || backend.starts_with("cuda-staged");
-}
-
-/// This process's rank among its node's, as the launcher says it (Open MPI's
-/// OMPI_COMM_WORLD_LOCAL_RANK, torchrun's LOCAL_RANK, MPICH's MPI_LOCALRANKID), else
-/// `fallback` (the world rank: one process a node). The GPU a process drives under mpirun.
-inline int node_local_rank(int fallback) {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"})
-    if (const char* e = std::getenv(v); e && *e) return std::atoi(e);
-  return fallback;
 }
 
 /// RAII bracket of a group of calls: `{ comm::group g(c); c.send(...); c.recv(...); }`.

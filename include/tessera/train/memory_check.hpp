@@ -24,13 +24,13 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
 
 #include <tessera/core/error.hpp>
+#include <tessera/comm/launcher.hpp>
 #include <tessera/core/host_memory.hpp>
 #include <tessera/layout/mesh.hpp>
 #include <tessera/model/cuda_workspace.hpp>
@@ -43,14 +43,11 @@ namespace tessera::train {
 
 /// Ranks of a job that share this host, for a job whose communicator is of `backend`
 /// (any_communicator::backend()): all `world_size` ranks on the threads backend (they are
-/// threads of this process); otherwise the MPI launcher's count of ranks on this node
-/// (OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS of MPICH, SLURM_NTASKS_PER_NODE), else 1.
+/// threads of this process); otherwise the launcher's count of processes on this node
+/// (comm::node_local_size: mpirun's, torchrun's, MPICH's or Slurm's), else 1.
 inline std::int64_t ranks_on_this_host(std::string_view backend, std::int64_t world_size) {
   if (backend == "threads") return world_size;
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"})
-    if (const char* s = std::getenv(v))
-      if (const long long n = std::atoll(s); n > 0) return std::min<std::int64_t>(n, world_size);
-  return 1;
+  return std::min<std::int64_t>(comm::node_local_size(1), world_size);
 }
 
 namespace detail {

@@ -1,0 +1,90 @@
+// tessera/comm/launcher.hpp: what the launcher that started this process says of its place
+// on its node -- its rank among the node's processes (the GPU it drives) and how many
+// processes the node runs (how they share its memory and GPUs).
+//
+//   mpirun (Open MPI)   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
+//   torchrun            LOCAL_RANK (and LOCAL_WORLD_SIZE)
+//   MPICH's Hydra       MPI_LOCALRANKID, MPI_LOCALNRANKS
+//   srun (Slurm)        SLURM_LOCALID; SLURM_STEP_TASKS_PER_NODE with SLURM_NODEID, or
+//                       SLURM_NTASKS_PER_NODE where --ntasks-per-node was given
+//
+// Slurm's variables come last. `srun` sets them for each task it starts, and Open MPI sets none
+// of its own under `srun` (direct launch: its processes learn their place through PMIx, not the
+// environment). But `mpirun` inside a Slurm job starts its processes from daemons of one Slurm
+// task a node, so they inherit SLURM_LOCALID=0 and one task a node from that step: read first,
+// every process of a node would drive GPU 0 (hoomd-blue met this, glotzerlab/hoomd-blue#1647).
+// The launcher's own variables, where it set them, win.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+namespace tessera::comm {
+
+namespace detail {
+/// A variable's value as a non-negative integer (all of it digits), else nothing.
+inline std::optional<std::int64_t> env_count(const char* name) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return std::nullopt;
+  std::int64_t n = 0;
+  for (const char* p = e; *p; ++p) {
+    if (*p < '0' || *p > '9' || n > (std::int64_t{1} << 40)) return std::nullopt;
+    n = n * 10 + (*p - '0');
+  }
+  return n;
+}
+}  // namespace detail
+
+/// The count of node `node` in Slurm's compressed list of counts a node ("2(x3),1": nodes 0-2
+/// run 2, node 3 runs 1; SLURM_STEP_TASKS_PER_NODE, SLURM_TASKS_PER_NODE), else nothing (no
+/// such node, or not that form).
+inline std::optional<std::int64_t> slurm_count_of_node(std::string_view list, std::int64_t node) {
+  if (node < 0) return std::nullopt;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    std::string_view item = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    std::int64_t count = 0, times = 1;
+    std::size_t i = 0;
+    const auto number = [&](std::int64_t& v) {
+      const std::size_t from = i;
+      for (v = 0; i < item.size() && item[i] >= '0' && item[i] <= '9' && v < (std::int64_t{1} << 40); ++i)
+        v = v * 10 + (item[i] - '0');
+      return i > from;
+    };
+    if (!number(count)) return std::nullopt;
+    if (i < item.size()) {
+      if (!item.substr(i).starts_with("(x")) return std::nullopt;
+      i += 2;
+      if (!number(times) || item.substr(i) != ")" || times == 0) return std::nullopt;
+    }
+    if (node < times) return count;
+    node -= times;
+  }
+  return std::nullopt;
+}
+
+/// This process's rank among its node's, as the launcher says it (the table above, in that
+/// order), else `fallback` (the world rank: one process a node). The GPU a process drives
+/// under mpirun, torchrun or srun.
+inline int node_local_rank(int fallback) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const auto r = detail::env_count(v)) return static_cast<int>(*r);
+  return fallback;
+}
+
+/// How many processes of the job run on this node, as the launcher says it (the table above,
+/// in that order), else `fallback`. A count of 0 is no count.
+inline std::int64_t node_local_size(std::int64_t fallback) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS"})
+    if (const auto n = detail::env_count(v); n && *n > 0) return *n;
+  if (const char* list = std::getenv("SLURM_STEP_TASKS_PER_NODE"))
+    if (const auto node = detail::env_count("SLURM_NODEID"))
+      if (const auto n = slurm_count_of_node(list, *node); n && *n > 0) return *n;
+  if (const auto n = detail::env_count("SLURM_NTASKS_PER_NODE"); n && *n > 0) return *n;
+  return fallback;
+}
+
+}  // namespace tessera::comm

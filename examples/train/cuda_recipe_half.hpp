@@ -48,15 +48,15 @@ bool run_recipe_half(const std::string& name, tessera::comm::any_communicator* m
       if (ran || R::name != name) return;
       if (mpi) {
         const auto mesh = bind_mesh<R>(mpi->size(), true);
-        const process_gpu g = gpu_of_process(mpi->rank(), mpi->size(), cuda_device_count());
-        // one backend for the job's collectives: staged if a node's processes outnumber its GPUs
+        const process_gpu g = gpu_of_process(*mpi, cuda_device_count());
+        // one backend for the job's collectives: staged if some GPU has more than one process
         const int mine = g.shares ? 1 : 0;
         int shared = 0;
         mpi->all_reduce(&mine, &shared, 1, comm::dtype::i32, comm::reduce_op::max).wait();
         if (shared && mpi->rank() == 0)
-          say_shared(std::to_string(mpi->size()) + " processes, more on a node than its GPUs (" +
-                     std::to_string(g.node_ranks) + " on this node's " +
-                     std::to_string(cuda_device_count()) + ")");
+          say_shared(std::to_string(mpi->size()) + " processes, up to " + std::to_string(g.most) +
+                     " on one GPU (" + std::to_string(g.node_ranks) + " on this node's " +
+                     std::to_string(cuda_device_count()) + " visible)");
         comm::any_communicator dc =
             shared ? comm::any_communicator(comm::cuda_staged<comm::any_communicator>(*mpi, g.device))
                    : comm::any_communicator(comm::nccl_communicator::bootstrap(*mpi, g.device));

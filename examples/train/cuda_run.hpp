@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <tessera/comm/any_communicator.hpp>
+#include <tessera/comm/launcher.hpp>
 #include <tessera/model/llama_config.hpp>
 #include <tessera/model/llama_shard.hpp>
 #include <tessera/train/checkpoint.hpp>
@@ -49,28 +50,47 @@ int visible_gpus();
 /// first step would): for the memory check where cuDNN's attention runs.
 std::int64_t cudnn_workspace_on(int device, const tessera::llama_dims& d);
 
-/// This process's GPU under mpirun: its node-local rank (OpenMPI's, or torchrun's LOCAL_RANK),
-/// else its world rank.
+/// This process's GPU under mpirun or srun: its node-local rank (comm::node_local_rank: Open
+/// MPI's, torchrun's LOCAL_RANK, MPICH's, Slurm's SLURM_LOCALID), else its world rank.
 inline int local_device(int world_rank) { return tessera::comm::node_local_rank(world_rank); }
 
+/// GPU `device`'s UUID (cudaDeviceProp::uuid), all zero when it cannot be read.
+tessera::comm::device_uuid uuid_of_gpu(int device);
+
 /// This process's GPU under mpirun: its node-local rank modulo the visible GPUs, and how many
-/// of the node's processes (train::ranks_on_this_host: OMPI_COMM_WORLD_LOCAL_SIZE, ...) are on
-/// it. NCCL takes one GPU a process; where a node has more processes than GPUs they share them
-/// over comm::cuda_staged (every process of the job, since the job's collectives are one
-/// backend's: cuda_recipe_half.hpp agrees on it over MPI).
+/// of the job's processes drive it. NCCL takes one GPU a process; where some GPU has more, the
+/// job's processes share them over comm::cuda_staged (every process of the job, since the job's
+/// collectives are one backend's: cuda_recipe_half.hpp agrees on it over MPI).
 struct process_gpu {
   int device = 0;
-  int node_ranks = 1;   ///< this node's processes
-  int ranks_here = 1;   ///< of them, those on `device` (this one included)
-  bool shares = false;  ///< more of this node's processes than GPUs
+  int node_ranks = 1;   ///< this node's processes (train::ranks_on_this_host)
+  int ranks_here = 1;   ///< of the job's processes, those on `device` (this one included)
+  int most = 1;         ///< the most processes on one GPU of the job
+  bool shares = false;  ///< some GPU has more than one process
 };
-inline process_gpu gpu_of_process(int world_rank, int world_size, int gpus) {
+
+/// The sharing from every process's GPU UUID (comm::device_sharing_over: one all_gather over
+/// `world`, collective), so that processes that each see one GPU of their own -- srun
+/// --gpus-per-task=1, or CUDA_VISIBLE_DEVICES set a process -- do not count as sharing it;
+/// where some process cannot read its GPU's UUID, the node's processes over its `gpus` (the
+/// processes on GPU r: the node-local ranks r, r + gpus, ...).
+template <class C>
+process_gpu gpu_of_process(C& world, int gpus) {
   const int n = gpus > 0 ? gpus : 1;
   process_gpu p;
-  p.node_ranks = static_cast<int>(tessera::train::ranks_on_this_host("mpi", world_size));
-  p.device = local_device(world_rank) % n;
-  p.shares = p.node_ranks > n;
-  p.ranks_here = p.device < p.node_ranks ? (p.node_ranks - p.device + n - 1) / n : 1;
+  p.node_ranks = static_cast<int>(tessera::train::ranks_on_this_host("mpi", world.size()));
+  p.device = local_device(world.rank()) % n;
+  const tessera::comm::device_uuid mine = gpus > 0 ? uuid_of_gpu(p.device) : tessera::comm::device_uuid{};
+  const auto s = tessera::comm::device_sharing_over(world, mine);
+  if (s.known) {
+    p.ranks_here = s.on_mine;
+    p.most = s.most;
+    p.shares = s.most > 1;
+  } else {
+    p.shares = p.node_ranks > n;
+    p.ranks_here = p.device < p.node_ranks ? (p.node_ranks - p.device + n - 1) / n : 1;
+    p.most = (p.node_ranks + n - 1) / n;
+  }
   return p;
 }
 

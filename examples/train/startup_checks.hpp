@@ -135,15 +135,16 @@ inline std::vector<int> rank_gpus(std::int64_t ranks) {
   return gpus;
 }
 
-/// This MPI process's GPU, once for each of its node's processes on it (gpu_of_process): what
-/// check_gpu_memory counts against the GPU's free memory.
-inline std::vector<int> process_gpus(int world_rank, int world_size) {
+/// This MPI process's GPU, once for each of the job's processes on it (gpu_of_process: an
+/// all_gather over `world`, so every process of it calls this): what check_gpu_memory counts
+/// against the GPU's free memory.
+template <class C>
+std::vector<int> process_gpus(C& world) {
 #ifdef TESSERA_HAS_CUDA_TRAINER
-  const process_gpu g = gpu_of_process(world_rank, world_size, visible_gpus());
+  const process_gpu g = gpu_of_process(world, visible_gpus());
   return std::vector<int>(static_cast<std::size_t>(g.ranks_here), g.device);
 #else
-  (void)world_size;
-  return {local_device(world_rank)};
+  return {local_device(world.rank())};
 #endif
 }
 

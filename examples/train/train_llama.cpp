@@ -407,13 +407,14 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
       }
       const auto mesh = train_llama_cli::bind_mesh<R>(world.size(), true);
       const std::int64_t batch = train_llama_cli::global_batch<R>(mesh, o.batch, o.global_batch, o.seq_len);
+      // (every process's GPU gathered first: a collective, outside the check that may throw)
+      const std::vector<int> gpus = o.device == "cpu" ? std::vector<int>{} : train_llama_cli::process_gpus(world);
       if (!passes_on_every_process(world, [&] {
             if (o.device == "cpu")
               train::check_host_memory<R>(mesh.shape(), batch, o.seq_len,
                                           train::ranks_on_this_host("mpi", world.size()));
             else
-              check_gpu_memory<R>(mesh.shape(), batch, o.seq_len,
-                                  train_llama_cli::process_gpus(world.rank(), world.size()), o.compute_dtype == "bf16");
+              check_gpu_memory<R>(mesh.shape(), batch, o.seq_len, gpus, o.compute_dtype == "bf16");
           })) {
         status = 1;
         return;

@@ -6,6 +6,7 @@
 // train_llama_cuda_recipes.cu's, so nvcc compiles them side by side). Compiled by nvcc; see
 // cuda_run.hpp.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,16 @@ std::string cuda_unavailable() {
 }
 
 int visible_gpus() { return cuda_device_count(); }
+
+comm::device_uuid uuid_of_gpu(int device) {
+  comm::device_uuid u{};
+  cudaDeviceProp prop{};
+  if (device >= 0 && device < cuda_device_count() && cudaGetDeviceProperties(&prop, device) == cudaSuccess) {
+    static_assert(sizeof prop.uuid == sizeof u);
+    std::memcpy(u.data(), &prop.uuid, sizeof u);
+  }
+  return u;
+}
 
 gpu_memory cuda_memory_of(int device) {
   if (device < 0 || device >= cuda_device_count()) return {};

@@ -1,13 +1,19 @@
 // comm/launcher.hpp: a process's place on its node as its launcher says it -- mpirun's,
 // torchrun's and MPICH's variables first, Slurm's last (mpirun's processes inside a Slurm job
-// inherit its batch step's SLURM_LOCALID=0) -- and Slurm's compressed counts a node.
+// inherit its batch step's SLURM_LOCALID=0) -- Slurm's compressed counts a node, and which
+// processes drive one device, from the devices' identities.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <optional>
 #include <tessera/comm/launcher.hpp>
+#include <tessera/comm/threads.hpp>
+#include <vector>
 
 #include "launcher_env.hpp"  // tests/support
 
+using tessera::comm::device_sharing;
+using tessera::comm::device_uuid;
 using tessera::comm::node_local_rank;
 using tessera::comm::node_local_size;
 using tessera::comm::slurm_count_of_node;
@@ -66,4 +72,51 @@ TEST_CASE("node_local_size: the launcher's count, Slurm's step counts by node id
   CHECK(node_local_size(1) == 8);
   env.set("OMPI_COMM_WORLD_LOCAL_SIZE", "0");  // no count
   CHECK(node_local_size(1) == 7);
+}
+
+namespace {
+device_uuid gpu(std::uint8_t id) {
+  device_uuid u{};
+  u[0] = 0x47;
+  u[15] = id;
+  return u;
+}
+}  // namespace
+
+TEST_CASE("sharing_of counts the processes on each device by its identity, not by what each sees") {
+  // srun --gpus-per-task=1: each process sees one GPU, its device 0, each a different one
+  const std::vector<device_uuid> own = {gpu(0), gpu(1), gpu(2), gpu(3)};
+  for (std::size_t me = 0; me < own.size(); ++me) {
+    const device_sharing s = tessera::comm::sharing_of(own, me);
+    CHECK(s.known);
+    CHECK(s.on_mine == 1);
+    CHECK(s.most == 1);
+  }
+  // 3 processes on one GPU, a fourth on another
+  const std::vector<device_uuid> some = {gpu(7), gpu(7), gpu(8), gpu(7)};
+  CHECK(tessera::comm::sharing_of(some, 0).on_mine == 3);
+  CHECK(tessera::comm::sharing_of(some, 2).on_mine == 1);
+  CHECK(tessera::comm::sharing_of(some, 2).most == 3);
+  // a process that could not read its device's identity: nothing known
+  const std::vector<device_uuid> unknown = {gpu(1), device_uuid{}, gpu(1)};
+  const device_sharing s = tessera::comm::sharing_of(unknown, 0);
+  CHECK(!s.known);
+  CHECK(s.on_mine == 1);
+  CHECK(s.most == 1);
+}
+
+TEST_CASE("device_sharing_over gathers every rank's device identity and counts it the same on each") {
+  for (const int per : {1, 2, 4}) {  // ranks r and r + per share a device
+    INFO("devices: " << per);
+    std::array<device_sharing, 4> seen{};
+    tessera::comm::run_threads(4, [&](tessera::comm::threads_communicator& c) {
+      seen[static_cast<std::size_t>(c.rank())] =
+          tessera::comm::device_sharing_over(c, gpu(static_cast<std::uint8_t>(c.rank() % per)));
+    });
+    for (const device_sharing& s : seen) {
+      CHECK(s.known);
+      CHECK(s.on_mine == 4 / per);
+      CHECK(s.most == 4 / per);
+    }
+  }
 }

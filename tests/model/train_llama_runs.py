@@ -32,7 +32,9 @@
                                                   as 4 MPI processes sharing each process's
                                                   emulated GPUs over comm::cuda_staged, and a
                                                   step beyond the shared GPU refused naming
-                                                  its 4 ranks]
+                                                  its 4 ranks, and for one rank a GPU where
+                                                  each process sees its own through
+                                                  CUDA_VISIBLE_DEVICES]
   train_llama_runs.py gpu EXE                     the same checks on this machine's GPUs: EXE's
                                                   --device cuda (f32 and bf16 operands; bf16
                                                   with --attention cudnn too, where EXE links
@@ -321,6 +323,16 @@ def check_cuda(d, exe, emulated, recipes, gpus=0, launcher=()):
                 check(code != 0 and f"on a GPU its {-(-ranks // shared_gpus)} ranks share" in out
                       and not (d / "refused.jsonl").exists(),
                       f"mpirun -np {ranks}: a step beyond the shared GPU was not refused naming its ranks "
+                      f"(exit {code}):\n{out}")
+                # each process on a GPU of its own, which it sees as its only one (CUDA_VISIBLE_DEVICES
+                # a process, as srun --gpus-per-task=1 sets it): the GPUs' identities say they are not
+                # shared, so the same step is refused for each GPU's one rank
+                own = ['sh', '-c', 'CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec "$0" "$@"']
+                code, out = run_fails(list(launcher) + ["-np", str(ranks)] + own +
+                                      [emulated, "--backend", "mpi", "--device", "cuda", "--recipe", recipe,
+                                       "--batch", "64", "--seq-len", "100000", "--tokens", str(d / "absent.bin")])
+                check(code != 0 and "on each GPU (of which" in out and "ranks share" not in out,
+                      f"mpirun -np {ranks}, a GPU a process: the step was not refused for each GPU's one rank "
                       f"(exit {code}):\n{out}")
 
 

@@ -6,9 +6,11 @@
 //
 // Four devices (emulation::device_count; TESSERA_EMULATED_GPUS for another count), "sm_90"
 // unless emulation::compute_capability says otherwise; each host thread has its current one
-// (cudaSetDevice). Device memory is host memory the emulation maps and registers
-// (cuda_device_memory_emulation.hpp), and what it
-// checks is where a GPU would fail or, worse, silently read the wrong bytes:
+// (cudaSetDevice). Device d's identity (cudaDeviceProp::uuid) is the node's GPU d's or, where
+// CUDA_VISIBLE_DEVICES is set (as a launcher sets it for each process), that of the GPU its
+// d-th entry names: processes share an emulated GPU where they would share a node's. Device
+// memory is host memory the emulation maps and registers (cuda_device_memory_emulation.hpp),
+// and what it checks is where a GPU would fail or, worse, silently read the wrong bytes:
 //   - a copy or memset whose device side is not inside one live allocation, a copy whose
 //     direction does not match where its pointers live, cudaFree of an unknown pointer:
 //     the call returns CUDA's error (cuda_check then throws, naming the call);
@@ -79,8 +81,12 @@ using cudaDataType = cudaDataType_t;
 inline constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
 inline constexpr unsigned cudaEventDefault = 0, cudaEventDisableTiming = 2;
 
+struct cudaUUID_t {
+  char bytes[16];
+};
 struct cudaDeviceProp {
   char name[256];
+  cudaUUID_t uuid;
   int major, minor;
   std::size_t totalGlobalMem, sharedMemPerBlockOptin;
   int multiProcessorCount, warpSize, maxThreadsPerBlock;
@@ -117,6 +123,19 @@ inline int devices_from_environment() {
   return static_cast<int>(n);
 }
 inline std::atomic<int> device_count{devices_from_environment()};
+/// The node's GPU that device d is: CUDA_VISIBLE_DEVICES's d-th entry where that is a number
+/// (a GPU's index), else d.
+inline int node_gpu(int d) {
+  const char* s = std::getenv("CUDA_VISIBLE_DEVICES");
+  for (int i = 0; s != nullptr && *s != '\0'; ++i) {
+    char* end = nullptr;
+    const long g = std::strtol(s, &end, 10);
+    if (end == s || g < 0 || (*end != ',' && *end != '\0')) break;
+    if (i == d) return static_cast<int>(g);
+    s = *end == ',' ? end + 1 : end;
+  }
+  return d;
+}
 inline thread_local int current_device = 0;
 inline constexpr std::size_t default_shared_bytes = 49152;  // without the opt-in
 inline constexpr std::size_t total_memory = std::size_t{80} << 30;  // as an H100's (nothing is reserved)
@@ -336,6 +355,10 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   *p = {};
   const int cc = tessera::cuda::emulation::compute_capability.load();
   std::snprintf(p->name, sizeof p->name, "CUDA emulation on the host (as sm_%d)", cc);
+  const char tag[] = "emulated GPU";  // then the node's GPU's index, 4 bytes
+  const auto g = static_cast<unsigned>(tessera::cuda::emulation::node_gpu(d));
+  for (std::size_t i = 0; i < sizeof p->uuid.bytes; ++i)
+    p->uuid.bytes[i] = i + 1 < sizeof tag ? tag[i] : static_cast<char>(g >> (8 * (i + 1 - sizeof tag)));
   p->major = cc / 10;
   p->minor = cc % 10;
   p->totalGlobalMem = tessera::cuda::emulation::total_memory;

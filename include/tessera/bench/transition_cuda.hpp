@@ -26,6 +26,7 @@
 
 #include <tessera/bench/transition.hpp>
 #include <tessera/comm/cuda_staged.hpp>
+#include <tessera/comm/launcher.hpp>
 #include <tessera/comm/nccl.hpp>
 #include <tessera/tensor/cuda_memory.hpp>
 

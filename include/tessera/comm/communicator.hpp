@@ -24,7 +24,6 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <tessera/comm/launcher.hpp>  // node_local_rank, node_local_size
 #include <tessera/comm/types.hpp>
 #include <vector>
 

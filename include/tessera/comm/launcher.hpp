@@ -1,6 +1,7 @@
 // tessera/comm/launcher.hpp: what the launcher that started this process says of its place
 // on its node -- its rank among the node's processes (the GPU it drives) and how many
-// processes the node runs (how they share its memory and GPUs).
+// processes the node runs (how they share its memory) -- and which of a job's processes
+// drive one device (device_sharing_over: what the launcher cannot say).
 //
 //   mpirun (Open MPI)   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
 //   torchrun            LOCAL_RANK (and LOCAL_WORLD_SIZE)
@@ -14,12 +15,23 @@
 // task a node, so they inherit SLURM_LOCALID=0 and one task a node from that step: read first,
 // every process of a node would drive GPU 0 (hoomd-blue met this, glotzerlab/hoomd-blue#1647).
 // The launcher's own variables, where it set them, win.
+//
+// How many processes drive one GPU is not the node's processes over its GPUs: under `srun
+// --gpus-per-task=1`, or a wrapper that sets CUDA_VISIBLE_DEVICES to the local rank, every
+// process sees one GPU, device 0, and each a different one. The device's identity (a CUDA
+// GPU's UUID) says it; device_sharing_over gathers every process's and counts.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <vector>
+
+#include <tessera/comm/communicator.hpp>
 
 namespace tessera::comm {
 
@@ -85,6 +97,40 @@ inline std::int64_t node_local_size(std::int64_t fallback) {
       if (const auto n = slurm_count_of_node(list, *node); n && *n > 0) return *n;
   if (const auto n = detail::env_count("SLURM_NTASKS_PER_NODE"); n && *n > 0) return *n;
   return fallback;
+}
+
+/// A device's identity as its driver gives it (a CUDA GPU's 16-byte UUID, cudaDeviceProp::uuid):
+/// the same in every process that drives the device, through whichever CUDA_VISIBLE_DEVICES
+/// each sees it; all zero when unknown.
+using device_uuid = std::array<std::uint8_t, 16>;
+
+/// How a job's processes share their devices, as one process sees it.
+struct device_sharing {
+  int on_mine = 1;    ///< the processes on this process's device, itself included
+  int most = 1;       ///< the most processes on one device of the job
+  bool known = true;  ///< every process knew its device's identity (else the counts are 1)
+};
+
+/// Process `me`'s sharing, from every process's device identity (`all`, by rank).
+inline device_sharing sharing_of(std::span<const device_uuid> all, std::size_t me) {
+  device_sharing s;
+  s.known = std::none_of(all.begin(), all.end(), [](const device_uuid& u) { return u == device_uuid{}; });
+  if (!s.known || me >= all.size()) return {1, 1, false};
+  for (const device_uuid& u : all) {
+    const auto n = static_cast<int>(std::count(all.begin(), all.end(), u));
+    s.most = std::max(s.most, n);
+    if (u == all[me]) s.on_mine = n;
+  }
+  return s;
+}
+
+/// The same over `world`: an all_gather of each process's 16 bytes (collective; every process
+/// of `world` calls it, a process that does not know its device with a zero identity).
+template <communicator C>
+device_sharing device_sharing_over(C& world, const device_uuid& mine) {
+  std::vector<device_uuid> all(static_cast<std::size_t>(world.size()));
+  world.all_gather(mine.data(), all.data(), mine.size(), dtype::u8).wait();
+  return sharing_of(all, static_cast<std::size_t>(world.rank()));
 }
 
 }  // namespace tessera::comm

@@ -66,6 +66,18 @@ inline launched mpi_launcher() {
   return {};
 }
 
+/// The processes torchrun (torch.distributed.run) started this one among, and its rank:
+/// WORLD_SIZE and RANK, where GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE say it is torchrun's
+/// (as PyTorch Lightning tells torchelastic's environment); {1, 0} otherwise.
+inline launched torchrun_launcher() {
+  for (const char* v : {"RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE"})
+    if (const char* e = std::getenv(v); !e || !*e) return {};
+  char* end = nullptr;
+  const long n = std::strtol(std::getenv("WORLD_SIZE"), &end, 10);
+  if (*end != '\0' || n < 1) return {};
+  return {n, std::atol(std::getenv("RANK")), "WORLD_SIZE"};
+}
+
 /// Checks before any work that the trace can be written at the end: its folder exists
 /// (the default profiling.save_traces_folder is created, as TorchTitan does).
 inline void check_trace_path(const std::string& trace, bool create_folder) {

@@ -60,6 +60,7 @@ using train_llama_cli::check_save_weights_path;
 using train_llama_cli::check_trace_path;
 using train_llama_cli::launched;
 using train_llama_cli::mpi_launcher;
+using train_llama_cli::torchrun_launcher;
 
 struct options {
   std::string model = "debugmodel";
@@ -267,6 +268,16 @@ int run(int argc, char** argv) {
                   "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
                   std::to_string(l.size) + " processes, or start train_llama without mpirun");
     }
+    // torchrun's processes have no MPI world: each would be a job of its own, under either
+    // backend. Every process says it (torchrun stops the others when one fails, perhaps
+    // before rank 0 could)
+    if (const launched t = torchrun_launcher(); t.size > 1)
+      throw error("started by torchrun as one of " + std::to_string(t.size) + " processes (WORLD_SIZE=" +
+                  std::to_string(t.size) + ", RANK=" + std::to_string(t.rank) + "), which give train_llama no "
+                  "MPI world, so each process would train the whole job alone and write the same files; start "
+                  "its processes with mpirun -np " + std::to_string(t.size) + " (or srun) and --backend mpi, or "
+                  "one process with --ranks " + std::to_string(t.size) + " (torchrun's variables bootstrap NCCL "
+                  "in a trainer of your own: comm::nccl_communicator::from_env)");
     check_save_weights_path(o.save_weights);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";

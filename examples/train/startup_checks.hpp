@@ -46,15 +46,18 @@ inline output_file_state prepare_output_file(const std::string& path, bool creat
 }
 
 /// The processes an MPI launcher started this one among, and its rank: OpenMPI's
-/// OMPI_COMM_WORLD_SIZE / _RANK, or PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
-/// PMI-2); {1, 0} when no launcher set them (a plain start, or srun of one task).
+/// OMPI_COMM_WORLD_SIZE / _RANK, PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
+/// PMI-2), or Slurm's SLURM_STEP_NUM_TASKS / SLURM_PROCID (srun sets them for a step's tasks,
+/// whichever PMI the MPI library takes; a batch script itself is no step's task); {1, 0} when
+/// no launcher set them (a plain start, or srun of one task).
 struct launched {
   long size = 1, rank = 0;
   const char* variable = nullptr;  ///< the variable that gave `size`
 };
 inline launched mpi_launcher() {
   for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
-                                           std::pair{"PMI_SIZE", "PMI_RANK"}}) {
+                                           std::pair{"PMI_SIZE", "PMI_RANK"},
+                                           std::pair{"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}}) {
     const char* v = std::getenv(size_var);
     if (!v || !*v) continue;
     char* end = nullptr;

@@ -405,6 +405,13 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
 #ifdef TESSERA_HAS_MPI
       comm::mpi_environment env(argc, argv);
       comm::mpi_communicator world;
+      // every process a world of its own: the MPI library did not join the launcher's processes
+      if (const launched l = mpi_launcher(); l.size > 1 && l.size != world.size())
+        throw error("started as one of " + std::to_string(l.size) + " processes (" + l.variable + "=" +
+                    std::to_string(l.size) + "), but MPI sees a world of " + std::to_string(world.size()) +
+                    ", so each would train alone: this train_llama's MPI did not join the launcher's processes "
+                    "(srun with an MPI built without Slurm's PMI, or another MPI's mpirun); start it with the "
+                    "mpirun of the MPI it was built with, mpirun -np " + std::to_string(l.size));
       if (o.ranks != 0 && o.ranks != world.size())
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");

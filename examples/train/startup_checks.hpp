@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include <tessera/comm/launcher.hpp>
 #include <tessera/comm/types.hpp>
 #include <tessera/core/error.hpp>
 #include <tessera/kernels/cuda/attention_library.hpp>
@@ -45,40 +46,39 @@ inline output_file_state prepare_output_file(const std::string& path, bool creat
   return {output_file_state::no_folder, dir.string(), made ? made.message() : std::string()};
 }
 
-/// The processes an MPI launcher started this one among, and its rank: OpenMPI's
-/// OMPI_COMM_WORLD_SIZE / _RANK, PMI_SIZE / PMI_RANK (MPICH's Hydra, Intel MPI, Slurm's
-/// PMI-2), or Slurm's SLURM_STEP_NUM_TASKS / SLURM_PROCID (srun sets them for a step's tasks,
-/// whichever PMI the MPI library takes; a batch script itself is no step's task); {1, 0} when
-/// no launcher set them (a plain start, or srun of one task).
-struct launched {
-  long size = 1, rank = 0;
-  const char* variable = nullptr;  ///< the variable that gave `size`
-};
-inline launched mpi_launcher() {
-  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
-                                           std::pair{"PMI_SIZE", "PMI_RANK"},
-                                           std::pair{"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}}) {
-    const char* v = std::getenv(size_var);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 1) continue;
-    const char* r = std::getenv(rank_var);
-    return {n, r ? std::atol(r) : 0, size_var};
+/// Whether a launcher started this process as one of several that would each train the whole
+/// job alone and write the same files: mpirun's (or srun's) with --backend threads -- said by
+/// rank 0 (a tessera::error), the others returning true to stop quietly with exit 2 -- or
+/// torchrun's, which give no MPI world under either backend -- said by every process (torchrun
+/// stops the others when one fails, perhaps before rank 0 could).
+inline bool stopped_by_launcher(const std::string& backend) {
+  using tessera::error;
+  if (const auto l = tessera::comm::mpi_launched(); l.size > 1 && backend == "threads") {
+    if (l.rank != 0) return true;
+    throw error("started as one of " + std::to_string(l.size) + " processes by an MPI launcher (" + l.variable +
+                "=" + std::to_string(l.size) + ") with --backend threads, so each would train the whole job alone "
+                "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
+                std::to_string(l.size) + " processes, or start train_llama without mpirun");
   }
-  return {};
+  if (const auto t = tessera::comm::torchrun_launched(); t.size > 1)
+    throw error("started by torchrun as one of " + std::to_string(t.size) + " processes (WORLD_SIZE=" +
+                std::to_string(t.size) + ", RANK=" + std::to_string(t.rank) + "), which give train_llama no "
+                "MPI world, so each process would train the whole job alone and write the same files; start "
+                "its processes with mpirun -np " + std::to_string(t.size) + " (or srun) and --backend mpi, or "
+                "one process with --ranks " + std::to_string(t.size) + " (torchrun's variables bootstrap NCCL "
+                "in a trainer of your own: comm::nccl_communicator::from_env)");
+  return false;
 }
 
-/// The processes torchrun (torch.distributed.run) started this one among, and its rank:
-/// WORLD_SIZE and RANK, where GROUP_RANK, LOCAL_RANK and LOCAL_WORLD_SIZE say it is torchrun's
-/// (as PyTorch Lightning tells torchelastic's environment); {1, 0} otherwise.
-inline launched torchrun_launcher() {
-  for (const char* v : {"RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "WORLD_SIZE"})
-    if (const char* e = std::getenv(v); !e || !*e) return {};
-  char* end = nullptr;
-  const long n = std::strtol(std::getenv("WORLD_SIZE"), &end, 10);
-  if (*end != '\0' || n < 1) return {};
-  return {n, std::atol(std::getenv("RANK")), "WORLD_SIZE"};
+/// Refuses an MPI world of another size than the launcher's count: every process a world of
+/// its own, each training alone -- the MPI library did not join the launcher's processes.
+inline void check_mpi_world(int world_size) {
+  if (const auto l = tessera::comm::mpi_launched(); l.size > 1 && l.size != world_size)
+    throw tessera::error("started as one of " + std::to_string(l.size) + " processes (" + l.variable + "=" +
+                         std::to_string(l.size) + "), but MPI sees a world of " + std::to_string(world_size) +
+                         ", so each would train alone: this train_llama's MPI did not join the launcher's "
+                         "processes (srun with an MPI built without Slurm's PMI, or another MPI's mpirun); start "
+                         "it with the mpirun of the MPI it was built with, mpirun -np " + std::to_string(l.size));
 }
 
 /// Checks before any work that the trace can be written at the end: its folder exists

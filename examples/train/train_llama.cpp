@@ -58,9 +58,7 @@ using namespace tessera;
 using train_llama_cli::check_gpu_memory;
 using train_llama_cli::check_save_weights_path;
 using train_llama_cli::check_trace_path;
-using train_llama_cli::launched;
-using train_llama_cli::mpi_launcher;
-using train_llama_cli::torchrun_launcher;
+using train_llama_cli::stopped_by_launcher;
 
 struct options {
   std::string model = "debugmodel";
@@ -259,25 +257,8 @@ int run(int argc, char** argv) {
                              "is visible); rebuild with the CUDA toolkit and TESSERA_BUILD_CUDA_UNITS=ON "
                              "(TESSERA_MAIN_CUDA=ON bash .ci/main.sh) or train on --device cpu");
 #endif
-    // Under mpirun without --backend mpi each process would train the whole job alone and
-    // write the same files: refused (rank 0 says it, once).
-    if (const launched l = mpi_launcher(); l.size > 1 && o.backend == "threads") {
-      if (l.rank != 0) return 2;
-      throw error("started as one of " + std::to_string(l.size) + " processes by an MPI launcher (" + l.variable +
-                  "=" + std::to_string(l.size) + ") with --backend threads, so each would train the whole job alone "
-                  "and write the same files; add --backend mpi (with --recipe) to train one job on the " +
-                  std::to_string(l.size) + " processes, or start train_llama without mpirun");
-    }
-    // torchrun's processes have no MPI world: each would be a job of its own, under either
-    // backend. Every process says it (torchrun stops the others when one fails, perhaps
-    // before rank 0 could)
-    if (const launched t = torchrun_launcher(); t.size > 1)
-      throw error("started by torchrun as one of " + std::to_string(t.size) + " processes (WORLD_SIZE=" +
-                  std::to_string(t.size) + ", RANK=" + std::to_string(t.rank) + "), which give train_llama no "
-                  "MPI world, so each process would train the whole job alone and write the same files; start "
-                  "its processes with mpirun -np " + std::to_string(t.size) + " (or srun) and --backend mpi, or "
-                  "one process with --ranks " + std::to_string(t.size) + " (torchrun's variables bootstrap NCCL "
-                  "in a trainer of your own: comm::nccl_communicator::from_env)");
+    // several processes of mpirun, srun or torchrun, each of which would train the job alone
+    if (stopped_by_launcher(o.backend)) return 2;
     check_save_weights_path(o.save_weights);  // last: creates the folder once the flags are known to be good
   } catch (const error& e) {
     std::cerr << "train_llama: error: " << e.what() << "\n";
@@ -405,13 +386,7 @@ int run_recipe(const options& o, [[maybe_unused]] int& argc, [[maybe_unused]] ch
 #ifdef TESSERA_HAS_MPI
       comm::mpi_environment env(argc, argv);
       comm::mpi_communicator world;
-      // every process a world of its own: the MPI library did not join the launcher's processes
-      if (const launched l = mpi_launcher(); l.size > 1 && l.size != world.size())
-        throw error("started as one of " + std::to_string(l.size) + " processes (" + l.variable + "=" +
-                    std::to_string(l.size) + "), but MPI sees a world of " + std::to_string(world.size()) +
-                    ", so each would train alone: this train_llama's MPI did not join the launcher's processes "
-                    "(srun with an MPI built without Slurm's PMI, or another MPI's mpirun); start it with the "
-                    "mpirun of the MPI it was built with, mpirun -np " + std::to_string(l.size));
+      train_llama_cli::check_mpi_world(world.size());
       if (o.ranks != 0 && o.ranks != world.size())
         throw error("--ranks " + std::to_string(o.ranks) + " differs from the " + std::to_string(world.size()) +
                     " MPI processes; under mpirun the rank count is mpirun's -np");

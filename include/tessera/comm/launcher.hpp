@@ -1,7 +1,8 @@
 // tessera/comm/launcher.hpp: what the launcher that started this process says of its place
 // on its node -- its rank among the node's processes (the GPU it drives) and how many
 // processes the node runs (how they share its memory) -- and which of a job's processes
-// drive one device (device_sharing_over: what the launcher cannot say).
+// drive one device (device_sharing_over: what the launcher cannot say); and how many
+// processes a launcher started (mpi_launched, torchrun_launched).
 //
 //   mpirun (Open MPI)   OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE
 //   torchrun            LOCAL_RANK (and LOCAL_WORLD_SIZE)
@@ -29,6 +30,7 @@
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <tessera/comm/communicator.hpp>
@@ -36,16 +38,26 @@
 namespace tessera::comm {
 
 namespace detail {
+/// The decimal number at s[i...], `i` moved past it; nothing where no digit is there (or it
+/// is over 2^40).
+inline std::optional<std::int64_t> count_at(std::string_view s, std::size_t& i) {
+  const std::size_t from = i;
+  std::int64_t v = 0;
+  for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+    if (v > (std::int64_t{1} << 40)) return std::nullopt;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (i == from) return std::nullopt;
+  return v;
+}
 /// A variable's value as a non-negative integer (all of it digits), else nothing.
 inline std::optional<std::int64_t> env_count(const char* name) {
   const char* e = std::getenv(name);
-  if (!e || !*e) return std::nullopt;
-  std::int64_t n = 0;
-  for (const char* p = e; *p; ++p) {
-    if (*p < '0' || *p > '9' || n > (std::int64_t{1} << 40)) return std::nullopt;
-    n = n * 10 + (*p - '0');
-  }
-  return n;
+  if (!e) return std::nullopt;
+  const std::string_view s(e);
+  std::size_t i = 0;
+  const auto n = count_at(s, i);
+  return i == s.size() ? n : std::nullopt;
 }
 }  // namespace detail
 
@@ -56,26 +68,54 @@ inline std::optional<std::int64_t> slurm_count_of_node(std::string_view list, st
   if (node < 0) return std::nullopt;
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
-    std::string_view item = list.substr(0, comma);
+    const std::string_view item = list.substr(0, comma);
     list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
-    std::int64_t count = 0, times = 1;
     std::size_t i = 0;
-    const auto number = [&](std::int64_t& v) {
-      const std::size_t from = i;
-      for (v = 0; i < item.size() && item[i] >= '0' && item[i] <= '9' && v < (std::int64_t{1} << 40); ++i)
-        v = v * 10 + (item[i] - '0');
-      return i > from;
-    };
-    if (!number(count)) return std::nullopt;
-    if (i < item.size()) {
+    const auto count = detail::count_at(item, i);
+    if (!count) return std::nullopt;
+    std::int64_t times = 1;
+    if (i < item.size()) {  // "(xK)": K nodes
       if (!item.substr(i).starts_with("(x")) return std::nullopt;
       i += 2;
-      if (!number(times) || item.substr(i) != ")" || times == 0) return std::nullopt;
+      const auto k = detail::count_at(item, i);
+      if (!k || *k == 0 || item.substr(i) != ")") return std::nullopt;
+      times = *k;
     }
     if (node < times) return count;
     node -= times;
   }
   return std::nullopt;
+}
+
+/// The processes a launcher started this one among, and its rank, as it says them; {1, 0}
+/// when none did.
+struct launched {
+  std::int64_t size = 1, rank = 0;
+  const char* variable = nullptr;  ///< the variable that gave `size`
+};
+
+/// An MPI launcher's: Open MPI's OMPI_COMM_WORLD_SIZE / _RANK, PMI_SIZE / PMI_RANK (MPICH's
+/// Hydra, Intel MPI, Slurm's PMI-2), or Slurm's SLURM_STEP_NUM_TASKS / SLURM_PROCID (srun sets
+/// them for a step's tasks, whichever PMI the MPI library takes; a batch script itself is no
+/// step's task).
+inline launched mpi_launched() {
+  for (const auto& [size_var, rank_var] : {std::pair{"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},
+                                           std::pair{"PMI_SIZE", "PMI_RANK"},
+                                           std::pair{"SLURM_STEP_NUM_TASKS", "SLURM_PROCID"}})
+    if (const auto n = detail::env_count(size_var); n && *n > 0)
+      return {*n, detail::env_count(rank_var).value_or(0), size_var};
+  return {};
+}
+
+/// torchrun's (torch.distributed.run): WORLD_SIZE and RANK, where GROUP_RANK, LOCAL_RANK and
+/// LOCAL_WORLD_SIZE say it is torchrun's (as PyTorch Lightning tells torchelastic's
+/// environment).
+inline launched torchrun_launched() {
+  for (const char* v : {"RANK", "GROUP_RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+    if (const char* e = std::getenv(v); !e || !*e) return {};
+  if (const auto n = detail::env_count("WORLD_SIZE"); n && *n > 0)
+    return {*n, detail::env_count("RANK").value_or(0), "WORLD_SIZE"};
+  return {};
 }
 
 /// This process's rank among its node's, as the launcher says it (the table above, in that
